@@ -1,0 +1,28 @@
+"""Projector actor: a read replica fed by the STATE change feed, serving reads.
+
+Inbox: ``wl.*.state.*`` through durable ``projector-<replica>`` (each replica keeps its
+own copy). Accepts: ``BeliefChanged``. Serves (queue group ``projector``):
+``wl.<world>.rpc.get`` and ``wl.<world>.rpc.list``. State: see
+``actors.projector.core``. Ack policy: after the LMDB commit.
+"""
+
+from __future__ import annotations
+
+from actors.projector import core
+from actors.runtime.spec import ActorSpec, Input, Service
+from protocols.messages import PROJECTOR_INBOX, PROJECTOR_RPC
+from protocols.subjects import projector_in, rpc_pattern
+
+__all__ = ["spec"]
+
+
+def spec(replica: str = "0") -> ActorSpec:
+    return ActorSpec(
+        name="projector",
+        replica=replica,
+        inputs=(Input(projector_in(replica), PROJECTOR_INBOX, core.handle),),
+        services=(
+            Service(rpc_pattern("get"), "projector", PROJECTOR_RPC, core.serve),
+            Service(rpc_pattern("list"), "projector", PROJECTOR_RPC, core.serve),
+        ),
+    )

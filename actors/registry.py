@@ -1,0 +1,35 @@
+"""Every actor by name, so the CLI and supervisors can build their specs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Final
+
+from actors.extractor.service import spec as extractor
+from actors.fusion.service import spec as fusion
+from actors.materializer.service import spec as materializer
+from actors.projector.service import spec as projector
+from actors.runtime.spec import ActorSpec
+from actors.simulator.service import spec as simulator
+
+__all__ = ["ACTORS", "build"]
+
+ACTORS: Final[dict[str, Callable[[], ActorSpec]]] = {
+    "extractor": extractor,
+    "fusion": fusion,
+    "materializer": materializer,
+    "projector": projector,
+    "simulator": simulator,
+}
+
+
+def build(name: str, *, replica: str = "0") -> ActorSpec:
+    """The spec of actor ``name``; ``replica`` names a projector's own read replica."""
+    if name == "projector":
+        return projector(replica)
+    try:
+        return ACTORS[name]()
+    except KeyError:
+        raise ValueError(
+            f"unknown actor {name!r}: choose one of {', '.join(ACTORS)}"
+        ) from None

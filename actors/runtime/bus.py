@@ -1,0 +1,169 @@
+"""The NATS side of the shell: connect, declare streams and durables, publish an outbox.
+
+Declarations are idempotent. A stream or durable whose stored config differs from its
+declaration is updated in place (and the change logged); if the server refuses the update
+the runtime raises :class:`ConfigDrift` naming the fields and the fix, never silently
+keeping the old config.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+import nats
+import nats.errors
+import nats.js.errors
+from nats.aio.client import Client as NATS
+from nats.js import JetStreamContext, api
+
+from actors.runtime.errors import BusUnavailable, ConfigDrift
+from actors.runtime.store import OutboxItem
+from protocols.subjects import ConsumerSpec, StreamSpec
+
+__all__ = ["connect", "ensure_consumer", "ensure_streams", "publish_all"]
+
+log = logging.getLogger("worldline.bus")
+
+
+async def connect(url: str, *, name: str, connect_timeout: float = 2.0) -> NATS:
+    """Connect to NATS; raise :class:`BusUnavailable` if it cannot be reached now.
+
+    Once connected, the client reconnects forever (an actor outlives a server restart).
+    """
+
+    async def on_error(exc: Exception) -> None:
+        if client:  # before the first connect, failure is reported once, below
+            log.warning("%s: nats error: %s", name, exc)
+
+    client: list[NATS] = []  # filled once connected, so callbacks can see its state
+
+    async def on_disconnect() -> None:
+        if client and not (client[0].is_closed or client[0].is_draining):
+            log.warning("%s: disconnected from %s, reconnecting", name, url)
+
+    async def on_reconnect() -> None:
+        log.info("%s: reconnected to %s", name, url)
+
+    try:
+        nc = await nats.connect(
+            url,
+            name=name,
+            connect_timeout=connect_timeout,
+            allow_reconnect=True,
+            max_reconnect_attempts=1,  # the first connect: fail fast, clearly
+            reconnect_time_wait=0.5,
+            error_cb=on_error,
+            disconnected_cb=on_disconnect,
+            reconnected_cb=on_reconnect,
+        )
+    except (OSError, TimeoutError, nats.errors.Error) as exc:
+        raise BusUnavailable(
+            f"cannot reach NATS at {url} ({exc or type(exc).__name__}); start one with "
+            "`worldline up` or pass --nats URL (env WORLDLINE_NATS)"
+        ) from exc
+    # Connected once: from now on, reconnect forever (an actor outlives a server
+    # restart). nats-py reads this option on every reconnect attempt.
+    nc.options["max_reconnect_attempts"] = -1
+    client.append(nc)
+    return nc
+
+
+def _stream_config(spec: StreamSpec) -> api.StreamConfig:
+    return api.StreamConfig(
+        name=spec.name,
+        subjects=list(spec.subjects),
+        retention=api.RetentionPolicy(spec.retention),
+        storage=api.StorageType.FILE,
+        max_age=spec.max_age,
+        duplicate_window=spec.duplicate_window,
+    )
+
+
+def _differences(declared: Any, stored: Any, fields: Iterable[str]) -> list[str]:
+    diffs = []
+    for name in fields:
+        want, have = getattr(declared, name), getattr(stored, name)
+        if isinstance(want, list):
+            want, have = sorted(want), sorted(have or [])
+        if want != have:
+            diffs.append(f"{name}: {have!r} -> {want!r}")
+    return diffs
+
+
+async def ensure_streams(js: JetStreamContext, specs: Iterable[StreamSpec]) -> None:
+    """Create each stream, or bring an existing one in line with its declaration."""
+    for spec in specs:
+        config = _stream_config(spec)
+        try:
+            info = await js.stream_info(spec.name)
+        except nats.js.errors.NotFoundError:
+            await js.add_stream(config)
+            continue
+        diffs = _differences(
+            config, info.config, ("subjects", "retention", "max_age", "duplicate_window")
+        )
+        if not diffs:
+            continue
+        try:
+            await js.update_stream(config)
+        except nats.js.errors.APIError as exc:
+            raise ConfigDrift(
+                f"stream {spec.name} differs from its declaration ({'; '.join(diffs)}) "
+                f"and the server refused the update: {exc.description}. Back up and "
+                "delete the stream, then restart, or run the matching worldline version."
+            ) from exc
+        log.warning("stream %s updated to its declaration: %s", spec.name, diffs)
+
+
+def _consumer_config(spec: ConsumerSpec) -> api.ConsumerConfig:
+    return api.ConsumerConfig(
+        name=spec.durable,
+        durable_name=spec.durable,
+        ack_policy=api.AckPolicy.EXPLICIT,
+        deliver_policy=api.DeliverPolicy.ALL,
+        filter_subject=spec.filter_subject,
+        ack_wait=spec.ack_wait,
+        max_deliver=spec.max_deliver,
+        max_ack_pending=spec.max_ack_pending,
+    )
+
+
+async def ensure_consumer(js: JetStreamContext, spec: ConsumerSpec) -> None:
+    """Create the durable, or update it when its stored config has drifted."""
+    config = _consumer_config(spec)
+    try:
+        info = await js.consumer_info(spec.stream.name, spec.durable)
+    except nats.js.errors.NotFoundError:
+        await js.add_consumer(spec.stream.name, config)
+        return
+    diffs = _differences(
+        config,
+        info.config,
+        ("filter_subject", "ack_wait", "max_deliver", "max_ack_pending", "ack_policy"),
+    )
+    if not diffs:
+        return
+    try:
+        await js.add_consumer(spec.stream.name, config)
+    except nats.js.errors.APIError as exc:
+        raise ConfigDrift(
+            f"durable {spec.durable} on {spec.stream.name} differs from its declaration "
+            f"({'; '.join(diffs)}) and the server refused the update: "
+            f"{exc.description}. Delete the durable (it restarts from the first "
+            "message; applied sequences in LMDB keep that safe) and restart the actor."
+        ) from exc
+    log.warning("durable %s updated to its declaration: %s", spec.durable, diffs)
+
+
+async def publish_all(js: JetStreamContext, items: list[OutboxItem]) -> None:
+    """Publish pipelined, each with its Nats-Msg-Id, and wait for every PubAck."""
+    futures = [
+        await js.publish_async(
+            item.subject, item.payload, headers={api.Header.MSG_ID: item.msg_id}
+        )
+        for item in items
+    ]
+    for future in futures:
+        await future

@@ -1,0 +1,215 @@
+"""The one consume loop every actor runs, and the request/reply loop for its services.
+
+For each declared input: bind a durable pull consumer, fetch a batch, apply it in one LMDB
+write transaction (in a worker thread), publish the committed outbox with Nats-Msg-Id,
+then ack (accepted) or term (dead-lettered) each message. Ack policy: only after commit;
+a storage failure naks the batch for redelivery; nothing is acked before its effect and
+its outputs are durable.
+
+Shutdown: cancelling the task group stops fetching; cleanup (unsubscribe, drain, closing
+LMDB) runs shielded and bounded to a few seconds.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import msgspec
+import nats.errors
+from anyio.abc import TaskStatus
+from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+
+from actors.runtime.bus import connect, ensure_consumer, ensure_streams, publish_all
+from actors.runtime.errors import StoreError
+from actors.runtime.spec import ActorSpec, Input, Service
+from actors.runtime.store import Delivery, OutboxItem, Store
+from protocols.messages import Message, RpcError, encode
+from protocols.subjects import STREAMS, world_of
+
+__all__ = ["Clock", "run_actor", "utcnow"]
+
+log = logging.getLogger("worldline.actor")
+
+Clock = Callable[[], datetime]
+
+FETCH_BATCH = 256  # in-flight limit per fetch (the consumer's max_ack_pending caps more)
+FETCH_TIMEOUT = 1.0  # seconds a fetch waits for messages before trying again
+SHUTDOWN_GRACE = 5.0  # seconds cleanup may take before it is abandoned
+
+
+def utcnow() -> datetime:
+    """The wall clock, the only place the runtime reads it."""
+    return datetime.now(UTC)
+
+
+async def run_actor(
+    spec: ActorSpec,
+    *,
+    url: str,
+    data: Path,
+    clock: Clock = utcnow,
+    batch: int = FETCH_BATCH,
+    task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """Run one actor until cancelled; report started once every input and service binds.
+
+    Args:
+        spec: the actor's declaration (inputs, services, pure handlers).
+        url: the NATS server URL.
+        data: the folder holding this actor's LMDB store (``data/<instance>``).
+        clock: wall clock injected into every handler call.
+        batch: messages fetched (and committed) per batch.
+
+    Raises:
+        BusUnavailable: NATS cannot be reached.
+        StoreError: the LMDB store cannot be opened.
+        ConfigDrift: a stream or durable differs from its declaration and cannot be
+            updated.
+    """
+    store = Store(data / spec.instance, actor=spec.instance)
+    try:
+        nc = await connect(url, name=f"worldline-{spec.instance}")
+        try:
+            js = nc.jetstream()
+            await ensure_streams(js, STREAMS)
+            async with anyio.create_task_group() as tg:
+                for inp in spec.inputs:
+                    await tg.start(_consume, js, store, spec, inp, clock, batch)
+                for service in spec.services:
+                    await tg.start(_serve, nc, store, service)
+                log.info("%s: consuming", spec.instance)
+                task_status.started()
+        finally:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(SHUTDOWN_GRACE):
+                await _close(nc)
+    finally:
+        store.close()
+
+
+async def _close(nc: NATS) -> None:
+    """Flush what is buffered (acks are fire-and-forget publishes), then close.
+
+    Not ``drain()``: it waits for every subscription's pending queue to empty, which a
+    cancelled pull subscription never does.
+    """
+    try:
+        await nc.flush(timeout=2)
+    except (nats.errors.Error, OSError, TimeoutError) as exc:
+        log.debug("final flush failed: %s", exc)
+    await nc.close()
+
+
+async def _consume(
+    js: JetStreamContext,
+    store: Store,
+    spec: ActorSpec,
+    inp: Input[Any],
+    clock: Clock,
+    batch: int,
+    *,
+    task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    await ensure_consumer(js, inp.consumer)
+    sub = await js.pull_subscribe_bind(
+        durable=inp.consumer.durable, stream=inp.consumer.stream.name
+    )
+    await _publish_committed(js, store, store.pending_outbox())
+    task_status.started()
+    while True:
+        try:
+            msgs = await sub.fetch(batch, timeout=FETCH_TIMEOUT)
+        except TimeoutError:  # nats-py raises both its own and the builtin kind
+            continue
+        except nats.errors.Error as exc:
+            log.warning("%s: fetch failed (%s); retrying", spec.instance, exc)
+            await anyio.sleep(0.5)
+            continue
+        deliveries = [
+            Delivery(m.metadata.sequence.stream, m.subject, m.data) for m in msgs
+        ]
+        try:
+            result = await anyio.to_thread.run_sync(
+                store.apply_batch, inp, deliveries, clock()
+            )
+        except StoreError:
+            log.exception("%s: batch not applied; it will be redelivered", spec.instance)
+            # Back off first, then nak without delay: JetStream redelivers naked
+            # messages before newer ones, so sequences keep arriving in order.
+            await anyio.sleep(1.0)
+            for m in msgs:
+                await m.nak()
+            continue
+        await _publish_committed(js, store, result.outbox)
+        await _settle(msgs, result.accepted)
+
+
+async def _settle(msgs: list[Msg], accepted: list[bool]) -> None:
+    for msg, ok in zip(msgs, accepted, strict=True):
+        if ok:
+            await msg.ack()
+        else:
+            await msg.term()
+
+
+async def _publish_committed(
+    js: JetStreamContext, store: Store, items: list[OutboxItem]
+) -> None:
+    """Publish committed outputs, retrying until JetStream confirms them all."""
+    delay = 0.2
+    while items:
+        try:
+            await publish_all(js, items)
+        except (nats.errors.Error, TimeoutError) as exc:
+            log.warning(
+                "%s: publishing %d committed messages failed (%s); retrying in %.1fs",
+                store.actor,
+                len(items),
+                exc,
+                delay,
+            )
+            await anyio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+            continue
+        await anyio.to_thread.run_sync(store.clear_outbox, [i.key for i in items])
+        return
+
+
+async def _serve(
+    nc: NATS,
+    store: Store,
+    service: Service[Any],
+    *,
+    task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    sub = await nc.subscribe(service.subject, queue=service.queue)
+    task_status.started()
+    try:
+        async for msg in sub.messages:
+            if not msg.reply:
+                continue
+            reply = _answer(store, service, msg.subject, msg.data)
+            await msg.respond(encode(reply))
+    finally:
+        with anyio.CancelScope(shield=True), anyio.move_on_after(SHUTDOWN_GRACE):
+            await sub.unsubscribe()
+
+
+def _answer(store: Store, service: Service[Any], subject: str, data: bytes) -> Message:
+    try:
+        request = service.decoder.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        return RpcError(code="invalid", message=f"bad request on {subject}: {exc}")
+    try:
+        with store.reader() as reader:
+            return service.serve(reader, request, world_of(subject))
+    except Exception as exc:
+        log.exception("%s: serving %s failed", store.actor, subject)
+        return RpcError(code="internal", message=f"{store.actor} failed: {exc!r}")

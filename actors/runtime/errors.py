@@ -1,0 +1,44 @@
+"""One root error for the actor runtime, a few subclasses, and messages that say what to do.
+
+Nothing here imports nats or lmdb: pure cores raise :class:`InvalidInput` too.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ActorError",
+    "BusUnavailable",
+    "ConfigDrift",
+    "EmbeddedServerError",
+    "InvalidInput",
+    "StoreError",
+]
+
+
+class ActorError(Exception):
+    """Root of every error the worldline runtime raises on purpose."""
+
+
+class InvalidInput(ActorError, ValueError):
+    """Raised by a pure core when a message is well-formed but cannot be accepted.
+
+    The runtime terminates the message and publishes it, with this reason, to the
+    actor's dead-letter subject. It is never retried.
+    """
+
+
+class BusUnavailable(ActorError, ConnectionError):
+    """Raised when no NATS server can be reached at the given URL."""
+
+
+class ConfigDrift(ActorError):
+    """Raised when a stream or durable on the server differs from its declaration and
+    the server refused the update (some fields, like retention, are fixed)."""
+
+
+class StoreError(ActorError):
+    """Raised when an actor's LMDB store cannot be opened or written."""
+
+
+class EmbeddedServerError(ActorError):
+    """Raised when the embedded nats-server cannot be found or does not start."""

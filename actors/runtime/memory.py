@@ -1,0 +1,51 @@
+"""An in-memory state for pure-core tests and offline replay: a dict behind ``Reader``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import msgspec
+
+from actors.runtime.spec import Context, Input, Outgoing, Reader, Step
+
+__all__ = ["MemoryState", "state_hash"]
+
+
+class MemoryState:
+    """A sorted key/value state that applies a handler's :class:`Step` like LMDB does."""
+
+    def __init__(self) -> None:
+        self.data: dict[bytes, bytes] = {}
+
+    def get(self, key: bytes) -> bytes | None:
+        return self.data.get(key)
+
+    def scan(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        for key in sorted(self.data):
+            if key.startswith(prefix):
+                yield key, self.data[key]
+
+    def apply(self, step: Step) -> list[Outgoing]:
+        """Apply the step's writes and return its outgoing messages."""
+        for key, value in step.writes.items():
+            if value is None:
+                self.data.pop(key, None)
+            else:
+                self.data[key] = value
+        return step.out
+
+    def feed(self, inp: Input[Any], payload: bytes, ctx: Context) -> list[Outgoing]:
+        """Decode ``payload`` with the input's decoder, handle it, apply the result."""
+        message = inp.decoder.decode(payload)
+        return self.apply(inp.handle(self, message, ctx))
+
+
+def state_hash(reader: Reader) -> str:
+    """A hex digest over every key and value, in key order: equal states, equal hash."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for key, value in reader.scan(b""):
+        digest.update(msgspec.msgpack.encode((key, value)))
+    return digest.hexdigest()

@@ -1,0 +1,114 @@
+"""What an actor declares for the runtime: its inputs, its services, its pure handlers.
+
+An actor's ``service.py`` builds one :class:`ActorSpec`; the runtime (``consume.py``) does
+all NATS and LMDB work around it. Handlers are pure: they read state through a
+:class:`Reader`, and return a :class:`Step` (state writes plus outgoing messages). They
+never see ``nats.Msg``, LMDB, or the wall clock (``Context.now`` is passed in).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Generic, Protocol, TypeVar
+
+import msgspec
+
+from protocols.messages import Message
+from protocols.subjects import ConsumerSpec
+
+__all__ = [
+    "ActorSpec",
+    "Context",
+    "Handler",
+    "Input",
+    "Outgoing",
+    "Reader",
+    "Service",
+    "Step",
+]
+
+In = TypeVar("In")
+Req = TypeVar("Req")
+
+
+class Reader(Protocol):
+    """Read access to an actor's own state (its LMDB store, or a dict in tests)."""
+
+    def get(self, key: bytes) -> bytes | None:
+        """The value under ``key``, or None."""
+        ...
+
+    def scan(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """Every (key, value) whose key starts with ``prefix``, in key order."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Outgoing:
+    """A message to publish on JetStream once the state change is committed."""
+
+    subject: str
+    message: Message
+    msg_id: str  # Nats-Msg-Id: deterministic, so a replayed publish is de-duplicated
+
+
+@dataclass(slots=True)
+class Step:
+    """What a handler wants done: state writes (None deletes) and messages to send."""
+
+    writes: dict[bytes, bytes | None] = field(default_factory=dict)
+    out: list[Outgoing] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """Where a message came from, and the clock, as the runtime saw them."""
+
+    world: str
+    author: str  # last token of the subject
+    subject: str
+    seq: int  # stream sequence
+    now: datetime
+
+
+Handler = Callable[[Reader, In, Context], Step]
+
+
+@dataclass(frozen=True, slots=True)
+class Input(Generic[In]):
+    """One durable pull consumer and the pure handler for what it delivers."""
+
+    consumer: ConsumerSpec
+    decoder: msgspec.msgpack.Decoder[In]
+    handle: Callable[[Reader, In, Context], Step]
+    # Skip deliveries at or below the last applied stream sequence. Right for a durable
+    # one process owns; replicas sharing a durable see sequences out of order, so their
+    # handlers must be idempotent by content instead (deterministic ids and Msg-Ids).
+    skip_applied: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Service(Generic[Req]):
+    """A request/reply verb answered by a queue group from the actor's state."""
+
+    subject: str  # wildcard over worlds, e.g. ``wl.*.rpc.get``
+    queue: str
+    decoder: msgspec.msgpack.Decoder[Req]
+    serve: Callable[[Reader, Req, str], Message]  # (state, request, world) -> reply
+
+
+@dataclass(frozen=True, slots=True)
+class ActorSpec:
+    """Everything the runtime needs to run one actor."""
+
+    name: str  # one of protocols.subjects.ACTOR_NAMES
+    inputs: tuple[Input[Any], ...]
+    services: tuple[Service[Any], ...] = ()
+    replica: str = ""  # set for actors whose replicas each keep their own state
+
+    @property
+    def instance(self) -> str:
+        """Name of this process's instance: its store folder and connection name."""
+        return f"{self.name}-{self.replica}" if self.replica else self.name

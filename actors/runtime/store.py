@@ -1,0 +1,251 @@
+"""An actor's LMDB store: its state, the last applied stream sequence, and an outbox.
+
+A fetched batch is applied in one write transaction that also records the last applied
+stream sequence per durable and the messages to publish (the outbox). So a crash at any
+point neither loses nor doubles an effect: on restart, already-applied sequences are
+skipped, and outbox entries that were committed but not yet published are sent again
+(their Nats-Msg-Id lets JetStream drop the duplicate).
+
+Write transactions live entirely inside one synchronous call (run in a worker thread by
+the runtime), never across an ``await``: py-lmdb binds them to their thread.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import lmdb
+import msgspec
+
+from actors.runtime.errors import InvalidInput, StoreError
+from actors.runtime.spec import Context, Input, Reader
+from protocols.messages import DeadLetter, encode
+from protocols.subjects import author_of, dlq, world_of
+
+__all__ = ["BatchResult", "Delivery", "OutboxItem", "Store"]
+
+log = logging.getLogger("worldline.store")
+
+_MAP_SIZE = 8 << 30  # address space reserved, not disk used; LMDB grows the file lazily
+_APPLIED = b"applied/"
+_OUTBOX_NEXT = b"outbox-next"
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """One fetched message, stripped of its nats object so it can cross threads."""
+
+    seq: int
+    subject: str
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxItem:
+    """A committed message waiting to be published."""
+
+    key: bytes
+    subject: str
+    msg_id: str
+    payload: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class BatchResult:
+    """Per delivery, whether it was accepted (ack) or dead-lettered (term)."""
+
+    accepted: list[bool]
+    outbox: list[OutboxItem]
+
+
+class _TxnReader:
+    """A :class:`Reader` over an open LMDB transaction (sees the batch's own writes)."""
+
+    def __init__(self, txn: Any, db: Any) -> None:
+        self._txn = txn
+        self._db = db
+
+    def get(self, key: bytes) -> bytes | None:
+        value = self._txn.get(key, db=self._db)
+        return None if value is None else bytes(value)
+
+    def scan(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        cursor = self._txn.cursor(db=self._db)
+        if not cursor.set_range(prefix):
+            return
+        for key, value in cursor:
+            if not bytes(key).startswith(prefix):
+                return
+            yield bytes(key), bytes(value)
+
+
+class Store:
+    """One actor's LMDB environment with three databases: state, meta and outbox."""
+
+    def __init__(self, path: Path, *, actor: str) -> None:
+        self.path = path
+        self.actor = actor
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+            self._env = lmdb.open(str(path), map_size=_MAP_SIZE, max_dbs=4)
+            self._state = self._env.open_db(b"state")
+            self._meta = self._env.open_db(b"meta")
+            self._outbox = self._env.open_db(b"outbox")
+        except (OSError, lmdb.Error) as exc:
+            raise StoreError(
+                f"{actor}: cannot open LMDB store at {path}: {exc}. Check that the "
+                "folder is writable and that no other process of this actor uses it."
+            ) from exc
+
+    def close(self) -> None:
+        self._env.close()
+
+    def size_bytes(self) -> int:
+        info = self._env.info()
+        stat = self._env.stat()
+        return int(info["last_pgno"] + 1) * int(stat["psize"])
+
+    @contextmanager
+    def reader(self) -> Iterator[Reader]:
+        """A consistent read-only view of the state (a read transaction)."""
+        with self._env.begin(db=self._state) as txn:
+            yield _TxnReader(txn, self._state)
+
+    def applied_seq(self, durable: str) -> int:
+        with self._env.begin(db=self._meta) as txn:
+            raw = txn.get(_APPLIED + durable.encode(), db=self._meta)
+        return 0 if raw is None else int(bytes(raw))
+
+    def apply_batch(
+        self, inp: Input[Any], deliveries: list[Delivery], now: Any
+    ) -> BatchResult:
+        """Decode, handle and commit a batch in one write transaction.
+
+        Deliveries at or below the durable's last applied sequence are skipped (a
+        redelivery after a crash between commit and ack). Input that does not decode, or
+        that the handler rejects, is dead-lettered: recorded as applied, with a
+        :class:`DeadLetter` in the outbox. Nothing is lost, nothing is applied twice.
+        """
+        durable_key = _APPLIED + inp.consumer.durable.encode()
+        accepted: list[bool] = []
+        items: list[OutboxItem] = []
+        try:
+            with self._env.begin(write=True) as txn:
+                reader = _TxnReader(txn, self._state)
+                raw = txn.get(durable_key, db=self._meta)
+                applied = 0 if raw is None else int(bytes(raw))
+                raw_next = txn.get(_OUTBOX_NEXT, db=self._meta)
+                next_key = 0 if raw_next is None else int(bytes(raw_next))
+
+                def stage(subject: str, msg_id: str, payload: bytes) -> None:
+                    nonlocal next_key
+                    key = next_key.to_bytes(8, "big")
+                    next_key += 1
+                    txn.put(key, encode_item(subject, msg_id, payload), db=self._outbox)
+                    items.append(OutboxItem(key, subject, msg_id, payload))
+
+                for d in deliveries:
+                    if inp.skip_applied and d.seq <= applied:
+                        accepted.append(True)
+                        continue
+                    applied = max(applied, d.seq)
+                    reason = self._handle_one(inp, reader, txn, d, now, stage)
+                    if reason is None:
+                        accepted.append(True)
+                        continue
+                    accepted.append(False)
+                    letter = DeadLetter(
+                        actor=self.actor,
+                        subject=d.subject,
+                        stream_seq=d.seq,
+                        reason=reason,
+                        payload=d.data,
+                        at=now,
+                    )
+                    stage(
+                        dlq(_world_or_unknown(d.subject), self.actor),
+                        f"dlq:{inp.consumer.durable}:{d.seq}",
+                        encode(letter),
+                    )
+                txn.put(durable_key, str(applied).encode(), db=self._meta)
+                txn.put(_OUTBOX_NEXT, str(next_key).encode(), db=self._meta)
+        except lmdb.Error as exc:
+            raise StoreError(
+                f"{self.actor}: LMDB write failed at {self.path}: {exc}"
+            ) from exc
+        return BatchResult(accepted, items)
+
+    def _handle_one(
+        self,
+        inp: Input[Any],
+        reader: _TxnReader,
+        txn: Any,
+        d: Delivery,
+        now: Any,
+        stage: Any,
+    ) -> str | None:
+        """Handle one delivery inside the batch transaction; return a reject reason."""
+        try:
+            message = inp.decoder.decode(d.data)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            return f"undecodable: {exc}"
+        try:
+            ctx = Context(
+                world=world_of(d.subject),
+                author=author_of(d.subject),
+                subject=d.subject,
+                seq=d.seq,
+                now=now,
+            )
+            step = inp.handle(reader, message, ctx)
+        except InvalidInput as exc:
+            return f"invalid: {exc}"
+        except Exception as exc:
+            # A bug in a core must neither kill the actor nor lose the input.
+            log.exception("%s: handler failed on %s seq %d", self.actor, d.subject, d.seq)
+            return f"internal error in {self.actor}: {exc!r}"
+        for key, value in step.writes.items():
+            if value is None:
+                txn.delete(key, db=self._state)
+            else:
+                txn.put(key, value, db=self._state)
+        for out in step.out:
+            stage(out.subject, out.msg_id, encode(out.message))
+        return None
+
+    def pending_outbox(self) -> list[OutboxItem]:
+        """Committed messages not yet confirmed published (after a crash, say)."""
+        with self._env.begin(db=self._outbox) as txn:
+            return [
+                decode_item(bytes(key), bytes(value))
+                for key, value in txn.cursor(db=self._outbox)
+            ]
+
+    def clear_outbox(self, keys: list[bytes]) -> None:
+        """Forget outbox entries once JetStream has acknowledged them."""
+        if not keys:
+            return
+        with self._env.begin(write=True, db=self._outbox) as txn:
+            for key in keys:
+                txn.delete(key, db=self._outbox)
+
+
+def encode_item(subject: str, msg_id: str, payload: bytes) -> bytes:
+    return msgspec.msgpack.encode((subject, msg_id, payload))
+
+
+def decode_item(key: bytes, raw: bytes) -> OutboxItem:
+    subject, msg_id, payload = msgspec.msgpack.decode(raw, type=tuple[str, str, bytes])
+    return OutboxItem(key, subject, msg_id, payload)
+
+
+def _world_or_unknown(subject: str) -> str:
+    try:
+        return world_of(subject)
+    except ValueError:
+        return "unknown"

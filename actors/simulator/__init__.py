@@ -1,0 +1,3 @@
+"""The simulator actor: grounded predictions from real transitions."""
+
+__all__: list[str] = []

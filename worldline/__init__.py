@@ -1,0 +1,19 @@
+"""worldline: one shared, evidence-kept world model for a crew of AI agents.
+
+``async with worldline.connect(url, world="crew", agent="ada") as world:`` then
+``await world.add(...)``, ``await world.get(id)``, ``await world.list()``.
+"""
+
+from protocols.messages import Belief
+from worldline.client import World, connect
+from worldline.errors import BadRequest, BusUnavailable, NotApplied, Rejected
+
+__all__ = [
+    "BadRequest",
+    "Belief",
+    "BusUnavailable",
+    "NotApplied",
+    "Rejected",
+    "World",
+    "connect",
+]
