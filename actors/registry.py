@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from actors.extractor.service import spec as extractor
 from actors.fusion.service import spec as fusion
 from actors.materializer.service import spec as materializer
 from actors.projector.service import spec as projector
-from actors.runtime.spec import ActorSpec
 from actors.simulator.service import spec as simulator
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from actors.runtime.spec import ActorSpec
 
 __all__ = ["ACTORS", "build"]
 

@@ -1,16 +1,17 @@
-"""The wire contract: every message worldline actors exchange, as frozen msgspec Structs.
+"""The wire contract: every message worldline actors exchange, as frozen msgspec
+Structs.
 
 Each message carries an explicit, versioned tag in its ``kind`` field (never the class
 name, which changes on rename). Each inbox has one tagged union and one reused decoder.
 Schema evolution follows msgspec's rules: new fields get defaults, types never change,
-and unknown fields are ignored (never ``forbid_unknown_fields``), so an old actor can read
-a newer peer's messages.
+and unknown fields are ignored (never ``forbid_unknown_fields``), so an old actor can
+read a newer peer's messages.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Final, Literal
+from typing import Annotated, Final, Literal, get_args
 
 import msgspec
 
@@ -65,7 +66,7 @@ BeliefText = Annotated[str, msgspec.Meta(min_length=1, max_length=64 * 1024)]
 ArtifactText = Annotated[str, msgspec.Meta(max_length=1024 * 1024)]
 
 BeliefType = Literal["claim", "assumption", "risk", "evidence", "gap", "goal"]
-BELIEF_TYPES: Final[tuple[str, ...]] = BeliefType.__args__
+BELIEF_TYPES: Final[tuple[str, ...]] = get_args(BeliefType)
 
 
 class Message(
@@ -94,7 +95,7 @@ class Belief(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 # --- observations: OBS stream -> extractor ------------------------------------------
 
 
-class Observe(Message, tag="obs.artifact.v1", kw_only=True):
+class Observe(Message, tag="obs.artifact.v1", kw_only=True, frozen=True):
     """An artifact (text) handed to the extractor to turn into beliefs."""
 
     obs_id: Ident  # idempotency id, also the Nats-Msg-Id
@@ -110,7 +111,7 @@ ExtractorInbox = Observe
 # --- ops: OPS stream (the record) -> fusion ------------------------------------------
 
 
-class AddBelief(Message, tag="op.add_belief.v1", kw_only=True):
+class AddBelief(Message, tag="op.add_belief.v1", kw_only=True, frozen=True):
     """Seed a belief; a given confidence is a weak prior that evidence moves."""
 
     op_id: Ident  # idempotency id, also the Nats-Msg-Id
@@ -129,7 +130,7 @@ FusionInbox = AddBelief
 # --- derived records: DERIVED stream -> materializer, simulator -----------------------
 
 
-class PosteriorUpdate(Message, tag="derived.posterior.v1", kw_only=True):
+class PosteriorUpdate(Message, tag="derived.posterior.v1", kw_only=True, frozen=True):
     """Fusion's posterior for one belief, derived from the op log (reproducible)."""
 
     belief: Belief
@@ -139,7 +140,7 @@ class PosteriorUpdate(Message, tag="derived.posterior.v1", kw_only=True):
 MaterializerInbox = PosteriorUpdate
 
 
-class Transition(Message, tag="derived.transition.v1", kw_only=True):
+class Transition(Message, tag="derived.transition.v1", kw_only=True, frozen=True):
     """A real action -> observation pair taken from a trace."""
 
     id: Ident
@@ -157,7 +158,7 @@ SimulatorInbox = Transition
 # --- change feed: STATE stream -> projector replicas ----------------------------------
 
 
-class BeliefChanged(Message, tag="state.belief.v1", kw_only=True):
+class BeliefChanged(Message, tag="state.belief.v1", kw_only=True, frozen=True):
     """The materializer applied a change to a belief."""
 
     belief: Belief
@@ -169,43 +170,43 @@ ProjectorInbox = BeliefChanged
 # --- request/reply ------------------------------------------------------------------
 
 
-class GetBelief(Message, tag="rpc.get.v1", kw_only=True):
+class GetBelief(Message, tag="rpc.get.v1", kw_only=True, frozen=True):
     """Ask for one belief by id."""
 
     belief_id: Ident
 
 
-class ListBeliefs(Message, tag="rpc.list.v1", kw_only=True):
+class ListBeliefs(Message, tag="rpc.list.v1", kw_only=True, frozen=True):
     """Ask for the active set, oldest first."""
 
     type: BeliefType | None = None
     limit: Annotated[int, msgspec.Meta(ge=1, le=10_000)] = 1000
 
 
-class BeliefReply(Message, tag="rpc.belief.v1", kw_only=True):
+class BeliefReply(Message, tag="rpc.belief.v1", kw_only=True, frozen=True):
     """One belief, or None when the world holds no belief with that id."""
 
     belief: Belief | None = None
 
 
-class BeliefListReply(Message, tag="rpc.beliefs.v1", kw_only=True):
+class BeliefListReply(Message, tag="rpc.beliefs.v1", kw_only=True, frozen=True):
     """A page of beliefs and how many the world holds in all."""
 
     beliefs: tuple[Belief, ...] = ()
     total: int = 0
 
 
-class SimStatus(Message, tag="rpc.sim_status.v1", kw_only=True):
+class SimStatus(Message, tag="rpc.sim_status.v1", kw_only=True, frozen=True):
     """Ask the simulator what it holds."""
 
 
-class SimStatusReply(Message, tag="rpc.sim_status_reply.v1", kw_only=True):
+class SimStatusReply(Message, tag="rpc.sim_status_reply.v1", kw_only=True, frozen=True):
     """How many real transitions the simulator holds for the world."""
 
     transitions: int = 0
 
 
-class RpcError(Message, tag="rpc.error.v1", kw_only=True):
+class RpcError(Message, tag="rpc.error.v1", kw_only=True, frozen=True):
     """A request the server could not answer, with the reason."""
 
     code: Literal["invalid", "internal"]
@@ -221,7 +222,7 @@ SimulatorReply = SimStatusReply | RpcError
 # --- dead letters: DLQ stream -> operators --------------------------------------------
 
 
-class DeadLetter(Message, tag="dlq.dead_letter.v1", kw_only=True):
+class DeadLetter(Message, tag="dlq.dead_letter.v1", kw_only=True, frozen=True):
     """Input an actor could not accept, kept with the reason (never dropped)."""
 
     actor: str

@@ -18,12 +18,12 @@ __all__ = [
     "DLQ",
     "EXTRACTOR_IN",
     "FUSION_IN",
-    "MATERIALIZER_IN",
-    "SIMULATOR_IN",
     "INBOX",
+    "MATERIALIZER_IN",
     "OBS",
     "OPS",
     "PREFIX",
+    "SIMULATOR_IN",
     "STATE",
     "STREAMS",
     "ConsumerSpec",
@@ -166,7 +166,8 @@ SIMULATOR_IN: Final = ConsumerSpec(
 
 
 def projector_in(replica: str) -> ConsumerSpec:
-    """Each projector replica keeps its own read replica, so each has its own durable."""
+    """Each projector replica keeps its own read replica, so each has its own
+    durable."""
     return ConsumerSpec(
         STATE, f"projector-{check_name('replica', replica)}", f"{PREFIX}.*.state.*"
     )

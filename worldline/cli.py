@@ -13,10 +13,9 @@ import os
 import re
 import signal
 import sys
-from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import anyio
 import msgspec
@@ -28,6 +27,9 @@ from actors.runtime.supervise import run_actors
 from protocols.messages import BELIEF_TYPES, Belief
 from worldline.client import DEFAULT_URL, World, connect
 from worldline.errors import BadRequest, BusUnavailable, NotApplied, Rejected
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable, Coroutine, Sequence
 
 __all__ = ["main"]
 
@@ -73,7 +75,7 @@ class _Failure(Exception):
 
 
 async def _serve_until_signal(
-    start: Callable[..., Awaitable[None]], on_ready: Callable[[], None]
+    start: Callable[..., Coroutine[Any, Any, None]], on_ready: Callable[[], None]
 ) -> None:
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with anyio.create_task_group() as tg:
@@ -155,12 +157,14 @@ def _emit(args: argparse.Namespace, value: Any, human: str) -> None:
         print(human)
 
 
-async def _client(args: argparse.Namespace, verb: Callable[[World], Awaitable[None]]) -> None:
+async def _client(
+    args: argparse.Namespace, verb: Callable[[World], Awaitable[None]]
+) -> None:
     async with connect(
         args.nats or default_url(),
         world=args.world,
         agent=args.agent,
-        timeout=args.timeout,
+        request_timeout=args.timeout,
     ) as world:
         await verb(world)
 
@@ -188,7 +192,9 @@ def _get(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
 def _list(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
     async def run(world: World) -> None:
         beliefs = await world.list(type=args.type, limit=args.limit)
-        human = "\n".join(_show(b) for b in beliefs) or f"world {world.world!r} is empty"
+        human = (
+            "\n".join(_show(b) for b in beliefs) or f"world {world.world!r} is empty"
+        )
         _emit(args, beliefs, human)
 
     return run

@@ -9,15 +9,13 @@ agent now reads.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import msgspec
 import nats.errors
-from nats.aio.client import Client as NATS
 from nats.js import api
 
 from actors.runtime.bus import connect as bus_connect
@@ -39,6 +37,11 @@ from protocols.messages import (
 )
 from protocols.subjects import RpcVerb, check_name, dlq, obs, ops, rpc
 from worldline.errors import BadRequest, BusUnavailable, NotApplied, Rejected
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from nats.aio.client import Client as NATS
 
 __all__ = ["DEFAULT_URL", "World", "connect"]
 
@@ -77,11 +80,12 @@ class World:
         type: BeliefType = "claim",
         id: str | None = None,
     ) -> Belief:
-        """Seed a belief (a given confidence is a weak prior) and return it once applied.
+        """Seed a belief (a given confidence is a weak prior) and return it once
+        applied.
 
         Raises:
-            BadRequest: empty text, confidence outside 0-1, or a confidence on a goal/gap.
-            Rejected: the world refused the op (for example, the id is taken).
+            BadRequest: empty text, confidence outside 0-1, or a confidence on a
+            goal/gap. Rejected: the world refused the op (for example, the id is taken).
             NotApplied: the op is recorded but no actor applied it within the timeout.
             BusUnavailable: NATS went away.
         """
@@ -138,7 +142,9 @@ class World:
                 text=text,
             )
         )
-        await self._publish(obs(self.world, self.agent), observation, observation.obs_id)
+        await self._publish(
+            obs(self.world, self.agent), observation, observation.obs_id
+        )
         return observation.obs_id
 
     async def get(self, belief_id: str) -> Belief | None:
@@ -197,7 +203,7 @@ async def connect(
     *,
     world: str = "default",
     agent: str = "cli",
-    timeout: float = 10.0,
+    request_timeout: float = 10.0,
 ) -> AsyncIterator[World]:
     """Connect to a worldline deployment as ``agent`` in ``world``.
 
@@ -212,7 +218,7 @@ async def connect(
         raise BadRequest(str(exc)) from exc
     nc = await bus_connect(url, name=f"worldline-sdk-{agent}")
     try:
-        yield World(nc, world=world, agent=agent, timeout=timeout)
+        yield World(nc, world=world, agent=agent, timeout=request_timeout)
     finally:
         with anyio.CancelScope(shield=True), anyio.move_on_after(5):
             await nc.close()

@@ -1,9 +1,9 @@
 """Extractor core: turns an artifact into belief ops. Pure, deterministic, no network.
 
-For now each non-empty statement (a line, or a sentence within a line) becomes a ``claim``
-with no stated confidence, attributed to the observation's author and source. Ids derive
-from the observation id and position, so re-extracting the same artifact yields the same
-ops (and JetStream de-duplicates them by Nats-Msg-Id).
+For now each non-empty statement (a line, or a sentence within a line) becomes a
+``claim`` with no stated confidence, attributed to the observation's author and source.
+Ids derive from the observation id and position, so re-extracting the same artifact
+yields the same ops (and JetStream de-duplicates them by Nats-Msg-Id).
 
 Stateless: replicas share one durable on the OBS work queue.
 Output: ``AddBelief`` on ``wl.<world>.ops.extractor``.

@@ -1,7 +1,7 @@
 """Extractor actor: consumes observations, publishes belief ops to the OPS record.
 
-Inbox: ``wl.*.obs.*`` through durable ``extractor`` on the OBS work queue (replicas share
-it). Accepts: ``Observe``. Outputs: ``AddBelief`` on ``wl.<world>.ops.extractor``.
+Inbox: ``wl.*.obs.*`` through durable ``extractor`` on the OBS work queue (replicas
+share it). Accepts: ``Observe``. Outputs: ``AddBelief`` on ``wl.<world>.ops.extractor``.
 State: none. Ack policy: after the outputs are committed to the outbox.
 """
 
@@ -17,5 +17,6 @@ __all__ = ["spec"]
 
 def spec() -> ActorSpec:
     return ActorSpec(
-        name="extractor", inputs=(Input(EXTRACTOR_IN, EXTRACTOR_INBOX, core.handle, skip_applied=False),)
+        name="extractor",
+        inputs=(Input(EXTRACTOR_IN, EXTRACTOR_INBOX, core.handle, skip_applied=False),),
     )

@@ -1,9 +1,9 @@
 """Fusion core: evidence -> posterior. Pure, synchronous, order-independent.
 
 This is the one place belief math lives; the projector imports it and never re-derives a
-number. For now a belief is seeded from an ``AddBelief`` op: a hand-entered confidence is
-a weak Beta prior worth :data:`PRIOR_STRENGTH` pseudo-observations (DESIGN.md P7), so the
-first real evidence moves it. ``goal`` and ``gap`` carry no probability (P6).
+number. For now a belief is seeded from an ``AddBelief`` op: a hand-entered confidence
+is a weak Beta prior worth :data:`PRIOR_STRENGTH` pseudo-observations (DESIGN.md P7), so
+the first real evidence moves it. ``goal`` and ``gap`` carry no probability (P6).
 
 State keys: ``belief/<world>/<belief id>`` -> :class:`FusedBelief`.
 Output: :class:`PosteriorUpdate` on ``wl.<world>.derived.posterior.<shard>``.
@@ -26,9 +26,9 @@ __all__ = [
     "NO_PROBABILITY",
     "PRIOR_STRENGTH",
     "FusedBelief",
+    "belief_key",
     "beta_mean",
     "beta_sd",
-    "belief_key",
     "handle",
     "prior",
     "shard_of",
@@ -63,7 +63,7 @@ def belief_key(world: str, belief_id: str) -> bytes:
 
 
 def prior(confidence: float, strength: float = PRIOR_STRENGTH) -> tuple[float, float]:
-    """Beta(alpha, beta) whose mean is ``confidence``, worth ``strength`` observations."""
+    """Beta(alpha, beta) with mean ``confidence``, worth ``strength`` observations."""
     return confidence * strength, (1.0 - confidence) * strength
 
 

@@ -17,4 +17,6 @@ __all__ = ["spec"]
 
 
 def spec() -> ActorSpec:
-    return ActorSpec(name="fusion", inputs=(Input(FUSION_IN, FUSION_INBOX, core.handle),))
+    return ActorSpec(
+        name="fusion", inputs=(Input(FUSION_IN, FUSION_INBOX, core.handle),)
+    )

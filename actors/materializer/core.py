@@ -1,10 +1,11 @@
 """Materializer core: the single writer of a world's state. Pure and synchronous.
 
-Applies derived posteriors to the canonical belief state, numbering every change with the
-world's sequence (the belief's ``version``), and announces each change on the STATE feed.
+Applies derived posteriors to the canonical belief state, numbering every change with
+the world's sequence (the belief's ``version``), and announces each change on the STATE
+feed.
 
-State keys: ``belief/<world>/<id>`` -> ``Belief``; ``seq/<world>`` -> last change number.
-Output: ``BeliefChanged`` on ``wl.<world>.state.belief``.
+State keys: ``belief/<world>/<id>`` -> ``Belief``; ``seq/<world>`` -> last change
+number. Output: ``BeliefChanged`` on ``wl.<world>.state.belief``.
 """
 
 from __future__ import annotations

@@ -9,7 +9,15 @@ from actors.runtime.errors import (
     InvalidInput,
     StoreError,
 )
-from actors.runtime.spec import ActorSpec, Context, Input, Outgoing, Reader, Service, Step
+from actors.runtime.spec import (
+    ActorSpec,
+    Context,
+    Input,
+    Outgoing,
+    Reader,
+    Service,
+    Step,
+)
 from actors.runtime.supervise import run_actors
 
 __all__ = [

@@ -1,26 +1,30 @@
 """The NATS side of the shell: connect, declare streams and durables, publish an outbox.
 
 Declarations are idempotent. A stream or durable whose stored config differs from its
-declaration is updated in place (and the change logged); if the server refuses the update
-the runtime raises :class:`ConfigDrift` naming the fields and the fix, never silently
-keeping the old config.
+declaration is updated in place (and the change logged); if the server refuses the
+update the runtime raises :class:`ConfigDrift` naming the fields and the fix, never
+silently keeping the old config.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import nats
 import nats.errors
 import nats.js.errors
-from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext, api
 
 from actors.runtime.errors import BusUnavailable, ConfigDrift
-from actors.runtime.store import OutboxItem
-from protocols.subjects import ConsumerSpec, StreamSpec
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from nats.aio.client import Client as NATS
+
+    from actors.runtime.store import OutboxItem
+    from protocols.subjects import ConsumerSpec, StreamSpec
 
 __all__ = ["connect", "ensure_consumer", "ensure_streams", "publish_all"]
 
@@ -102,7 +106,9 @@ async def ensure_streams(js: JetStreamContext, specs: Iterable[StreamSpec]) -> N
             await js.add_stream(config)
             continue
         diffs = _differences(
-            config, info.config, ("subjects", "retention", "max_age", "duplicate_window")
+            config,
+            info.config,
+            ("subjects", "retention", "max_age", "duplicate_window"),
         )
         if not diffs:
             continue
@@ -110,9 +116,10 @@ async def ensure_streams(js: JetStreamContext, specs: Iterable[StreamSpec]) -> N
             await js.update_stream(config)
         except nats.js.errors.APIError as exc:
             raise ConfigDrift(
-                f"stream {spec.name} differs from its declaration ({'; '.join(diffs)}) "
-                f"and the server refused the update: {exc.description}. Back up and "
-                "delete the stream, then restart, or run the matching worldline version."
+                f"stream {spec.name} differs from its declaration "
+                f"({'; '.join(diffs)}) and the server refused the update: "
+                f"{exc.description}. Back up and delete the stream, then restart, "
+                "or run the worldline version that declared it."
             ) from exc
         log.warning("stream %s updated to its declaration: %s", spec.name, diffs)
 
@@ -149,8 +156,8 @@ async def ensure_consumer(js: JetStreamContext, spec: ConsumerSpec) -> None:
         await js.add_consumer(spec.stream.name, config)
     except nats.js.errors.APIError as exc:
         raise ConfigDrift(
-            f"durable {spec.durable} on {spec.stream.name} differs from its declaration "
-            f"({'; '.join(diffs)}) and the server refused the update: "
+            f"durable {spec.durable} on {spec.stream.name} differs from its "
+            f"declaration ({'; '.join(diffs)}) and the server refused the update: "
             f"{exc.description}. Delete the durable (it restarts from the first "
             "message; applied sequences in LMDB keep that safe) and restart the actor."
         ) from exc

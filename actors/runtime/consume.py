@@ -1,10 +1,10 @@
 """The one consume loop every actor runs, and the request/reply loop for its services.
 
-For each declared input: bind a durable pull consumer, fetch a batch, apply it in one LMDB
-write transaction (in a worker thread), publish the committed outbox with Nats-Msg-Id,
-then ack (accepted) or term (dead-lettered) each message. Ack policy: only after commit;
-a storage failure naks the batch for redelivery; nothing is acked before its effect and
-its outputs are durable.
+For each declared input: bind a durable pull consumer, fetch a batch, apply it in one
+LMDB write transaction (in a worker thread), publish the committed outbox with
+Nats-Msg-Id, then ack (accepted) or term (dead-lettered) each message. Ack policy: only
+after commit; a storage failure naks the batch for redelivery; nothing is acked before
+its effect and its outputs are durable.
 
 Shutdown: cancelling the task group stops fetching; cleanup (unsubscribe, drain, closing
 LMDB) runs shielded and bounded to a few seconds.
@@ -15,24 +15,28 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
 import msgspec
 import nats.errors
-from anyio.abc import TaskStatus
-from nats.aio.client import Client as NATS
-from nats.aio.msg import Msg
-from nats.js import JetStreamContext
 
 from actors.runtime.bus import connect, ensure_consumer, ensure_streams, publish_all
 from actors.runtime.errors import StoreError
-from actors.runtime.spec import ActorSpec, Input, Service
 from actors.runtime.store import Delivery, OutboxItem, Store
 from protocols.messages import Message, RpcError, encode
 from protocols.subjects import STREAMS, world_of
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from anyio.abc import TaskStatus
+    from nats.aio.client import Client as NATS
+    from nats.aio.msg import Msg
+    from nats.js import JetStreamContext
+
+    from actors.runtime.spec import ActorSpec, Input, Service
 
 __all__ = ["Clock", "run_actor", "utcnow"]
 
@@ -40,7 +44,9 @@ log = logging.getLogger("worldline.actor")
 
 Clock = Callable[[], datetime]
 
-FETCH_BATCH = 256  # in-flight limit per fetch (the consumer's max_ack_pending caps more)
+FETCH_BATCH = (
+    256  # in-flight limit per fetch (the consumer's max_ack_pending caps more)
+)
 FETCH_TIMEOUT = 1.0  # seconds a fetch waits for messages before trying again
 SHUTDOWN_GRACE = 5.0  # seconds cleanup may take before it is abandoned
 
@@ -140,7 +146,9 @@ async def _consume(
                 store.apply_batch, inp, deliveries, clock()
             )
         except StoreError:
-            log.exception("%s: batch not applied; it will be redelivered", spec.instance)
+            log.exception(
+                "%s: batch not applied; it will be redelivered", spec.instance
+            )
             # Back off first, then nak without delay: JetStream redelivers naked
             # messages before newer ones, so sequences keep arriving in order.
             await anyio.sleep(1.0)

@@ -18,9 +18,12 @@ import sys
 import sysconfig
 import time
 from pathlib import Path
-from types import TracebackType
+from typing import TYPE_CHECKING
 
 from actors.runtime.errors import EmbeddedServerError
+
+if TYPE_CHECKING:
+    from types import TracebackType
 
 __all__ = ["EmbeddedNats", "nats_server_binary"]
 
@@ -88,7 +91,7 @@ class EmbeddedNats:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
-            preexec_fn=_die_with_parent,  # noqa: PLW1509 - called from the main thread
+            preexec_fn=_die_with_parent,
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -1,4 +1,5 @@
-"""One root error for the actor runtime, a few subclasses, and messages that say what to do.
+"""One root error for the actor runtime, a few subclasses, and messages that say what to
+do.
 
 Nothing here imports nats or lmdb: pure cores raise :class:`InvalidInput` too.
 """

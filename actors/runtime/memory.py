@@ -1,19 +1,23 @@
-"""An in-memory state for pure-core tests and offline replay: a dict behind ``Reader``."""
+"""An in-memory state for pure-core tests and offline replay: a dict behind
+``Reader``."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from actors.runtime.spec import Context, Input, Outgoing, Reader, Step
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from actors.runtime.spec import Context, Input, Outgoing, Reader, Step
 
 __all__ = ["MemoryState", "state_hash"]
 
 
 class MemoryState:
-    """A sorted key/value state that applies a handler's :class:`Step` like LMDB does."""
+    """A sorted key/value state that applies a handler's :class:`Step` like LMDB
+    does."""
 
     def __init__(self) -> None:
         self.data: dict[bytes, bytes] = {}

@@ -1,7 +1,7 @@
 """What an actor declares for the runtime: its inputs, its services, its pure handlers.
 
-An actor's ``service.py`` builds one :class:`ActorSpec`; the runtime (``consume.py``) does
-all NATS and LMDB work around it. Handlers are pure: they read state through a
+An actor's ``service.py`` builds one :class:`ActorSpec`; the runtime (``consume.py``)
+does all NATS and LMDB work around it. Handlers are pure: they read state through a
 :class:`Reader`, and return a :class:`Step` (state writes plus outgoing messages). They
 never see ``nats.Msg``, LMDB, or the wall clock (``Context.now`` is passed in).
 """
@@ -10,13 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
-import msgspec
+if TYPE_CHECKING:
+    from datetime import datetime
 
-from protocols.messages import Message
-from protocols.subjects import ConsumerSpec
+    import msgspec
+
+    from protocols.messages import Message
+    from protocols.subjects import ConsumerSpec
 
 __all__ = [
     "ActorSpec",

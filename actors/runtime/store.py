@@ -13,11 +13,9 @@ the runtime), never across an ``await``: py-lmdb binds them to their thread.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import lmdb
 import msgspec
@@ -26,6 +24,10 @@ from actors.runtime.errors import InvalidInput, StoreError
 from actors.runtime.spec import Context, Input, Reader
 from protocols.messages import DeadLetter, encode
 from protocols.subjects import author_of, dlq, world_of
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
 
 __all__ = ["BatchResult", "Delivery", "OutboxItem", "Store"]
 
@@ -207,7 +209,9 @@ class Store:
             return f"invalid: {exc}"
         except Exception as exc:
             # A bug in a core must neither kill the actor nor lose the input.
-            log.exception("%s: handler failed on %s seq %d", self.actor, d.subject, d.seq)
+            log.exception(
+                "%s: handler failed on %s seq %d", self.actor, d.subject, d.seq
+            )
             return f"internal error in {self.actor}: {exc!r}"
         for key, value in step.writes.items():
             if value is None:

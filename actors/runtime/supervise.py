@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from functools import partial
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
-from anyio.abc import TaskStatus
 
 from actors.runtime.consume import Clock, run_actor, utcnow
-from actors.runtime.spec import ActorSpec
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from pathlib import Path
+
+    from anyio.abc import TaskStatus
+
+    from actors.runtime.spec import ActorSpec
 
 __all__ = ["run_actors"]
 

@@ -1,8 +1,9 @@
 """Simulator actor: consumes real transitions, answers simulator requests.
 
 Inbox: ``wl.*.derived.transition.*`` through durable ``simulator`` (replicas share it).
-Accepts: ``Transition``. Serves (queue group ``simulator``): ``wl.<world>.rpc.sim.status``.
-State: see ``actors.simulator.core``. Ack policy: after the LMDB commit.
+Accepts: ``Transition``. Serves (queue group ``simulator``):
+``wl.<world>.rpc.sim.status``. State: see ``actors.simulator.core``. Ack policy: after
+the LMDB commit.
 """
 
 from __future__ import annotations

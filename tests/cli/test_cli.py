@@ -1,0 +1,174 @@
+"""The ``worldline`` command as a user runs it: ``up`` as a subprocess, verbs against
+it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from tests.support import unique_world
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+pytestmark = pytest.mark.cli
+
+WORLDLINE = str(Path(sys.executable).parent / "worldline")
+
+
+def _children(pid: int) -> list[int]:
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(p) for p in path.read_text().split()]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split()[2]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+class Up:
+    def __init__(self, proc: subprocess.Popen[str], url: str, ready_after: float):
+        self.proc = proc
+        self.url = url
+        self.ready_after = ready_after
+
+    def run(self, *args: str, world: str) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "WORLDLINE_NATS": self.url, "WORLDLINE_WORLD": world}
+        return subprocess.run(
+            [WORLDLINE, *args],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env=env,
+            check=False,
+        )
+
+
+def _start_up(data: Path) -> Up:
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        [WORLDLINE, "up", "--data", str(data)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert proc.stdout is not None
+    nats_line = proc.stdout.readline()
+    assert nats_line.startswith("nats: nats://127.0.0.1:"), nats_line
+    assert proc.stdout.readline() == "ready\n"
+    return Up(proc, nats_line.split()[1], time.monotonic() - started)
+
+
+def _stop(up: Up) -> int:
+    up.proc.send_signal(signal.SIGINT)
+    try:
+        return up.proc.wait(timeout=15)
+    finally:
+        _reap(up)
+
+
+def _reap(up: Up) -> None:
+    if up.proc.poll() is None:
+        up.proc.kill()
+        up.proc.wait()
+    if up.proc.stdout is not None:
+        up.proc.stdout.close()
+
+
+@pytest.fixture
+def up(tmp_path: Path) -> Iterator[Up]:
+    running = _start_up(tmp_path / "data")
+    yield running
+    _reap(running)
+
+
+def test_up_is_ready_quickly_and_round_trips(up: Up) -> None:
+    assert up.ready_after < 15
+    world = unique_world()
+    added = up.run(
+        "add", "Auth is enforced at the middleware", "--confidence", "0.7",
+        "--type", "claim", "--agent", "ada", "--json", world=world,
+    )  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    belief = json.loads(added.stdout)
+    assert belief["confidence"] == pytest.approx(0.7)
+    assert belief["author"] == "ada"
+
+    got = up.run("get", belief["id"], "--json", world=world)
+    assert got.returncode == 0, got.stderr
+    assert json.loads(got.stdout) == belief
+
+    listed = up.run("list", "--json", world=world)
+    assert [b["id"] for b in json.loads(listed.stdout)] == [belief["id"]]
+    human = up.run("list", world=world)
+    assert belief["id"] in human.stdout
+    assert "Auth is enforced at the middleware" in human.stdout
+
+
+def test_bad_input_exits_2_with_one_line(up: Up) -> None:
+    world = unique_world()
+    cases = [
+        ("add", "Ship v1", "--type", "goal", "--confidence", "0.3"),
+        ("add", "x", "--confidence", "1.5"),
+        ("add", ""),
+        ("get", "b-does-not-exist"),
+        ("list", "--world", "bad.world"),
+    ]
+    for args in cases:
+        result = up.run(*args, world=world)
+        assert result.returncode == 2, (args, result.stderr)
+        assert "Traceback" not in result.stderr
+        assert result.stderr.strip(), args
+    goal = up.run("add", "Ship v1", "--type", "goal", world=world)
+    assert goal.returncode == 0, goal.stderr
+
+
+def test_sigint_stops_cleanly_without_orphans(tmp_path: Path) -> None:
+    up = _start_up(tmp_path / "data")
+    children = _children(up.proc.pid)
+    assert children, "the embedded nats-server should be a child of `worldline up`"
+    assert _stop(up) == 0
+    deadline = time.monotonic() + 5
+    while any(_alive(c) for c in children) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_alive(c) for c in children)
+
+
+def test_state_survives_a_restart(tmp_path: Path) -> None:
+    world = unique_world()
+    first = _start_up(tmp_path / "data")
+    added = first.run("add", "Durable across restarts", "--json", world=world)
+    assert added.returncode == 0, added.stderr
+    assert _stop(first) == 0
+    second = _start_up(tmp_path / "data")
+    try:
+        got = second.run("get", json.loads(added.stdout)["id"], "--json", world=world)
+        assert got.returncode == 0, got.stderr
+        assert json.loads(got.stdout)["text"] == "Durable across restarts"
+    finally:
+        assert _stop(second) == 0
+
+
+def test_unreachable_bus_exits_4_with_one_clear_line() -> None:
+    result = subprocess.run(
+        [WORLDLINE, "list", "--nats", "nats://127.0.0.1:1"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert result.returncode == 4
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "cannot reach NATS at nats://127.0.0.1:1" in lines[0]

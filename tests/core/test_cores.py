@@ -1,0 +1,509 @@
+"""The pure actor cores, driven through MemoryState: no NATS, no LMDB, no event loop."""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime, timedelta
+from typing import Final
+
+import msgspec
+import pytest
+
+from actors.extractor import core as extractor
+from actors.fusion import core as fusion
+from actors.materializer import core as materializer
+from actors.projector import core as projector
+from actors.registry import build
+from actors.runtime.errors import InvalidInput
+from actors.runtime.memory import MemoryState, state_hash
+from actors.runtime.spec import Context, Outgoing, Step
+from actors.simulator import core as simulator
+from protocols.messages import (
+    FUSION_INBOX,
+    PROJECTOR_RPC,
+    AddBelief,
+    Belief,
+    BeliefChanged,
+    BeliefListReply,
+    BeliefReply,
+    BeliefType,
+    GetBelief,
+    ListBeliefs,
+    Observe,
+    PosteriorUpdate,
+    SimStatus,
+    SimStatusReply,
+    Transition,
+    encode,
+)
+from protocols.subjects import author_of, derived, obs, ops, state, world_of
+
+W1: Final = "w1"
+W2: Final = "w2"
+NOW: Final = datetime(2024, 6, 1, 12, 0, 0, tzinfo=UTC)
+T0: Final = datetime(2024, 6, 1, 8, 0, 0, tzinfo=UTC)
+
+
+def ops_ctx(agent: str, world: str = W1, seq: int = 1) -> Context:
+    return Context(
+        world=world, author=agent, subject=ops(world, agent), seq=seq, now=NOW
+    )
+
+
+def obs_ctx(agent: str, world: str = W1, seq: int = 1) -> Context:
+    return Context(
+        world=world, author=agent, subject=obs(world, agent), seq=seq, now=NOW
+    )
+
+
+def ctx_for(subject: str, seq: int = 1) -> Context:
+    """The context the runtime builds for a message delivered on ``subject``."""
+    return Context(
+        world=world_of(subject),
+        author=author_of(subject),
+        subject=subject,
+        seq=seq,
+        now=NOW,
+    )
+
+
+def add(
+    belief_id: str = "b1",
+    *,
+    op_id: str = "op-1",
+    author: str = "alice",
+    text: str = "The build is flaky.",
+    type: BeliefType = "claim",
+    confidence: float | None = None,
+    at: datetime = T0,
+) -> AddBelief:
+    return AddBelief(
+        op_id=op_id,
+        author=author,
+        at=at,
+        belief_id=belief_id,
+        text=text,
+        type=type,
+        confidence=confidence,
+    )
+
+
+def belief(
+    belief_id: str = "b1",
+    *,
+    confidence: float | None = 0.5,
+    type: BeliefType = "claim",
+    created_at: datetime = T0,
+    version: int = 0,
+) -> Belief:
+    return Belief(
+        id=belief_id,
+        text=f"statement {belief_id}",
+        type=type,
+        confidence=confidence,
+        author="alice",
+        created_at=created_at,
+        updated_at=created_at,
+        version=version,
+    )
+
+
+def only(out: list[Outgoing]) -> Outgoing:
+    assert len(out) == 1, out
+    return out[0]
+
+
+def is_empty(step: Step) -> bool:
+    return not step.writes and not step.out
+
+
+# --- fusion -----------------------------------------------------------------------
+
+
+def fuse(st: MemoryState, op: AddBelief, world: str = W1) -> Belief:
+    out = only(st.apply(fusion.handle(st, op, ops_ctx(op.author, world))))
+    assert isinstance(out.message, PosteriorUpdate)
+    return out.message.belief
+
+
+@pytest.mark.parametrize("stated", [0.0, 0.2, 0.8, 1.0])
+def test_fusion_seeds_a_weak_prior(stated: float) -> None:
+    st = MemoryState()
+    b = fuse(st, add(confidence=stated))
+    assert b.confidence == pytest.approx(stated)
+    assert b.evidence_weight == 0.0
+    # Beta(c*n, (1-c)*n) has variance c(1-c)/(n+1).
+    expected_sd = math.sqrt(stated * (1 - stated) / (fusion.PRIOR_STRENGTH + 1))
+    assert b.uncertainty == pytest.approx(expected_sd, abs=1e-12)
+    raw = st.get(fusion.belief_key(W1, "b1"))
+    assert raw is not None
+    fused = msgspec.msgpack.decode(raw, type=fusion.FusedBelief)
+    assert fused.alpha + fused.beta == pytest.approx(fusion.PRIOR_STRENGTH)
+    assert fused.alpha == pytest.approx(stated * fusion.PRIOR_STRENGTH)
+    assert fused.belief == b
+
+
+@pytest.mark.parametrize("kind", ["claim", "assumption", "risk", "evidence"])
+def test_fusion_defaults_to_an_open_question(kind: BeliefType) -> None:
+    b = fuse(MemoryState(), add(type=kind))
+    assert b.confidence == 0.5
+    assert b.uncertainty == pytest.approx(math.sqrt(0.25 / (fusion.PRIOR_STRENGTH + 1)))
+
+
+@pytest.mark.parametrize("kind", ["goal", "gap"])
+def test_goals_and_gaps_carry_no_probability(kind: BeliefType) -> None:
+    b = fuse(MemoryState(), add(type=kind))
+    assert b.type == kind
+    assert b.confidence is None
+    assert b.uncertainty is None
+    assert b.evidence_weight == 0.0
+
+
+@pytest.mark.parametrize("kind", ["goal", "gap"])
+def test_goal_with_confidence_is_rejected(kind: BeliefType) -> None:
+    st = MemoryState()
+    with pytest.raises(InvalidInput, match="no probability"):
+        fusion.handle(st, add(type=kind, confidence=0.9), ops_ctx("alice"))
+    assert st.data == {}
+
+
+def test_fusion_rejects_op_from_another_author() -> None:
+    with pytest.raises(InvalidInput, match="author"):
+        fusion.handle(MemoryState(), add(author="mallory"), ops_ctx("alice"))
+
+
+def test_fusion_same_op_twice_is_a_no_op() -> None:
+    st = MemoryState()
+    op = add(confidence=0.3)
+    fuse(st, op)
+    before = dict(st.data)
+    again = fusion.handle(st, op, ops_ctx("alice", seq=2))
+    assert is_empty(again)
+    assert st.data == before
+
+
+def test_fusion_rejects_a_taken_belief_id() -> None:
+    st = MemoryState()
+    fuse(st, add(op_id="op-1"))
+    with pytest.raises(InvalidInput, match="already exists"):
+        fusion.handle(st, add(op_id="op-2", text="Other."), ops_ctx("alice", seq=2))
+
+
+def test_fusion_belief_ids_are_per_world() -> None:
+    st = MemoryState()
+    fuse(st, add(op_id="op-1"), world=W1)
+    b = fuse(st, add(op_id="op-2"), world=W2)
+    assert b.id == "b1"
+
+
+def test_fusion_outputs_a_posterior_with_a_deterministic_msg_id() -> None:
+    op = add(confidence=0.6)
+    first = only(fusion.handle(MemoryState(), op, ops_ctx("alice", seq=1)).out)
+    second = only(fusion.handle(MemoryState(), op, ops_ctx("alice", seq=99)).out)
+    assert first == second
+    assert first.subject == derived(W1, "posterior", "0")
+    assert isinstance(first.message, PosteriorUpdate)
+    assert first.message.cause == op.op_id
+    assert first.message.belief.id == op.belief_id
+    assert first.message.belief.author == op.author
+    assert first.message.belief.created_at == op.at
+    other_op = only(
+        fusion.handle(MemoryState(), add(op_id="op-2"), ops_ctx("alice")).out
+    )
+    other_world = only(fusion.handle(MemoryState(), op, ops_ctx("alice", W2)).out)
+    assert len({first.msg_id, other_op.msg_id, other_world.msg_id}) == 3
+
+
+# --- materializer -----------------------------------------------------------------
+
+
+def materialize(st: MemoryState, b: Belief, world: str = W1) -> list[Outgoing]:
+    subject = derived(world, "posterior", "0")
+    update = PosteriorUpdate(belief=b, cause=f"op-{b.id}")
+    return st.apply(materializer.handle(st, update, ctx_for(subject)))
+
+
+def test_materializer_numbers_changes_per_world() -> None:
+    st = MemoryState()
+    versions: dict[str, list[int]] = {W1: [], W2: []}
+    for i in range(3):
+        for world in (W1, W2):
+            out = only(materialize(st, belief(f"b{i}"), world))
+            assert isinstance(out.message, BeliefChanged)
+            versions[world].append(out.message.belief.version)
+    assert versions == {W1: [1, 2, 3], W2: [1, 2, 3]}
+
+
+def test_materializer_emits_belief_changed_on_the_state_feed() -> None:
+    st = MemoryState()
+    b = belief("b7", confidence=0.4)
+    out = only(materialize(st, b))
+    assert out.subject == state(W1, "belief")
+    assert out.message == BeliefChanged(belief=msgspec.structs.replace(b, version=1))
+    raw = st.get(materializer.belief_key(W1, "b7"))
+    assert raw is not None
+    assert msgspec.msgpack.decode(raw, type=Belief).version == 1
+    nxt = only(materialize(st, belief("b8")))
+    assert out.msg_id != nxt.msg_id
+
+
+def test_materializer_suppresses_a_redelivered_posterior() -> None:
+    st = MemoryState()
+    b = belief("b1", confidence=0.4)
+    materialize(st, b)
+    before = dict(st.data)
+    assert materialize(st, b) == []
+    assert st.data == before
+    changed = only(materialize(st, belief("b1", confidence=0.7)))
+    assert isinstance(changed.message, BeliefChanged)
+    assert changed.message.belief.version == 2
+    assert changed.message.belief.confidence == 0.7
+
+
+# --- projector --------------------------------------------------------------------
+
+
+def project(st: MemoryState, b: Belief, world: str = W1) -> None:
+    step = projector.handle(
+        st, BeliefChanged(belief=b), ctx_for(state(world, "belief"))
+    )
+    st.apply(step)
+
+
+def get(st: MemoryState, belief_id: str, world: str = W1) -> Belief | None:
+    reply = projector.serve(st, GetBelief(belief_id=belief_id), world)
+    assert isinstance(reply, BeliefReply)
+    return reply.belief
+
+
+def list_(st: MemoryState, request: ListBeliefs, world: str = W1) -> BeliefListReply:
+    reply = projector.serve(st, request, world)
+    assert isinstance(reply, BeliefListReply)
+    return reply
+
+
+def test_projector_keeps_the_newest_version() -> None:
+    st = MemoryState()
+    project(st, belief("b1", confidence=0.2, version=1))
+    project(st, belief("b1", confidence=0.6, version=3))
+    project(st, belief("b1", confidence=0.4, version=2))  # arrives late
+    served = get(st, "b1")
+    assert served is not None
+    assert (served.version, served.confidence) == (3, 0.6)
+
+
+def test_projector_get_returns_the_belief_or_none() -> None:
+    st = MemoryState()
+    b = belief("b1", version=1)
+    project(st, b)
+    assert get(st, "b1") == b
+    assert get(st, "b2") is None
+    assert get(st, "b1", world=W2) is None
+
+
+def test_projector_list_orders_filters_limits_and_counts() -> None:
+    st = MemoryState()
+    # Key order (by id) differs from (created_at, id) order on purpose.
+    project(st, belief("a", type="risk", created_at=T0 + timedelta(hours=2), version=1))
+    project(st, belief("c", type="claim", created_at=T0, version=2))
+    project(st, belief("b", type="risk", created_at=T0, version=3))
+    project(st, belief("d", type="risk", created_at=T0 + timedelta(hours=1), version=4))
+    project(st, belief("z", type="risk", created_at=T0, version=1), world=W2)
+
+    everything = list_(st, ListBeliefs())
+    assert [b.id for b in everything.beliefs] == ["b", "c", "d", "a"]
+    assert everything.total == 4
+
+    risks = list_(st, ListBeliefs(type="risk"))
+    assert [b.id for b in risks.beliefs] == ["b", "d", "a"]
+    assert risks.total == 3
+
+    page = list_(st, ListBeliefs(type="risk", limit=2))
+    assert [b.id for b in page.beliefs] == ["b", "d"]
+    assert page.total == 3
+
+    goals = list_(st, ListBeliefs(type="goal"))
+    assert (goals.beliefs, goals.total) == ((), 0)
+
+
+# --- extractor --------------------------------------------------------------------
+
+
+def observe(text: str, *, obs_id: str = "obs-1", source: str = "") -> Observe:
+    return Observe(obs_id=obs_id, author="alice", at=T0, source=source, text=text)
+
+
+def extract(o: Observe, world: str = W1) -> list[AddBelief]:
+    out = extractor.handle(MemoryState(), o, obs_ctx(o.author, world)).out
+    ops_out: list[AddBelief] = []
+    for item in out:
+        assert item.subject == ops(world, extractor.AUTHOR)
+        assert isinstance(item.message, AddBelief)
+        assert item.msg_id == item.message.op_id
+        ops_out.append(item.message)
+    return ops_out
+
+
+def test_extractor_splits_lines_sentences_and_bullets() -> None:
+    text = (
+        "# Standup notes\n"
+        "- The cache is cold. Builds take 12 min!\n"
+        "* Deploys   happen\tdaily\n"
+        "\n"
+        "1. Tests are flaky?\n"
+        "2) version 2.5 is pinned\n"
+        "   Plain line.   \n"
+    )
+    assert extractor.statements(text) == [
+        "The cache is cold.",
+        "Builds take 12 min!",
+        "Deploys happen daily",
+        "Tests are flaky?",
+        "version 2.5 is pinned",
+        "Plain line.",
+    ]
+    assert [op.text for op in extract(observe(text))] == extractor.statements(text)
+
+
+def test_extractor_dedupes_statements() -> None:
+    text = "Same thing.\n- Same thing.\nOther. Same thing."
+    assert extractor.statements(text) == ["Same thing.", "Other."]
+
+
+def test_extractor_ids_are_deterministic() -> None:
+    o = observe("One.\nTwo.\nThree.")
+    first = extractor.handle(MemoryState(), o, obs_ctx("alice", seq=1))
+    second = extractor.handle(MemoryState(), o, obs_ctx("alice", seq=7))
+    assert first.out == second.out
+    assert first.writes == second.writes == {}
+    ops_out = extract(o)
+    assert len({op.belief_id for op in ops_out}) == 3
+    assert len({op.op_id for op in ops_out}) == 3
+    other = extract(observe("One.\nTwo.\nThree.", obs_id="obs-2"))
+    assert {op.belief_id for op in ops_out}.isdisjoint(op.belief_id for op in other)
+    elsewhere = extract(o, world=W2)
+    assert {op.belief_id for op in ops_out}.isdisjoint(op.belief_id for op in elsewhere)
+
+
+def test_extractor_attributes_source() -> None:
+    with_source = extract(observe("A fact.", source="notes.md"))
+    assert [(op.author, op.source) for op in with_source] == [
+        (extractor.AUTHOR, "alice:notes.md")
+    ]
+    without = extract(observe("A fact."))
+    assert [op.source for op in without] == ["alice"]
+    assert all(op.type == "claim" and op.confidence is None for op in without)
+    assert all(op.at == T0 for op in with_source + without)
+
+
+def test_extractor_rejects_author_mismatch() -> None:
+    with pytest.raises(InvalidInput, match="author"):
+        extractor.handle(MemoryState(), observe("A fact."), obs_ctx("mallory"))
+
+
+def test_extractor_limits_statements() -> None:
+    at_limit = "\n".join(f"Fact {i}." for i in range(extractor.MAX_STATEMENTS))
+    assert len(extract(observe(at_limit))) == extractor.MAX_STATEMENTS
+    over = at_limit + "\nOne fact too many."
+    with pytest.raises(InvalidInput, match=str(extractor.MAX_STATEMENTS)):
+        extractor.handle(MemoryState(), observe(over), obs_ctx("alice"))
+
+
+# --- simulator --------------------------------------------------------------------
+
+
+def transition(transition_id: str) -> Transition:
+    return Transition(
+        id=transition_id, lineage="run-1", action="ls", observation="a.txt"
+    )
+
+
+def sim_count(st: MemoryState, world: str) -> int:
+    reply = simulator.serve(st, SimStatus(), world)
+    assert isinstance(reply, SimStatusReply)
+    return reply.transitions
+
+
+def test_simulator_counts_each_transition_once_per_world() -> None:
+    st = MemoryState()
+    ctx1 = ctx_for(derived(W1, "transition", "0"))
+    ctx2 = ctx_for(derived(W2, "transition", "0"))
+    assert sim_count(st, W1) == 0
+    for tid in ("t1", "t2", "t1", "t3", "t2"):
+        st.apply(simulator.handle(st, transition(tid), ctx1))
+    st.apply(simulator.handle(st, transition("t1"), ctx2))
+    assert is_empty(simulator.handle(st, transition("t3"), ctx1))
+    assert sim_count(st, W1) == 3
+    assert sim_count(st, W2) == 1
+
+
+# --- pipeline and replay ----------------------------------------------------------
+
+
+def test_pipeline_add_belief_reaches_the_projector() -> None:
+    fusion_in = build("fusion").inputs[0]
+    materializer_in = build("materializer").inputs[0]
+    projector_spec = build("projector", replica="r1")
+    fusion_st, materializer_st, projector_st = (
+        MemoryState(),
+        MemoryState(),
+        MemoryState(),
+    )
+
+    op = add("b-pipe", op_id="op-pipe", confidence=0.7, type="risk")
+    posteriors = fusion_st.feed(fusion_in, encode(op), ops_ctx("alice", seq=1))
+    changes: list[Outgoing] = []
+    for seq, out in enumerate(posteriors, start=1):
+        changes += materializer_st.feed(
+            materializer_in, encode(out.message), ctx_for(out.subject, seq)
+        )
+    for seq, out in enumerate(changes, start=1):
+        assert (
+            projector_st.feed(
+                projector_spec.inputs[0], encode(out.message), ctx_for(out.subject, seq)
+            )
+            == []
+        )
+
+    assert len(projector_spec.services) == 2
+    request = PROJECTOR_RPC.decode(encode(GetBelief(belief_id="b-pipe")))
+    for service in projector_spec.services:
+        reply = service.serve(projector_st, request, W1)
+        assert isinstance(reply, BeliefReply)
+        assert reply.belief is not None
+        assert reply.belief.id == "b-pipe"
+        assert reply.belief.type == "risk"
+        assert reply.belief.confidence == pytest.approx(0.7)
+        assert reply.belief.version == 1
+        assert reply.belief.author == "alice"
+    listed = projector_spec.services[1].serve(
+        projector_st, PROJECTOR_RPC.decode(encode(ListBeliefs())), W1
+    )
+    assert isinstance(listed, BeliefListReply)
+    assert [b.id for b in listed.beliefs] == ["b-pipe"]
+    assert projector_spec.services[0].serve(projector_st, request, W2) == BeliefReply()
+
+
+def replay(op_list: list[AddBelief]) -> MemoryState:
+    fusion_in = build("fusion").inputs[0]
+    st = MemoryState()
+    for seq, op in enumerate(op_list, start=1):
+        st.feed(fusion_in, encode(op), ops_ctx(op.author, seq=seq))
+    return st
+
+
+def test_state_hash_tracks_content() -> None:
+    op_list = [
+        add("b1", op_id="op-1", confidence=0.2),
+        add("b2", op_id="op-2", type="goal"),
+        add("b3", op_id="op-3", author="bob"),
+    ]
+    assert FUSION_INBOX.decode(encode(op_list[0])) == op_list[0]
+    one, two = replay(op_list), replay(op_list)
+    assert one.data == two.data
+    assert state_hash(one) == state_hash(two)
+    assert state_hash(one) != state_hash(MemoryState())
+    changed = replay([*op_list[:2], add("b3", op_id="op-3", author="bob", text="X.")])
+    assert state_hash(one) != state_hash(changed)
+    fewer = replay(op_list[:2])
+    assert state_hash(one) != state_hash(fewer)

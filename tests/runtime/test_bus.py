@@ -1,0 +1,118 @@
+"""Declarations against a real server: idempotent, drift updated or reported."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import TYPE_CHECKING
+
+import anyio
+import msgspec
+import nats
+import pytest
+
+from actors.registry import build
+from actors.runtime.bus import connect, ensure_consumer, ensure_streams
+from actors.runtime.errors import BusUnavailable, ConfigDrift
+from actors.runtime.store import Store
+from protocols.messages import PosteriorUpdate
+from protocols.subjects import MATERIALIZER_IN, STREAMS, ConsumerSpec, StreamSpec
+from tests.runtime.test_store import AT, _deliveries
+from tests.support import running
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+pytestmark = pytest.mark.nats
+
+
+def _names() -> tuple[str, str]:
+    tag = uuid.uuid4().hex[:8]
+    return f"T_{tag}", f"t{tag}"
+
+
+async def test_declarations_are_idempotent_and_drift_is_updated(nats_url: str) -> None:
+    name, token = _names()
+    stream = StreamSpec(name, (f"{token}.>",))
+    spec = ConsumerSpec(stream, "d1", f"{token}.a", ack_wait=30.0, max_ack_pending=100)
+    nc = await connect(nats_url, name="test")
+    js = nc.jetstream()
+    try:
+        await ensure_streams(js, [stream])
+        await ensure_streams(js, [stream])
+        await ensure_consumer(js, spec)
+        await ensure_consumer(js, spec)
+        drifted = ConsumerSpec(
+            stream, "d1", f"{token}.b", ack_wait=7.0, max_ack_pending=5
+        )
+        await ensure_consumer(js, drifted)
+        info = await js.consumer_info(name, "d1")
+        assert info.config.filter_subject == f"{token}.b"
+        assert info.config.ack_wait == 7.0
+        assert info.config.max_ack_pending == 5
+        await ensure_streams(js, [StreamSpec(name, (f"{token}.>",), max_age=3600.0)])
+        assert (await js.stream_info(name)).config.max_age == 3600.0
+    finally:
+        await nc.close()
+
+
+async def test_unchangeable_drift_is_reported_not_kept(nats_url: str) -> None:
+    name, token = _names()
+    nc = await connect(nats_url, name="test")
+    js = nc.jetstream()
+    try:
+        await ensure_streams(js, [StreamSpec(name, (f"{token}.>",))])
+        with pytest.raises(ConfigDrift, match=r"retention.*refused"):
+            await ensure_streams(
+                js, [StreamSpec(name, (f"{token}.>",), retention="workqueue")]
+            )
+    finally:
+        await nc.close()
+
+
+async def test_unreachable_bus_fails_fast_and_clearly() -> None:
+    started = time.monotonic()
+    with pytest.raises(
+        BusUnavailable, match=r"cannot reach NATS at nats://127.0.0.1:1"
+    ):
+        await connect("nats://127.0.0.1:1", name="test")
+    assert time.monotonic() - started < 5
+
+
+async def test_committed_outbox_is_published_on_restart(
+    nats_url: str, tmp_path: Path
+) -> None:
+    # A materializer-shaped crash: fusion committed posteriors but died before
+    # publishing them. On restart the runtime publishes them before consuming.
+    world = f"outbox-{uuid.uuid4().hex[:8]}"
+    fusion = build("fusion")
+    store = Store(tmp_path / fusion.instance, actor=fusion.instance)
+    deliveries = [
+        d.__class__(d.seq, d.subject.replace("store-test", world), d.data)
+        for d in _deliveries(1, 4)
+    ]
+    store.apply_batch(fusion.inputs[0], deliveries, AT)
+    store.close()
+    nc = await nats.connect(nats_url)
+    js = nc.jetstream()
+    await ensure_streams(js, STREAMS)
+    probe = await js.pull_subscribe(
+        MATERIALIZER_IN.filter_subject.replace("*", world, 1),
+        stream=MATERIALIZER_IN.stream.name,
+    )
+    async with running([fusion], url=nats_url, data=tmp_path):
+        got: list[PosteriorUpdate] = []
+        with anyio.fail_after(10):
+            while len(got) < 3:
+                try:
+                    msgs = await probe.fetch(3, timeout=0.5)
+                except TimeoutError:
+                    continue
+                got += [
+                    msgspec.msgpack.decode(m.data, type=PosteriorUpdate) for m in msgs
+                ]
+    await nc.close()
+    assert sorted(u.belief.id for u in got) == ["b-1", "b-2", "b-3"]
+    reopened = Store(tmp_path / fusion.instance, actor=fusion.instance)
+    assert reopened.pending_outbox() == []
+    reopened.close()

@@ -1,0 +1,42 @@
+"""Test support shipped with the suite: a real nats-server and in-process actors."""
+
+from __future__ import annotations
+
+import uuid
+from contextlib import asynccontextmanager
+from functools import partial
+from typing import TYPE_CHECKING
+
+import anyio
+
+from actors.registry import ACTORS, build
+from actors.runtime.supervise import run_actors
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Sequence
+    from pathlib import Path
+
+    from actors.runtime.spec import ActorSpec
+
+__all__ = ["all_actors", "running", "unique_world"]
+
+
+def unique_world(prefix: str = "t") -> str:
+    """A fresh world name, so tests sharing one server never see each other's data."""
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+def all_actors() -> list[ActorSpec]:
+    return [build(name) for name in ACTORS]
+
+
+@asynccontextmanager
+async def running(
+    specs: Sequence[ActorSpec], *, url: str, data: Path
+) -> AsyncIterator[None]:
+    """Run ``specs`` in this task until the block exits; every input is bound on
+    entry."""
+    async with anyio.create_task_group() as tg:
+        await tg.start(partial(run_actors, specs, url=url, data=data))
+        yield
+        tg.cancel_scope.cancel()
