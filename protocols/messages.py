@@ -56,10 +56,10 @@ __all__ = [
 Confidence = Annotated[float, msgspec.Meta(ge=0.0, le=1.0)]
 """A probability: where the balance of evidence sits, 0 to 1."""
 
-Ident = Annotated[str, msgspec.Meta(min_length=1, max_length=128, pattern=r"^\S+$")]
+Ident = Annotated[str, msgspec.Meta(min_length=1, max_length=128, pattern=r"^\S+\Z")]
 """An opaque id: 1-128 characters, no whitespace."""
 
-Token = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
+Token = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_-]{1,64}\Z")]
 """A name usable as one subject token (world, agent, actor)."""
 
 BeliefText = Annotated[str, msgspec.Meta(min_length=1, max_length=64 * 1024)]
@@ -90,6 +90,7 @@ class Belief(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     created_at: datetime
     updated_at: datetime
     version: int = 0  # materializer's world sequence of the last change
+    origin: str = ""  # id of the op that created the belief (provenance)
 
 
 # --- observations: OBS stream -> extractor ------------------------------------------
@@ -190,7 +191,7 @@ class BeliefReply(Message, tag="rpc.belief.v1", kw_only=True, frozen=True):
 
 
 class BeliefListReply(Message, tag="rpc.beliefs.v1", kw_only=True, frozen=True):
-    """A page of beliefs and how many the world holds in all."""
+    """A page of beliefs, and how many match the request before the limit."""
 
     beliefs: tuple[Belief, ...] = ()
     total: int = 0

@@ -47,7 +47,7 @@ PREFIX: Final = "wl"
 
 ACTOR_NAMES: Final = ("extractor", "fusion", "materializer", "projector", "simulator")
 
-_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 DAY: Final = 24 * 3600.0
 
@@ -58,7 +58,7 @@ def check_name(what: str, value: str) -> str:
     World, agent, actor and shard names become subject tokens, so they may hold only
     letters, digits, ``_`` and ``-`` (no dots, spaces or wildcards).
     """
-    if not _NAME.match(value):
+    if not _NAME.fullmatch(value):
         raise ValueError(
             f"invalid {what} name {value!r}: use 1-64 letters, digits, '_' or '-' "
             "(no dots, spaces or wildcards)"

@@ -113,8 +113,9 @@ class World:
         with anyio.move_on_after(self.timeout):
             while True:
                 belief = await self.get(op.belief_id)
-                if belief is not None:
+                if belief is not None and belief.origin == op.op_id:
                     return belief
+                # Absent, or created by another op: fusion will dead-letter ours.
                 try:
                     msg = await rejections.next_msg(timeout=0.05)
                 except nats.errors.TimeoutError:

@@ -67,8 +67,11 @@ def handle(reader: Reader, obs: Observe, ctx: Context) -> Step:
     source = f"{obs.author}:{obs.source}" if obs.source else obs.author
     out = []
     for index, text in enumerate(found):
-        op_id = f"{obs.obs_id}.{index}"
-        digest = hashlib.sha256(f"{ctx.world}\0{op_id}".encode()).hexdigest()[:16]
+        # Derived from (world, observation, position): stable, and short whatever
+        # the length of the observation id.
+        key = f"{ctx.world}\0{obs.obs_id}\0{index}".encode()
+        digest = hashlib.sha256(key).hexdigest()[:24]
+        op_id = f"op-{digest}"
         op = AddBelief(
             op_id=op_id,
             author=AUTHOR,

@@ -125,6 +125,7 @@ def handle(reader: Reader, op: AddBelief, ctx: Context) -> Step:
         author=op.author,
         created_at=op.at,
         updated_at=op.at,
+        origin=op.op_id,
     )
     fused = FusedBelief(belief=belief, alpha=alpha, beta=beta, op_id=op.op_id)
     shard = str(shard_of(op.belief_id, 1))

@@ -134,6 +134,36 @@ def test_bad_input_exits_2_with_one_line(up: Up) -> None:
     assert goal.returncode == 0, goal.stderr
 
 
+def test_a_rejected_op_exits_3_with_the_reason(up: Up) -> None:
+    world = unique_world()
+    first = up.run("add", "One id", "--id", "b-taken", world=world)
+    assert first.returncode == 0, first.stderr
+    second = up.run("add", "Same id, other op", "--id", "b-taken", world=world)
+    assert second.returncode == 3, second.stderr
+    assert "already exists" in second.stderr
+    assert "Traceback" not in second.stderr
+
+
+def test_one_actor_runs_alone_against_any_nats(nats_url: str, tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [WORLDLINE, "actor", "fusion", "--nats", nats_url, "--data", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert proc.stdout is not None
+    try:
+        assert proc.stdout.readline() == f"fusion: consuming from {nats_url}\n"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=15) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+    assert (tmp_path / "actors" / "fusion" / "data.mdb").exists()
+
+
 def test_sigint_stops_cleanly_without_orphans(tmp_path: Path) -> None:
     up = _start_up(tmp_path / "data")
     children = _children(up.proc.pid)

@@ -36,7 +36,7 @@ from protocols.messages import (
     Transition,
     encode,
 )
-from protocols.subjects import author_of, derived, obs, ops, state, world_of
+from protocols.subjects import author_of, check_name, derived, obs, ops, state, world_of
 
 W1: Final = "w1"
 W2: Final = "w2"
@@ -507,3 +507,24 @@ def test_state_hash_tracks_content() -> None:
     assert state_hash(one) != state_hash(changed)
     fewer = replay(op_list[:2])
     assert state_hash(one) != state_hash(fewer)
+
+
+def test_names_and_ids_with_a_trailing_newline_are_rejected() -> None:
+    op = AddBelief(op_id="op-1", author="alice", at=NOW, belief_id="b1", text="x")
+    for bad in (
+        msgspec.structs.replace(op, author="alice\n"),
+        msgspec.structs.replace(op, belief_id="b1\n"),
+    ):
+        with pytest.raises(msgspec.ValidationError):
+            FUSION_INBOX.decode(encode(bad))
+    with pytest.raises(ValueError, match="invalid world name"):
+        check_name("world", "w1\n")
+
+
+def test_extracted_ops_stay_valid_for_the_longest_observation_id() -> None:
+    observation = Observe(obs_id="o" * 128, author="alice", at=NOW, text="A. B.")
+    step = extractor.handle(MemoryState(), observation, obs_ctx("alice"))
+    assert len(step.out) == 2
+    for item in step.out:
+        # Each extracted op must decode where fusion reads it.
+        assert FUSION_INBOX.decode(encode(item.message)) == item.message
