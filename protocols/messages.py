@@ -15,41 +15,75 @@ from typing import Annotated, Final, Literal, get_args
 
 import msgspec
 
+from protocols.world import Edge, Entity, EntityRef, FieldName, Value, WorldDecl
+
 __all__ = [
     "BELIEF_TYPES",
     "EXTRACTOR_INBOX",
     "FUSION_INBOX",
+    "INBOX",
     "MATERIALIZER_INBOX",
+    "MATERIALIZER_REPLY",
+    "MATERIALIZER_RPC",
+    "OPS_INBOX",
     "PROJECTOR_INBOX",
     "PROJECTOR_REPLY",
     "PROJECTOR_RPC",
     "SIMULATOR_INBOX",
     "SIMULATOR_REPLY",
     "SIMULATOR_RPC",
+    "AckInbox",
     "AddBelief",
+    "AddEdge",
+    "AgentView",
     "Belief",
     "BeliefChanged",
     "BeliefListReply",
     "BeliefReply",
     "BeliefType",
     "Confidence",
+    "CrewOp",
     "DeadLetter",
+    "DeclareWorld",
+    "EdgeChanged",
+    "EntityChanged",
     "ExtractorInbox",
     "FusionInbox",
     "GetBelief",
+    "GetView",
+    "InboxChanged",
+    "InboxMessage",
     "ListBeliefs",
     "MaterializerInbox",
+    "MaterializerReply",
+    "MaterializerRpc",
     "Message",
+    "Notification",
     "Observe",
+    "OpsInbox",
     "PosteriorUpdate",
     "ProjectorInbox",
     "ProjectorReply",
     "ProjectorRpc",
+    "PutWork",
+    "ReadWorld",
+    "Rejection",
+    "RemoveEdge",
     "RpcError",
+    "SetField",
     "SimStatus",
     "SimStatusReply",
     "SimulatorInbox",
+    "SimulatorReply",
+    "SimulatorRpc",
+    "StateHash",
+    "StateHashReply",
     "Transition",
+    "UpsertEntity",
+    "ViewReply",
+    "WorkAssigned",
+    "WorldDeclared",
+    "WorldReply",
     "encode",
 ]
 
@@ -125,7 +159,86 @@ class AddBelief(Message, tag="op.add_belief.v1", kw_only=True, frozen=True):
     source: str = ""  # for extracted beliefs: the observation they came from
 
 
-FusionInbox = AddBelief
+class DeclareWorld(Message, tag="op.declare_world.v1", kw_only=True, frozen=True):
+    """Declare (or, by an admin, re-declare) the world from its TOML declaration."""
+
+    op_id: Ident
+    author: Token
+    at: datetime
+    declaration: WorldDecl
+
+
+class UpsertEntity(Message, tag="op.upsert_entity.v1", kw_only=True, frozen=True):
+    """Create an entity, or set several of its fields; each field needs authority."""
+
+    op_id: Ident
+    author: Token
+    at: datetime
+    entity: EntityRef
+    fields: dict[FieldName, Value] = msgspec.field(default_factory=dict)
+
+
+class SetField(Message, tag="op.set_field.v1", kw_only=True, frozen=True):
+    """Write one field; with ``expect_version`` it applies only over that version."""
+
+    op_id: Ident
+    author: Token
+    at: datetime
+    entity: EntityRef
+    field: FieldName
+    value: Value
+    expect_version: int | None = None  # 0: the field must not exist yet
+
+
+class AddEdge(Message, tag="op.add_edge.v1", kw_only=True, frozen=True):
+    """Add (or retype) a typed edge between two existing entities."""
+
+    op_id: Ident
+    author: Token
+    at: datetime
+    edge: Edge
+
+
+class RemoveEdge(Message, tag="op.remove_edge.v1", kw_only=True, frozen=True):
+    """Remove an edge by id."""
+
+    op_id: Ident
+    author: Token
+    at: datetime
+    edge_id: Token
+
+
+class PutWork(Message, tag="op.put_work.v1", kw_only=True, frozen=True):
+    """Create or update a work request (a typed demand, never a boolean flag)."""
+
+    op_id: Ident
+    author: Token
+    at: datetime
+    work_id: Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_.-]{1,128}\Z")]
+    work_kind: FieldName  # e.g. research_request (``kind`` is the message tag)
+    assigned_to: Token
+    goal: Annotated[str, msgspec.Meta(min_length=1, max_length=4096)]
+    priority: Annotated[int, msgspec.Meta(ge=0, le=9)] = 3
+    due_at: datetime | None = None
+    status: Literal["open", "in_progress", "done", "cancelled"] = "open"
+    requested_by: Token
+    expect_version: int | None = None
+
+
+class AckInbox(Message, tag="op.ack_inbox.v1", kw_only=True, frozen=True):
+    """The author has handled these inbox messages (its own inbox only)."""
+
+    op_id: Ident
+    author: Token
+    at: datetime
+    message_ids: list[Ident]
+
+
+CrewOp = (
+    DeclareWorld | UpsertEntity | SetField | AddEdge | RemoveEdge | PutWork | AckInbox
+)
+OpsInbox = AddBelief | CrewOp
+FusionInbox = OpsInbox
 
 
 # --- derived records: DERIVED stream -> materializer, simulator -----------------------
@@ -136,6 +249,7 @@ class PosteriorUpdate(Message, tag="derived.posterior.v1", kw_only=True, frozen=
 
     belief: Belief
     cause: Ident  # the op id that produced this posterior
+    cause_seq: int = 0  # its OPS stream sequence: the belief's version, replay-stable
 
 
 MaterializerInbox = PosteriorUpdate
@@ -165,7 +279,87 @@ class BeliefChanged(Message, tag="state.belief.v1", kw_only=True, frozen=True):
     belief: Belief
 
 
-ProjectorInbox = BeliefChanged
+class EntityChanged(Message, tag="state.entity.v1", kw_only=True, frozen=True):
+    """The materializer applied a change to an entity (fields carry versions)."""
+
+    world_id: str = ""
+    entity: Entity
+
+
+class EdgeChanged(Message, tag="state.edge.v1", kw_only=True, frozen=True):
+    """An edge was added, retyped or removed."""
+
+    edge: Edge
+    removed: bool = False
+
+
+class WorldDeclared(Message, tag="state.declared.v1", kw_only=True, frozen=True):
+    """The world's declaration changed."""
+
+    declaration: WorldDecl
+    version: int
+
+
+class InboxChanged(Message, tag="state.inbox.v1", kw_only=True, frozen=True):
+    """An agent's inbox summary: how many messages wait, and the newest few."""
+
+    agent: Token
+    pending: int
+    recent: list[str] = msgspec.field(default_factory=list)  # one line each
+
+
+ProjectorInbox = (
+    BeliefChanged | EntityChanged | EdgeChanged | WorldDeclared | InboxChanged
+)
+
+
+# --- per-agent inboxes: INBOX stream -> each agent's durable ------------------------
+
+RejectCode = Literal["unauthorized", "version_conflict", "invalid", "unknown_entity"]
+
+
+class Rejection(Message, tag="inbox.rejection.v1", kw_only=True, frozen=True):
+    """Your op was not applied, and why. It is also kept in the conflict log."""
+
+    id: Ident
+    op_id: Ident
+    code: RejectCode
+    reason: str
+    current_version: int | None = None  # for version_conflict
+    current_value: Value = None  # for version_conflict
+    at: datetime
+
+
+class Notification(Message, tag="inbox.notification.v1", kw_only=True, frozen=True):
+    """Something you follow changed (a rule or a subscription selected you)."""
+
+    id: Ident
+    entity: EntityRef
+    field: FieldName
+    value: Value
+    version: int
+    rule: str  # the rule or subscription that selected you
+    cause: Ident  # the op that made the change
+    depth: int = 0
+    at: datetime
+
+
+class WorkAssigned(Message, tag="inbox.work_assigned.v1", kw_only=True, frozen=True):
+    """A work request was assigned to you: what, why, by when, asked by whom."""
+
+    id: Ident
+    work: EntityRef
+    work_kind: str
+    goal: str
+    priority: int = 3
+    due_at: datetime | None = None
+    requested_by: str
+    rule: str = ""  # the rule that created it, if any
+    cause: Ident
+    at: datetime
+
+
+InboxMessage = Rejection | Notification | WorkAssigned
 
 
 # --- request/reply ------------------------------------------------------------------
@@ -207,6 +401,59 @@ class SimStatusReply(Message, tag="rpc.sim_status_reply.v1", kw_only=True, froze
     transitions: int = 0
 
 
+class ReadWorld(Message, tag="rpc.read_world.v1", kw_only=True, frozen=True):
+    """Ask for the world's declaration, entities and edges."""
+
+    entity_type: str | None = None  # only entities of this type
+
+
+class WorldReply(Message, tag="rpc.world.v1", kw_only=True, frozen=True):
+    """The materialized crew world as a projector replica holds it."""
+
+    declaration: WorldDecl | None = None
+    entities: list[Entity] = msgspec.field(default_factory=list)
+    edges: list[Edge] = msgspec.field(default_factory=list)
+
+
+class GetView(Message, tag="rpc.get_view.v1", kw_only=True, frozen=True):
+    """Ask for one agent's startup view."""
+
+    agent: Token
+
+
+class AgentView(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """What one agent needs on startup: itself, what it is linked to, its work, its
+    inbox, and what it may write. Small on purpose (a few KB)."""
+
+    world: str
+    agent: str
+    me: Entity | None = None
+    related: list[Entity] = msgspec.field(default_factory=list)
+    edges: list[Edge] = msgspec.field(default_factory=list)
+    work: list[Entity] = msgspec.field(default_factory=list)  # open, assigned to me
+    inbox_pending: int = 0
+    inbox_recent: list[str] = msgspec.field(default_factory=list)
+    may_write: list[str] = msgspec.field(default_factory=list)  # field patterns
+    goals: list[str] = msgspec.field(default_factory=list)
+
+
+class ViewReply(Message, tag="rpc.view.v1", kw_only=True, frozen=True):
+    """An agent's startup view, or None when the world is not declared."""
+
+    view: AgentView | None = None
+
+
+class StateHash(Message, tag="rpc.state_hash.v1", kw_only=True, frozen=True):
+    """Ask the materializer for the hash of a world's canonical state."""
+
+
+class StateHashReply(Message, tag="rpc.state_hash_reply.v1", kw_only=True, frozen=True):
+    """The hash of the world's materialized state, and the last OPS sequence applied."""
+
+    hash: str
+    applied: int = 0
+
+
 class RpcError(Message, tag="rpc.error.v1", kw_only=True, frozen=True):
     """A request the server could not answer, with the reason."""
 
@@ -214,8 +461,10 @@ class RpcError(Message, tag="rpc.error.v1", kw_only=True, frozen=True):
     message: str
 
 
-ProjectorRpc = GetBelief | ListBeliefs
-ProjectorReply = BeliefReply | BeliefListReply | RpcError
+ProjectorRpc = GetBelief | ListBeliefs | ReadWorld | GetView
+ProjectorReply = BeliefReply | BeliefListReply | WorldReply | ViewReply | RpcError
+MaterializerRpc = StateHash
+MaterializerReply = StateHashReply | RpcError
 SimulatorRpc = SimStatus
 SimulatorReply = SimStatusReply | RpcError
 
@@ -237,6 +486,10 @@ class DeadLetter(Message, tag="dlq.dead_letter.v1", kw_only=True, frozen=True):
 # One reused decoder per inbox (msgspec: decoders are cheap to reuse, costly to build).
 EXTRACTOR_INBOX: Final = msgspec.msgpack.Decoder(ExtractorInbox)
 FUSION_INBOX: Final = msgspec.msgpack.Decoder(FusionInbox)
+OPS_INBOX: Final = FUSION_INBOX  # fusion and the materializer both read the OPS record
+INBOX: Final = msgspec.msgpack.Decoder(InboxMessage)
+MATERIALIZER_RPC: Final = msgspec.msgpack.Decoder(MaterializerRpc)
+MATERIALIZER_REPLY: Final = msgspec.msgpack.Decoder(MaterializerReply)
 MATERIALIZER_INBOX: Final = msgspec.msgpack.Decoder(MaterializerInbox)
 SIMULATOR_INBOX: Final = msgspec.msgpack.Decoder(SimulatorInbox)
 PROJECTOR_INBOX: Final = msgspec.msgpack.Decoder(ProjectorInbox)

@@ -14,26 +14,34 @@ from typing import Final, Literal
 
 __all__ = [
     "ACTOR_NAMES",
+    "BUCKETS",
     "DERIVED",
     "DLQ",
     "EXTRACTOR_IN",
     "FUSION_IN",
     "INBOX",
     "MATERIALIZER_IN",
+    "MATERIALIZER_OPS_IN",
     "OBS",
     "OPS",
     "PREFIX",
+    "PRESENCE",
     "SIMULATOR_IN",
     "STATE",
     "STREAMS",
+    "VIEWS",
+    "BucketSpec",
     "ConsumerSpec",
     "RpcVerb",
     "StreamSpec",
     "author_of",
+    "bucket_key",
+    "bucket_put",
     "check_name",
     "derived",
     "dlq",
     "inbox",
+    "inbox_in",
     "obs",
     "ops",
     "projector_in",
@@ -96,7 +104,7 @@ def dlq(world: str, actor: str) -> str:
     return f"{PREFIX}.{world}.dlq.{actor}"
 
 
-RpcVerb = Literal["get", "list", "sim.status"]
+RpcVerb = Literal["get", "list", "read", "view", "state_hash", "sim.status"]
 
 
 def rpc(world: str, verb: RpcVerb) -> str:
@@ -163,6 +171,45 @@ MATERIALIZER_IN: Final = ConsumerSpec(
 SIMULATOR_IN: Final = ConsumerSpec(
     DERIVED, "simulator", f"{PREFIX}.*.derived.transition.*"
 )
+
+
+MATERIALIZER_OPS_IN: Final = ConsumerSpec(OPS, "materializer-ops", f"{PREFIX}.*.ops.*")
+
+
+def inbox_in(world: str, agent: str) -> ConsumerSpec:
+    """An agent's own durable inbox consumer. ``max_deliver=-1``: a message the agent
+    only peeked at is never dropped, however often it is delivered."""
+    return ConsumerSpec(
+        INBOX,
+        # Length-prefixed so that no two (world, agent) pairs share a durable name.
+        f"inbox-{len(world)}-{world}-{agent}",
+        inbox(world, agent),
+        max_deliver=-1,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class BucketSpec:
+    """A JetStream key/value bucket as worldline declares it."""
+
+    bucket: str
+    history: int = 1
+    ttl: float = 0.0  # seconds; 0 keeps entries until overwritten
+
+
+VIEWS: Final = BucketSpec("wl-views")
+PRESENCE: Final = BucketSpec("wl-presence", ttl=120.0)
+BUCKETS: Final = (VIEWS, PRESENCE)
+
+
+def bucket_key(world: str, agent: str) -> str:
+    """Key of an agent's entry in a bucket (views, presence)."""
+    return f"{world}.{agent}"
+
+
+def bucket_put(bucket: BucketSpec, key: str) -> str:
+    """Subject that writes ``key`` in ``bucket`` (a KV put is a JetStream publish)."""
+    return f"$KV.{bucket.bucket}.{key}"
 
 
 def projector_in(replica: str) -> ConsumerSpec:

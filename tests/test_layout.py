@@ -8,8 +8,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SUBJECTS = ROOT / "protocols" / "subjects.py"
-# A subject literal: the worldline prefix followed by a dot, or a wildcard token.
-SUBJECT_LITERAL = re.compile(r"^wl\.|\.rpc\.|\.(obs|ops|derived|state|inbox|dlq)\.")
+# A subject literal: it starts with the worldline or KV prefix, or it is the constant
+# part of an f-string that builds one (".ops." between two placeholders).
+SUBJECT_LITERAL = re.compile(r"^(wl|\$KV)\.|^\.(obs|ops|derived|state|inbox|dlq|rpc)\.")
 
 
 def _python_files() -> list[Path]:
@@ -40,8 +41,10 @@ def test_subject_strings_live_only_in_protocols_subjects() -> None:
 
 def test_the_checker_finds_a_subject_literal(tmp_path: Path) -> None:
     sample = tmp_path / "sample.py"
-    sample.write_text('SUBJECT = "wl.crew.ops.ada"\n')
-    assert len(_subject_literals(sample)) == 1
+    sample.write_text(
+        'A = "wl.crew.ops.ada"\nB = f"{P}.{w}.ops.{a}"\nT = "state.inbox.v1"\n'
+    )
+    assert len(_subject_literals(sample)) == 2
     assert len(_subject_literals(SUBJECTS)) > 0
 
 

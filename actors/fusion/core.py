@@ -19,7 +19,7 @@ import msgspec
 
 from actors.runtime.errors import InvalidInput
 from actors.runtime.spec import Context, Outgoing, Reader, Step
-from protocols.messages import AddBelief, Belief, PosteriorUpdate, encode
+from protocols.messages import AddBelief, Belief, OpsInbox, PosteriorUpdate, encode
 from protocols.subjects import derived
 
 __all__ = [
@@ -82,13 +82,15 @@ def shard_of(belief_id: str, shards: int) -> int:
     return zlib.crc32(belief_id.encode()) % shards
 
 
-def handle(reader: Reader, op: AddBelief, ctx: Context) -> Step:
-    """Seed a belief's posterior from an ``AddBelief`` op.
+def handle(reader: Reader, op: OpsInbox, ctx: Context) -> Step:
+    """Seed a belief's posterior from an ``AddBelief`` op (crew ops are not fusion's).
 
     Raises:
         InvalidInput: the body names another author than the subject, the id is taken
             by another op, or a goal/gap was given a confidence.
     """
+    if not isinstance(op, AddBelief):
+        return Step()
     if op.author != ctx.author:
         raise InvalidInput(
             f"op {op.op_id} names author {op.author!r} but was published on "
@@ -134,7 +136,9 @@ def handle(reader: Reader, op: AddBelief, ctx: Context) -> Step:
         out=[
             Outgoing(
                 subject=derived(ctx.world, "posterior", shard),
-                message=PosteriorUpdate(belief=belief, cause=op.op_id),
+                message=PosteriorUpdate(
+                    belief=belief, cause=op.op_id, cause_seq=ctx.seq
+                ),
                 msg_id=f"posterior:{ctx.world}:{op.op_id}",
             )
         ],

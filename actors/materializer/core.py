@@ -1,22 +1,32 @@
-"""Materializer core: the single writer of a world's state. Pure and synchronous.
+"""Materializer core for beliefs: applies fusion's posteriors to the canonical state.
 
-Applies derived posteriors to the canonical belief state, numbering every change with
-the world's sequence (the belief's ``version``), and announces each change on the STATE
-feed.
+A belief's ``version`` is the OPS sequence of the op that caused its posterior, so the
+live state and a replay of the log agree byte for byte whatever order the posterior and
+crew-op inputs interleave in. The crew world (entities, edges, work, inboxes) is in
+:mod:`actors.materializer.crew`.
 
-State keys: ``belief/<world>/<id>`` -> ``Belief``; ``seq/<world>`` -> last change
-number. Output: ``BeliefChanged`` on ``wl.<world>.state.belief``.
+State keys: ``belief/<world>/<id>`` -> ``Belief``.
+Output: ``BeliefChanged`` on ``wl.<world>.state.belief``.
 """
 
 from __future__ import annotations
 
 import msgspec
 
+from actors.runtime.memory import state_hash
 from actors.runtime.spec import Context, Outgoing, Reader, Step
-from protocols.messages import Belief, BeliefChanged, PosteriorUpdate, encode
+from protocols.messages import (
+    Belief,
+    BeliefChanged,
+    Message,
+    PosteriorUpdate,
+    StateHash,
+    StateHashReply,
+    encode,
+)
 from protocols.subjects import state
 
-__all__ = ["belief_key", "handle", "seq_key"]
+__all__ = ["belief_key", "handle", "last_op_key", "serve"]
 
 _BELIEF = msgspec.msgpack.Decoder(Belief)
 
@@ -25,28 +35,32 @@ def belief_key(world: str, belief_id: str) -> bytes:
     return f"belief/{world}/{belief_id}".encode()
 
 
-def seq_key(world: str) -> bytes:
-    return f"seq/{world}".encode()
+def last_op_key(world: str) -> bytes:
+    return f"lastop/{world}".encode()
 
 
 def handle(reader: Reader, update: PosteriorUpdate, ctx: Context) -> Step:
     """Apply one posterior; an update that changes nothing is suppressed."""
     key = belief_key(ctx.world, update.belief.id)
+    belief = msgspec.structs.replace(update.belief, version=update.cause_seq)
     stored = reader.get(key)
-    if stored is not None:
-        current = _BELIEF.decode(stored)
-        if msgspec.structs.replace(current, version=0) == update.belief:
-            return Step()  # a re-delivered posterior: nothing changed
-    raw_seq = reader.get(seq_key(ctx.world))
-    seq = (0 if raw_seq is None else int(raw_seq)) + 1
-    belief = msgspec.structs.replace(update.belief, version=seq)
+    if stored is not None and _BELIEF.decode(stored) == belief:
+        return Step()  # a re-delivered posterior: nothing changed
     return Step(
-        writes={key: encode(belief), seq_key(ctx.world): str(seq).encode()},
+        writes={key: encode(belief)},
         out=[
             Outgoing(
                 subject=state(ctx.world, "belief"),
                 message=BeliefChanged(belief=belief),
-                msg_id=f"state:{ctx.world}:{seq}",
+                msg_id=f"state:{ctx.world}:belief:{belief.id}:{belief.version}",
             )
         ],
+    )
+
+
+def serve(reader: Reader, request: StateHash, world: str) -> Message:
+    """The hash of everything the materializer holds for ``world``."""
+    raw = reader.get(last_op_key(world))
+    return StateHashReply(
+        hash=state_hash(reader, world=world), applied=0 if raw is None else int(raw)
     )

@@ -1,17 +1,24 @@
-"""Materializer actor: consumes derived posteriors, writes canonical state, feeds STATE.
+"""Materializer actor: the single writer of each world's canonical state.
 
-Inbox: ``wl.*.derived.posterior.*`` through durable ``materializer``
-(``protocols.subjects.MATERIALIZER_IN``). Accepts: ``PosteriorUpdate``. Outputs:
-``BeliefChanged`` on ``wl.<world>.state.belief``. State: see
-``actors.materializer.core``. Ack policy: after the LMDB commit of the whole batch.
+Inputs:
+- ``wl.*.ops.*`` through durable ``materializer-ops`` (``MATERIALIZER_OPS_IN``): crew
+  ops (declare, upsert, set field, edges, work, inbox acks), checked for authority and
+  expected version; rejections go to the conflict log and the author's inbox.
+- ``wl.*.derived.posterior.*`` through durable ``materializer`` (``MATERIALIZER_IN``):
+  fusion's posteriors.
+
+Outputs: the change feed ``wl.<world>.state.<kind>`` and per-agent inboxes
+``wl.<world>.inbox.<agent>``. Serves ``wl.<world>.rpc.state_hash``. State: see
+``actors.materializer.core`` and ``actors.materializer.crew``. Ack policy: after the
+batch's LMDB commit (state, last applied sequence and outbox in one transaction).
 """
 
 from __future__ import annotations
 
-from actors.materializer import core
-from actors.runtime.spec import ActorSpec, Input
-from protocols.messages import MATERIALIZER_INBOX
-from protocols.subjects import MATERIALIZER_IN
+from actors.materializer import core, crew
+from actors.runtime.spec import ActorSpec, Input, Service
+from protocols.messages import MATERIALIZER_INBOX, MATERIALIZER_RPC, OPS_INBOX
+from protocols.subjects import MATERIALIZER_IN, MATERIALIZER_OPS_IN, rpc_pattern
 
 __all__ = ["spec"]
 
@@ -19,5 +26,13 @@ __all__ = ["spec"]
 def spec() -> ActorSpec:
     return ActorSpec(
         name="materializer",
-        inputs=(Input(MATERIALIZER_IN, MATERIALIZER_INBOX, core.handle),),
+        inputs=(
+            Input(MATERIALIZER_OPS_IN, OPS_INBOX, crew.handle),
+            Input(MATERIALIZER_IN, MATERIALIZER_INBOX, core.handle),
+        ),
+        services=(
+            Service(
+                rpc_pattern("state_hash"), "materializer", MATERIALIZER_RPC, core.serve
+            ),
+        ),
     )

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -45,11 +46,15 @@ class MemoryState:
         return self.apply(inp.handle(self, message, ctx))
 
 
-def state_hash(reader: Reader) -> str:
-    """A hex digest over every key and value, in key order: equal states, equal hash."""
-    import hashlib
+def state_hash(reader: Reader, *, world: str | None = None) -> str:
+    """A hex digest over every key and value, in key order: equal states, equal hash.
 
+    With ``world``, only that world's keys count: keys are laid out as
+    ``<kind>/<world>`` or ``<kind>/<world>/<rest>`` by every core.
+    """
     digest = hashlib.sha256()
     for key, value in reader.scan(b""):
+        if world is not None and key.split(b"/")[1:2] != [world.encode()]:
+            continue
         digest.update(msgspec.msgpack.encode((key, value)))
     return digest.hexdigest()
