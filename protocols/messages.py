@@ -26,6 +26,7 @@ __all__ = [
     "MATERIALIZER_REPLY",
     "MATERIALIZER_RPC",
     "OPS_INBOX",
+    "PRESENCE_VALUE",
     "PROJECTOR_INBOX",
     "PROJECTOR_REPLY",
     "PROJECTOR_RPC",
@@ -60,8 +61,11 @@ __all__ = [
     "Message",
     "Notification",
     "Observe",
+    "OpStatus",
+    "OpStatusReply",
     "OpsInbox",
     "PosteriorUpdate",
+    "Presence",
     "ProjectorInbox",
     "ProjectorReply",
     "ProjectorRpc",
@@ -454,6 +458,28 @@ class StateHashReply(Message, tag="rpc.state_hash_reply.v1", kw_only=True, froze
     applied: int = 0
 
 
+class OpStatus(Message, tag="rpc.op_status.v1", kw_only=True, frozen=True):
+    """Ask the materializer what became of the op at this OPS sequence."""
+
+    seq: int
+
+
+class OpStatusReply(Message, tag="rpc.op_status_reply.v1", kw_only=True, frozen=True):
+    """Pending (not reached yet), applied, or rejected (with the rejection)."""
+
+    state: Literal["pending", "applied", "rejected"]
+    rejection: Rejection | None = None
+
+
+class Presence(Message, tag="presence.v1", kw_only=True, frozen=True):
+    """Ephemeral session state (KV bucket with TTL): never in the log or the hash."""
+
+    agent: Token
+    status: Annotated[str, msgspec.Meta(max_length=256)] = ""
+    task: Annotated[str, msgspec.Meta(max_length=1024)] = ""
+    at: datetime
+
+
 class RpcError(Message, tag="rpc.error.v1", kw_only=True, frozen=True):
     """A request the server could not answer, with the reason."""
 
@@ -463,8 +489,8 @@ class RpcError(Message, tag="rpc.error.v1", kw_only=True, frozen=True):
 
 ProjectorRpc = GetBelief | ListBeliefs | ReadWorld | GetView
 ProjectorReply = BeliefReply | BeliefListReply | WorldReply | ViewReply | RpcError
-MaterializerRpc = StateHash
-MaterializerReply = StateHashReply | RpcError
+MaterializerRpc = StateHash | OpStatus
+MaterializerReply = StateHashReply | OpStatusReply | RpcError
 SimulatorRpc = SimStatus
 SimulatorReply = SimStatusReply | RpcError
 
@@ -488,6 +514,7 @@ EXTRACTOR_INBOX: Final = msgspec.msgpack.Decoder(ExtractorInbox)
 FUSION_INBOX: Final = msgspec.msgpack.Decoder(FusionInbox)
 OPS_INBOX: Final = FUSION_INBOX  # fusion and the materializer both read the OPS record
 INBOX: Final = msgspec.msgpack.Decoder(InboxMessage)
+PRESENCE_VALUE: Final = msgspec.msgpack.Decoder(Presence)
 MATERIALIZER_RPC: Final = msgspec.msgpack.Decoder(MaterializerRpc)
 MATERIALIZER_REPLY: Final = msgspec.msgpack.Decoder(MaterializerReply)
 MATERIALIZER_INBOX: Final = msgspec.msgpack.Decoder(MaterializerInbox)

@@ -104,7 +104,9 @@ def dlq(world: str, actor: str) -> str:
     return f"{PREFIX}.{world}.dlq.{actor}"
 
 
-RpcVerb = Literal["get", "list", "read", "view", "state_hash", "sim.status"]
+RpcVerb = Literal[
+    "get", "list", "read", "view", "state_hash", "op_status", "sim.status"
+]
 
 
 def rpc(world: str, verb: RpcVerb) -> str:

@@ -19,16 +19,20 @@ from protocols.messages import (
     Belief,
     BeliefChanged,
     Message,
+    OpStatus,
+    OpStatusReply,
     PosteriorUpdate,
+    Rejection,
     StateHash,
     StateHashReply,
     encode,
 )
 from protocols.subjects import state
 
-__all__ = ["belief_key", "handle", "last_op_key", "serve"]
+__all__ = ["belief_key", "conflict_key", "handle", "last_op_key", "serve"]
 
 _BELIEF = msgspec.msgpack.Decoder(Belief)
+_REJECTION = msgspec.msgpack.Decoder(Rejection)
 
 
 def belief_key(world: str, belief_id: str) -> bytes:
@@ -36,7 +40,13 @@ def belief_key(world: str, belief_id: str) -> bytes:
 
 
 def last_op_key(world: str) -> bytes:
+    """The OPS sequence of the last op applied (or rejected) in ``world``."""
     return f"lastop/{world}".encode()
+
+
+def conflict_key(world: str, seq: int) -> bytes:
+    """The conflict log: the rejection of the op at OPS sequence ``seq``."""
+    return f"conflict/{world}/{seq:012d}".encode()
 
 
 def handle(reader: Reader, update: PosteriorUpdate, ctx: Context) -> Step:
@@ -58,9 +68,19 @@ def handle(reader: Reader, update: PosteriorUpdate, ctx: Context) -> Step:
     )
 
 
-def serve(reader: Reader, request: StateHash, world: str) -> Message:
-    """The hash of everything the materializer holds for ``world``."""
+def serve(reader: Reader, request: StateHash | OpStatus, world: str) -> Message:
+    """The hash of everything held for ``world``, or what became of one op."""
     raw = reader.get(last_op_key(world))
-    return StateHashReply(
-        hash=state_hash(reader, world=world), applied=0 if raw is None else int(raw)
-    )
+    applied = 0 if raw is None else int(raw)
+    match request:
+        case StateHash():
+            return StateHashReply(hash=state_hash(reader, world=world), applied=applied)
+        case OpStatus(seq=seq):
+            if seq > applied:
+                return OpStatusReply(state="pending")
+            rejected = reader.get(conflict_key(world, seq))
+            if rejected is None:
+                return OpStatusReply(state="applied")
+            return OpStatusReply(
+                state="rejected", rejection=_REJECTION.decode(rejected)
+            )

@@ -29,7 +29,8 @@ from typing import Any, Final
 
 import msgspec
 
-from actors.materializer.core import last_op_key
+from actors.materializer.core import conflict_key, last_op_key
+from actors.runtime.memory import Overlay
 from actors.runtime.spec import Context, Outgoing, Reader, Step
 from protocols.messages import (
     AckInbox,
@@ -133,10 +134,6 @@ def edge_key(world: str, edge_id: str) -> bytes:
     return f"edge/{world}/{edge_id}".encode()
 
 
-def _conflict_key(world: str, seq: int) -> bytes:
-    return f"conflict/{world}/{seq:012d}".encode()
-
-
 def _sent_key(world: str, rule: str, ref: str, agent: str) -> bytes:
     return f"sent/{world}/{rule}/{ref}/{agent}".encode()
 
@@ -149,7 +146,7 @@ def _summary_key(world: str, agent: str) -> bytes:
     return f"inboxsum/{world}/{agent}".encode()
 
 
-def load_decl(reader: Reader | _Tx, world: str) -> WorldDecl | None:
+def load_decl(reader: Reader, world: str) -> WorldDecl | None:
     raw = reader.get(decl_key(world))
     return None if raw is None else _DECL.decode(raw)
 
@@ -169,20 +166,16 @@ def _digest(*parts: str) -> str:
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:20]
 
 
-class _Tx:
+class _Tx(Overlay):
     """The op's working set: reads see the op's own earlier writes."""
 
     def __init__(self, reader: Reader, ctx: Context) -> None:
-        self.reader = reader
+        super().__init__(reader, {})
         self.ctx = ctx
         self.world = ctx.world
-        self.writes: dict[bytes, bytes | None] = {}
         self.out: list[Outgoing] = []
         self.touched: dict[str, Entity] = {}
         self.inboxes: set[str] = set()
-
-    def get(self, key: bytes) -> bytes | None:
-        return self.writes[key] if key in self.writes else self.reader.get(key)
 
     def put(self, key: bytes, value: bytes | None) -> None:
         self.writes[key] = value
@@ -196,10 +189,7 @@ class _Tx:
         self.touched[entity.id] = entity
 
     def edges(self) -> list[Edge]:
-        prefix = f"edge/{self.world}/".encode()
-        merged: dict[bytes, bytes | None] = dict(self.reader.scan(prefix))
-        merged.update({k: v for k, v in self.writes.items() if k.startswith(prefix)})
-        return [_EDGE.decode(v) for _, v in sorted(merged.items()) if v is not None]
+        return [_EDGE.decode(v) for _, v in self.scan(f"edge/{self.world}/".encode())]
 
     def post(self, agent: str, message: InboxMessage, line: str) -> None:
         """Deliver to ``agent``'s durable inbox and record it as pending."""
@@ -301,7 +291,7 @@ def _rejected(reader: Reader, op: Any, ctx: Context, exc: Reject) -> Step:
     )
     tx = _Tx(reader, ctx)
     tx.put(last_op_key(ctx.world), str(ctx.seq).encode())
-    tx.put(_conflict_key(ctx.world, ctx.seq), encode(rejection))
+    tx.put(conflict_key(ctx.world, ctx.seq), encode(rejection))
     tx.post(ctx.author, rejection, f"rejected {op.op_id}: {exc.code}")
     return tx.step()
 

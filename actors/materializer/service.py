@@ -34,5 +34,8 @@ def spec() -> ActorSpec:
             Service(
                 rpc_pattern("state_hash"), "materializer", MATERIALIZER_RPC, core.serve
             ),
+            Service(
+                rpc_pattern("op_status"), "materializer", MATERIALIZER_RPC, core.serve
+            ),
         ),
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import msgspec
 
+from actors.projector import views
 from actors.runtime.spec import Context, Reader, Step
 from protocols.messages import (
     Belief,
@@ -17,8 +18,13 @@ from protocols.messages import (
     BeliefListReply,
     BeliefReply,
     GetBelief,
+    GetView,
     ListBeliefs,
     Message,
+    ProjectorInbox,
+    ProjectorRpc,
+    ReadWorld,
+    ViewReply,
     encode,
 )
 
@@ -35,8 +41,10 @@ def prefix(world: str) -> bytes:
     return f"belief/{world}/".encode()
 
 
-def handle(reader: Reader, change: BeliefChanged, ctx: Context) -> Step:
-    """Keep the changed belief unless the replica already holds a newer version."""
+def handle(reader: Reader, change: ProjectorInbox, ctx: Context) -> Step:
+    """Keep the change in the replica (beliefs here; the crew world in ``views``)."""
+    if not isinstance(change, BeliefChanged):
+        return views.apply_change(reader, change, ctx)
     key = belief_key(ctx.world, change.belief.id)
     stored = reader.get(key)
     if stored is not None and _BELIEF.decode(stored).version >= change.belief.version:
@@ -44,9 +52,13 @@ def handle(reader: Reader, change: BeliefChanged, ctx: Context) -> Step:
     return Step(writes={key: encode(change.belief)})
 
 
-def serve(reader: Reader, request: GetBelief | ListBeliefs, world: str) -> Message:
+def serve(reader: Reader, request: ProjectorRpc, world: str) -> Message:
     """Answer a request from the replica."""
     match request:
+        case ReadWorld(entity_type=entity_type):
+            return views.read_world(reader, world, entity_type)
+        case GetView(agent=agent):
+            return ViewReply(view=views.build_view(reader, world, agent))
         case GetBelief(belief_id=belief_id):
             raw = reader.get(belief_key(world, belief_id))
             return BeliefReply(belief=None if raw is None else _BELIEF.decode(raw))

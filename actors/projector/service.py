@@ -1,8 +1,10 @@
 """Projector actor: a read replica fed by the STATE change feed, serving reads.
 
 Inbox: ``wl.*.state.*`` through durable ``projector-<replica>`` (each replica keeps its
-own copy). Accepts: ``BeliefChanged``. Serves (queue group ``projector``):
-``wl.<world>.rpc.get`` and ``wl.<world>.rpc.list``. State: see
+own copy). Accepts the change feed (beliefs, entities, edges, declarations, inbox
+summaries). Serves (queue group ``projector``): ``wl.<world>.rpc.get``, ``list``,
+``read`` and ``view``. Outputs: each agent's startup view to the ``wl-views`` bucket
+(key ``<world>.<agent>``) whenever it changes. State: see
 ``actors.projector.core``. Ack policy: after the LMDB commit.
 """
 
@@ -24,5 +26,7 @@ def spec(replica: str = "0") -> ActorSpec:
         services=(
             Service(rpc_pattern("get"), "projector", PROJECTOR_RPC, core.serve),
             Service(rpc_pattern("list"), "projector", PROJECTOR_RPC, core.serve),
+            Service(rpc_pattern("read"), "projector", PROJECTOR_RPC, core.serve),
+            Service(rpc_pattern("view"), "projector", PROJECTOR_RPC, core.serve),
         ),
     )

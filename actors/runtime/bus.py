@@ -24,9 +24,15 @@ if TYPE_CHECKING:
     from nats.aio.client import Client as NATS
 
     from actors.runtime.store import OutboxItem
-    from protocols.subjects import ConsumerSpec, StreamSpec
+    from protocols.subjects import BucketSpec, ConsumerSpec, StreamSpec
 
-__all__ = ["connect", "ensure_consumer", "ensure_streams", "publish_all"]
+__all__ = [
+    "connect",
+    "ensure_buckets",
+    "ensure_consumer",
+    "ensure_streams",
+    "publish_all",
+]
 
 log = logging.getLogger("worldline.bus")
 
@@ -122,6 +128,19 @@ async def ensure_streams(js: JetStreamContext, specs: Iterable[StreamSpec]) -> N
                 "or run the worldline version that declared it."
             ) from exc
         log.warning("stream %s updated to its declaration: %s", spec.name, diffs)
+
+
+async def ensure_buckets(js: JetStreamContext, specs: Iterable[BucketSpec]) -> None:
+    """Create each key/value bucket that does not exist yet."""
+    for spec in specs:
+        try:
+            await js.key_value(spec.bucket)
+        except nats.js.errors.BucketNotFoundError:
+            await js.create_key_value(
+                api.KeyValueConfig(
+                    bucket=spec.bucket, history=spec.history, ttl=spec.ttl or None
+                )
+            )
 
 
 def _consumer_config(spec: ConsumerSpec) -> api.ConsumerConfig:

@@ -22,11 +22,17 @@ import anyio.to_thread
 import msgspec
 import nats.errors
 
-from actors.runtime.bus import connect, ensure_consumer, ensure_streams, publish_all
+from actors.runtime.bus import (
+    connect,
+    ensure_buckets,
+    ensure_consumer,
+    ensure_streams,
+    publish_all,
+)
 from actors.runtime.errors import StoreError
 from actors.runtime.store import Delivery, OutboxItem, Store
 from protocols.messages import Message, RpcError, encode
-from protocols.subjects import STREAMS, world_of
+from protocols.subjects import BUCKETS, STREAMS, world_of
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -86,6 +92,7 @@ async def run_actor(
         try:
             js = nc.jetstream()
             await ensure_streams(js, STREAMS)
+            await ensure_buckets(js, BUCKETS)
             async with anyio.create_task_group() as tg:
                 for inp in spec.inputs:
                     await tg.start(_consume, js, store, spec, inp, clock, batch)

@@ -13,7 +13,30 @@ if TYPE_CHECKING:
 
     from actors.runtime.spec import Context, Input, Outgoing, Reader, Step
 
-__all__ = ["MemoryState", "state_hash"]
+__all__ = ["MemoryState", "Overlay", "state_hash"]
+
+
+class Overlay:
+    """A :class:`Reader` over another reader plus pending writes (None deletes): how
+    the state will read once the writes commit. Cores use it to see their own writes
+    while they are still building a :class:`Step`."""
+
+    def __init__(self, reader: Reader, writes: dict[bytes, bytes | None]) -> None:
+        self.reader = reader
+        self.writes = writes
+
+    def get(self, key: bytes) -> bytes | None:
+        if key in self.writes:
+            return self.writes[key]
+        return self.reader.get(key)
+
+    def scan(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        merged: dict[bytes, bytes | None] = dict(self.reader.scan(prefix))
+        merged.update({k: v for k, v in self.writes.items() if k.startswith(prefix)})
+        for key in sorted(merged):
+            value = merged[key]
+            if value is not None:
+                yield key, value
 
 
 class MemoryState:

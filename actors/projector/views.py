@@ -1,0 +1,179 @@
+"""Projector core for the crew world: a read replica of entities, edges and the
+declaration, and each agent's startup view, pushed to the ``wl-views`` bucket when it
+changes. Pure and deterministic: it selects and orders, it computes no new numbers.
+
+State keys: ``decl/<w>``, ``entity/<w>/<ref>``, ``edge/<w>/<id>``,
+``inboxsum/<w>/<agent>``, ``viewhash/<w>/<agent>``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import msgspec
+
+from actors.runtime.memory import Overlay
+from actors.runtime.spec import Context, Outgoing, Reader, Step
+from protocols.messages import (
+    AgentView,
+    EdgeChanged,
+    EntityChanged,
+    InboxChanged,
+    ViewReply,
+    WorldDeclared,
+    WorldReply,
+    encode,
+)
+from protocols.subjects import VIEWS, bucket_key, bucket_put
+from protocols.world import AGENT, WORK, Edge, Entity, WorldDecl, agent_ref, ref_name
+
+__all__ = ["apply_change", "build_view", "read_world"]
+
+_DECL = msgspec.msgpack.Decoder(WorldDecl)
+_ENTITY = msgspec.msgpack.Decoder(Entity)
+_EDGE = msgspec.msgpack.Decoder(Edge)
+_INBOX = msgspec.msgpack.Decoder(InboxChanged)
+CLOSED = frozenset({"done", "cancelled"})
+
+
+def _decl(reader: Reader, world: str) -> WorldDecl | None:
+    raw = reader.get(f"decl/{world}".encode())
+    return None if raw is None else _DECL.decode(raw)
+
+
+def _entities(reader: Reader, world: str, etype: str = "") -> list[Entity]:
+    prefix = f"entity/{world}/{etype + ':' if etype else ''}".encode()
+    return [_ENTITY.decode(raw) for _, raw in reader.scan(prefix)]
+
+
+def _edges(reader: Reader, world: str) -> list[Edge]:
+    return [_EDGE.decode(raw) for _, raw in reader.scan(f"edge/{world}/".encode())]
+
+
+def _entity(reader: Reader, world: str, ref: str) -> Entity | None:
+    raw = reader.get(f"entity/{world}/{ref}".encode())
+    return None if raw is None else _ENTITY.decode(raw)
+
+
+def read_world(reader: Reader, world: str, entity_type: str | None) -> WorldReply:
+    """The declaration, entities (optionally of one type) and edges of ``world``."""
+    return WorldReply(
+        declaration=_decl(reader, world),
+        entities=_entities(reader, world, entity_type or ""),
+        edges=_edges(reader, world),
+    )
+
+
+def build_view(reader: Reader, world: str, agent: str) -> AgentView | None:
+    """``agent``'s startup view: itself, its edges and their other ends, its open
+    work, its inbox summary, what it may write, and the world's goals."""
+    decl = _decl(reader, world)
+    if decl is None:
+        return None
+    me = agent_ref(agent)
+    edges = [e for e in _edges(reader, world) if me in (e.source, e.target)]
+    others = sorted({e.target if e.source == me else e.source for e in edges})
+    related = [e for ref in others if (e := _entity(reader, world, ref)) is not None]
+    work = [
+        w
+        for w in _entities(reader, world, WORK)
+        if _field(w, "assigned_to") == agent and _field(w, "status") not in CLOSED
+    ]
+    raw_inbox = reader.get(f"inboxsum/{world}/{agent}".encode())
+    inbox = None if raw_inbox is None else _INBOX.decode(raw_inbox)
+    if agent in decl.authority.admins:
+        may_write = ["*.*"]
+    else:
+        may_write = sorted(
+            {p for g in decl.authority.grants if agent in g.agents for p in g.fields}
+        )
+    return AgentView(
+        world=world,
+        agent=agent,
+        me=_entity(reader, world, me),
+        related=related,
+        edges=edges,
+        work=work,
+        inbox_pending=0 if inbox is None else inbox.pending,
+        inbox_recent=[] if inbox is None else inbox.recent,
+        may_write=may_write,
+        goals=[f"{g.id}: {g.text}" for g in decl.intent.goals],
+    )
+
+
+def _field(entity: Entity, name: str) -> object:
+    state = entity.fields.get(name)
+    return None if state is None else state.value
+
+
+def _agents_touching(reader: Reader, world: str, refs: set[str]) -> set[str]:
+    agents = {ref_name(r) for r in refs if r.startswith(f"{AGENT}:")}
+    for edge in _edges(reader, world):
+        if edge.source in refs or edge.target in refs:
+            agents.update(
+                ref_name(end)
+                for end in (edge.source, edge.target)
+                if end.startswith(f"{AGENT}:")
+            )
+    return agents
+
+
+def apply_change(
+    reader: Reader,
+    change: EntityChanged | EdgeChanged | WorldDeclared | InboxChanged,
+    ctx: Context,
+) -> Step:
+    """Keep the change in the replica, then refresh the views of affected agents."""
+    world = ctx.world
+    writes: dict[bytes, bytes | None] = {}
+    affected: set[str] = set()
+    match change:
+        case EntityChanged(entity=entity):
+            key = f"entity/{world}/{entity.id}".encode()
+            old = _entity(reader, world, entity.id)
+            if old is not None and old.version >= entity.version:
+                return Step()
+            writes[key] = encode(entity)
+            affected |= _agents_touching(reader, world, {entity.id})
+            for e in (old, entity):
+                if e is not None and e.type == WORK:
+                    assignee = _field(e, "assigned_to")
+                    if isinstance(assignee, str):
+                        affected.add(assignee)
+        case EdgeChanged(edge=edge, removed=removed):
+            key = f"edge/{world}/{edge.id}".encode()
+            writes[key] = None if removed else encode(edge)
+            affected |= {
+                ref_name(end)
+                for end in (edge.source, edge.target)
+                if end.startswith(f"{AGENT}:")
+            }
+        case WorldDeclared(declaration=decl):
+            writes[f"decl/{world}".encode()] = encode(decl)
+            affected |= {ref_name(e.id) for e in _entities(reader, world, AGENT)}
+            affected |= {
+                ref_name(e.id) for e in decl.entities if e.id.startswith("agent:")
+            }
+        case InboxChanged(agent=agent):
+            writes[f"inboxsum/{world}/{agent}".encode()] = encode(change)
+            affected.add(agent)
+    overlay = Overlay(reader, writes)
+    out = []
+    for agent in sorted(affected):
+        view = build_view(overlay, world, agent)
+        if view is None:
+            continue
+        payload = encode(ViewReply(view=view))
+        digest = hashlib.sha256(payload).hexdigest()[:32].encode()
+        hash_key = f"viewhash/{world}/{agent}".encode()
+        if overlay.get(hash_key) == digest:
+            continue
+        writes[hash_key] = digest
+        out.append(
+            Outgoing(
+                subject=bucket_put(VIEWS, bucket_key(world, agent)),
+                message=ViewReply(view=view),
+                msg_id=f"view:{world}:{agent}:{digest.decode()}",
+            )
+        )
+    return Step(writes=writes, out=out)
