@@ -16,6 +16,7 @@ __all__ = [
     "ACTOR_NAMES",
     "BUCKETS",
     "DERIVED",
+    "DERIVED_CHANNEL",
     "DLQ",
     "EXTRACTOR_IN",
     "FUSION_IN",
@@ -37,6 +38,7 @@ __all__ = [
     "author_of",
     "bucket_key",
     "bucket_put",
+    "channel_of",
     "check_name",
     "derived",
     "dlq",
@@ -52,6 +54,7 @@ __all__ = [
 ]
 
 PREFIX: Final = "wl"
+DERIVED_CHANNEL: Final = "derived"
 
 ACTOR_NAMES: Final = ("extractor", "fusion", "materializer", "projector", "simulator")
 
@@ -86,7 +89,7 @@ def ops(world: str, agent: str) -> str:
 
 def derived(world: str, kind: str, shard: str) -> str:
     """Subject fusion publishes derived records (posteriors) on."""
-    return f"{PREFIX}.{world}.derived.{kind}.{shard}"
+    return f"{PREFIX}.{world}.{DERIVED_CHANNEL}.{kind}.{shard}"
 
 
 def state(world: str, kind: str) -> str:
@@ -125,6 +128,14 @@ def world_of(subject: str) -> str:
     if len(parts) < 3 or parts[0] != PREFIX:
         raise ValueError(f"not a worldline subject: {subject!r}")
     return parts[1]
+
+
+def channel_of(subject: str) -> str:
+    """The channel token of a worldline subject: obs, ops, derived, state, ..."""
+    parts = subject.split(".")
+    if len(parts) < 3 or parts[0] != PREFIX:
+        raise ValueError(f"not a worldline subject: {subject!r}")
+    return parts[2]
 
 
 def author_of(subject: str) -> str:

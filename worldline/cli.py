@@ -13,6 +13,7 @@ import os
 import re
 import signal
 import sys
+import tempfile
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -24,9 +25,21 @@ from actors.registry import ACTORS, build
 from actors.runtime.embedded import EmbeddedNats
 from actors.runtime.errors import ActorError
 from actors.runtime.supervise import run_actors
-from protocols.messages import BELIEF_TYPES, Belief
+from protocols.messages import (
+    BELIEF_TYPES,
+    Belief,
+    InboxMessage,
+    Notification,
+    Rejection,
+    StateHashReply,
+    WorkAssigned,
+)
+from protocols.world import Value
 from worldline.client import DEFAULT_URL, World, connect
+from worldline.crew import ExportRecord
+from worldline.declaration import load_declaration
 from worldline.errors import BadRequest, BusUnavailable, NotApplied, Rejected
+from worldline.replay import ReplayResult, replay
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Coroutine, Sequence
@@ -217,12 +230,201 @@ def _observe(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
     return run
 
 
+def _world_load(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
+    declaration = load_declaration(Path(args.file))
+
+    async def run(world: World) -> None:
+        seq = await world.declare(declaration)
+        _emit(
+            args,
+            {"world": world.world, "seq": seq},
+            f"world {world.world!r} declared from {args.file} (op {seq})",
+        )
+
+    return run
+
+
+def _world_show(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
+    async def run(world: World) -> None:
+        reply = await world.read_world(entity_type=args.type)
+        if reply.declaration is None:
+            raise BadRequest(
+                f"world {world.world!r} is not declared; "
+                "run `worldline world load FILE`"
+            )
+        lines = [f"world {reply.declaration.world.id}: {reply.declaration.world.kind}"]
+        for entity in reply.entities:
+            fields = ", ".join(
+                f"{name}={state.value!r}@v{state.version}"
+                for name, state in sorted(entity.fields.items())
+            )
+            lines.append(f"  {entity.id}  {fields}")
+        lines += [f"  {e.source} -{e.type}-> {e.target}  ({e.id})" for e in reply.edges]
+        _emit(args, reply, "\n".join(lines))
+
+    return run
+
+
+def _value(text: str) -> Value:
+    """JSON if it parses as a scalar, list of strings or null; else the text itself."""
+    try:
+        value: Value = msgspec.json.decode(text.encode(), type=Value)
+        return value
+    except msgspec.MsgspecError:
+        return text
+
+
+def _write(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
+    value = _value(args.value)
+
+    async def run(world: World) -> None:
+        version = await world.write(
+            args.entity, args.field, value, expect_version=args.expect_version
+        )
+        _emit(
+            args,
+            {"entity": args.entity, "field": args.field, "version": version},
+            f"{args.entity}.{args.field} = {value!r} (version {version})",
+        )
+
+    return run
+
+
+def _inbox(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
+    async def run(world: World) -> None:
+        items = await world.inbox(wait=args.wait, limit=args.limit)
+        try:
+            human = "\n".join(_inbox_line(item.message) for item in items)
+            _emit(
+                args,
+                [item.message for item in items],
+                human or f"{world.agent}'s inbox is empty",
+            )
+        finally:
+            if args.ack:
+                await world.ack(items)
+            else:
+                for item in items:
+                    await item.release()
+
+    return run
+
+
+def _inbox_line(message: InboxMessage) -> str:
+    match message:
+        case Rejection():
+            return f"rejected  {message.op_id}: {message.code}: {message.reason}"
+        case WorkAssigned():
+            due = f" due {message.due_at.isoformat()}" if message.due_at else ""
+            return (
+                f"work      {message.work} ({message.work_kind}, p{message.priority}"
+                f"{due}) from {message.requested_by}: {message.goal}"
+            )
+        case Notification():
+            return (
+                f"changed   {message.entity}.{message.field} = {message.value!r} "
+                f"(v{message.version}, {message.rule})"
+            )
+    return repr(message)
+
+
+def _view(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
+    async def run(world: World) -> None:
+        view = await world.view(args.of)
+        if view is None:
+            raise BadRequest(f"world {world.world!r} is not declared")
+        encoded = msgspec.json.encode(view)
+        _emit(args, view, msgspec.json.format(encoded.decode(), indent=2))
+
+    return run
+
+
+def _export(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
+    async def run(world: World) -> None:
+        lines = [msgspec.json.encode(record) + b"\n" async for record in world.export()]
+        if args.out:
+            await anyio.Path(args.out).write_bytes(b"".join(lines))
+            sys.stderr.write(f"exported {len(lines)} ops to {args.out}\n")
+        else:
+            sys.stdout.write(b"".join(lines).decode())
+
+    return run
+
+
+def _presence(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
+    async def run(world: World) -> None:
+        await world.set_presence(args.status, args.task)
+        _emit(args, {"agent": world.agent, "status": args.status}, "presence set")
+
+    return run
+
+
 CLIENT_VERBS: dict[str, Callable[[argparse.Namespace], Callable[[World], Any]]] = {
     "add": _add,
     "get": _get,
     "list": _list,
     "observe": _observe,
+    "world.load": _world_load,
+    "world.show": _world_show,
+    "write": _write,
+    "inbox": _inbox,
+    "view": _view,
+    "export": _export,
+    "presence": _presence,
 }
+
+
+def _replay(args: argparse.Namespace) -> int:
+    """Rebuild from an export file, or from the bus, and compare with the live hash."""
+    if args.data is None:
+        with tempfile.TemporaryDirectory(prefix="worldline-replay-") as tmp:
+            return _replay_into(args, Path(tmp) / "state")
+    return _replay_into(args, args.data)
+
+
+def _replay_into(args: argparse.Namespace, data: Path) -> int:
+    if args.source:
+        try:
+            with open(args.source, "rb") as f:
+                records = [msgspec.json.decode(line, type=ExportRecord) for line in f]
+        except (OSError, msgspec.MsgspecError) as exc:
+            raise BadRequest(f"cannot read export {args.source}: {exc}") from exc
+        result = replay(records, data, args.world)
+        live = None
+    else:
+        result, live = anyio.run(_replay_from_bus, args, data, backend="asyncio")
+    human = [f"state-hash: {result.hash}", f"ops: {result.ops}"]
+    matches = live is None or (
+        live.hash == result.hash and live.applied == result.last_seq
+    )
+    if live is not None:
+        human.append(f"live-hash: {live.hash} (applied through op {live.applied})")
+        human.append("match: yes" if matches else "match: NO")
+    _emit(
+        args,
+        {
+            "state_hash": result.hash,
+            "ops": result.ops,
+            "live_hash": None if live is None else live.hash,
+            "match": matches,
+        },
+        "\n".join(human),
+    )
+    return EXIT_OK if matches else EXIT_FAILED
+
+
+async def _replay_from_bus(
+    args: argparse.Namespace, data: Path
+) -> tuple[ReplayResult, StateHashReply]:
+    async with connect(
+        args.nats or default_url(),
+        world=args.world,
+        agent=args.agent,
+        request_timeout=args.timeout,
+    ) as world:
+        records = [record async for record in world.export()]
+        live = await world.state_hash()
+    return replay(records, data, args.world), live
 
 
 # --- argument parsing -----------------------------------------------------------------
@@ -297,6 +499,62 @@ def parser() -> argparse.ArgumentParser:
     )
     observe.add_argument("file", help="a text file, or - for standard input")
     observe.add_argument("--source", default="", help="where the artifact came from")
+
+    world = verbs.add_parser("world", help="declare a world, or show it")
+    world_verbs = world.add_subparsers(dest="world_verb", required=True, metavar="VERB")
+    load = world_verbs.add_parser(
+        "load", parents=[client], help="declare the world from a TOML file"
+    )
+    load.add_argument("file")
+    show = world_verbs.add_parser(
+        "show", parents=[client], help="the declaration, entities and edges"
+    )
+    show.add_argument("--type", default=None, help="only entities of this type")
+
+    write = verbs.add_parser(
+        "write", parents=[client], help="write one field (authority + versions)"
+    )
+    write.add_argument("entity", help="type:name, e.g. project:soteria")
+    write.add_argument("field")
+    write.add_argument("value", help="JSON scalar or list, else taken as text")
+    write.add_argument(
+        "--expect-version",
+        type=int,
+        default=None,
+        help="apply only if the field is at this version (0: must not exist)",
+    )
+
+    box = verbs.add_parser("inbox", parents=[client], help="this agent's inbox")
+    box.add_argument("--ack", action="store_true", help="acknowledge what is shown")
+    box.add_argument("--wait", type=float, default=0.5, help="seconds to wait")
+    box.add_argument("--limit", type=int, default=100)
+
+    view = verbs.add_parser("view", parents=[client], help="an agent's startup view")
+    view.add_argument("of", nargs="?", default=None, help="agent (default: --agent)")
+
+    export = verbs.add_parser(
+        "export", parents=[client], help="the op log as JSON lines (replayable)"
+    )
+    export.add_argument("--out", default=None, help="file (default: stdout)")
+
+    rep = verbs.add_parser(
+        "replay",
+        parents=[client],
+        help="rebuild state from the log in a fresh LMDB; print state-hash",
+    )
+    rep.add_argument(
+        "--data", type=Path, default=None, help="fresh folder (default: temp)"
+    )
+    rep.add_argument(
+        "--from", dest="source", default=None, help="an export file instead of the bus"
+    )
+    rep.set_defaults(run=_replay)
+
+    presence = verbs.add_parser(
+        "presence", parents=[client], help="set ephemeral status (expires)"
+    )
+    presence.add_argument("status")
+    presence.add_argument("--task", default="")
     return root
 
 
@@ -314,9 +572,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
     )
     logging.getLogger("nats").setLevel(logging.CRITICAL)
+    verb_name = args.verb
+    if verb_name == "world":
+        verb_name = f"world.{args.world_verb}"
     try:
-        if args.verb in CLIENT_VERBS:
-            verb = CLIENT_VERBS[args.verb](args)
+        if verb_name in CLIENT_VERBS:
+            verb = CLIENT_VERBS[verb_name](args)
             anyio.run(_client, args, verb, backend="asyncio")
             return EXIT_OK
         code: int = args.run(args)
@@ -324,7 +585,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BadRequest as exc:
         _fail(EXIT_USAGE, str(exc))
     except Rejected as exc:
-        _fail(EXIT_REJECTED, f"rejected: {exc.reason}")
+        detail = ""
+        if exc.current_version is not None:
+            detail = (
+                f" (current version {exc.current_version}, value {exc.current_value!r})"
+            )
+        _fail(EXIT_REJECTED, f"rejected: {exc.reason}{detail}")
     except (BusUnavailable, NotApplied) as exc:
         _fail(EXIT_UNREACHABLE, str(exc))
     except ActorError as exc:  # the server, a store or a declaration: not the input

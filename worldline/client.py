@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import msgspec
@@ -21,7 +21,9 @@ from nats.js import api
 from actors.runtime.bus import connect as bus_connect
 from protocols.messages import (
     FUSION_INBOX,
+    MATERIALIZER_REPLY,
     PROJECTOR_REPLY,
+    SIMULATOR_REPLY,
     AddBelief,
     Belief,
     BeliefListReply,
@@ -36,6 +38,7 @@ from protocols.messages import (
     encode,
 )
 from protocols.subjects import RpcVerb, check_name, dlq, obs, ops, rpc
+from worldline.crew import CrewMixin, validated
 from worldline.errors import BadRequest, BusUnavailable, NotApplied, Rejected
 
 if TYPE_CHECKING:
@@ -46,23 +49,19 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_URL", "World", "connect"]
 
 DEFAULT_URL = "nats://127.0.0.1:4222"
-T = TypeVar("T", bound=msgspec.Struct)
 _DEAD_LETTER = msgspec.msgpack.Decoder(DeadLetter)
-
-
-def _validated(message: T) -> T:
-    """msgspec checks constraints on decode, not on construction: round-trip once."""
-    try:
-        return msgspec.msgpack.decode(encode(message), type=type(message))
-    except msgspec.ValidationError as exc:
-        raise BadRequest(str(exc)) from exc
+_REPLIES: dict[str, Any] = {
+    "op_status": MATERIALIZER_REPLY,
+    "state_hash": MATERIALIZER_REPLY,
+    "sim.status": SIMULATOR_REPLY,
+}
 
 
 def _new_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:16]}"
 
 
-class World:
+class World(CrewMixin):
     """One agent's handle on one world. Build it with :func:`connect`."""
 
     def __init__(self, nc: NATS, *, world: str, agent: str, timeout: float) -> None:
@@ -91,7 +90,7 @@ class World:
         """
         if type in ("goal", "gap") and confidence is not None:
             raise BadRequest(f"a {type} carries no probability; drop the confidence")
-        op = _validated(
+        op = validated(
             AddBelief(
                 op_id=_new_id("op"),
                 author=self.agent,
@@ -134,7 +133,7 @@ class World:
 
     async def observe(self, text: str, *, source: str = "") -> str:
         """Hand an artifact to the extractor; return the observation id."""
-        observation = _validated(
+        observation = validated(
             Observe(
                 obs_id=_new_id("obs"),
                 author=self.agent,
@@ -182,7 +181,7 @@ class World:
         subject = rpc(self.world, verb)
         try:
             msg = await self._nc.request(
-                subject, encode(_validated(message)), timeout=self.timeout
+                subject, encode(validated(message)), timeout=self.timeout
             )
         except nats.errors.NoRespondersError as exc:
             raise BusUnavailable(
@@ -192,7 +191,8 @@ class World:
             raise BusUnavailable(
                 f"no answer on {subject} within {self.timeout:g}s"
             ) from exc
-        reply: Message = PROJECTOR_REPLY.decode(msg.data)
+        decoder: Any = _REPLIES.get(verb, PROJECTOR_REPLY)
+        reply: Message = decoder.decode(msg.data)
         if isinstance(reply, RpcError):
             raise BadRequest(reply.message)
         return reply

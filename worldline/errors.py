@@ -16,11 +16,26 @@ class BadRequest(WorldlineError, ValueError):
 
 
 class Rejected(WorldlineError):
-    """The world refused the request and said why; CLI exit 3."""
+    """The world refused the request and said why; CLI exit 3.
 
-    def __init__(self, reason: str) -> None:
+    ``code`` is one of ``unauthorized``, ``version_conflict``, ``invalid``,
+    ``unknown_entity`` (or ``rejected`` for a dead-lettered belief op); for a version
+    conflict, ``current_version`` and ``current_value`` say what the field holds now.
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        code: str = "rejected",
+        current_version: int | None = None,
+        current_value: object = None,
+    ) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.code = code
+        self.current_version = current_version
+        self.current_value = current_value
 
 
 class NotApplied(WorldlineError, TimeoutError):

@@ -1,0 +1,369 @@
+"""The crew-world half of the SDK: declare, write, link, file work, read the inbox,
+views, presence, export. Mixed into :class:`worldline.client.World`."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+import anyio
+import msgspec
+import nats.errors
+import nats.js.errors
+from nats.js import api
+
+from actors.runtime.bus import ensure_consumer
+from protocols.messages import (
+    INBOX,
+    OPS_INBOX,
+    PRESENCE_VALUE,
+    AckInbox,
+    AddEdge,
+    AgentView,
+    DeclareWorld,
+    GetView,
+    InboxMessage,
+    Message,
+    OpsInbox,
+    OpStatus,
+    OpStatusReply,
+    Presence,
+    PutWork,
+    ReadWorld,
+    RemoveEdge,
+    SetField,
+    StateHash,
+    StateHashReply,
+    UpsertEntity,
+    ViewReply,
+    WorldReply,
+    encode,
+)
+from protocols.subjects import (
+    INBOX as INBOX_STREAM,
+)
+from protocols.subjects import (
+    OPS,
+    PRESENCE,
+    VIEWS,
+    RpcVerb,
+    bucket_key,
+    inbox_in,
+    ops,
+)
+from protocols.world import Edge, Value, WorldDecl
+from worldline.errors import BadRequest, BusUnavailable, NotApplied, Rejected
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from nats.aio.client import Client as NATS
+    from nats.aio.msg import Msg
+    from nats.js import JetStreamContext
+
+__all__ = ["CrewMixin", "ExportRecord", "InboxItem", "validated"]
+
+T = TypeVar("T", bound=msgspec.Struct)
+
+log = logging.getLogger("worldline.sdk")
+_VIEW_VALUE = msgspec.msgpack.Decoder(ViewReply)
+
+
+def _new_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:16]}"
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def validated(message: T) -> T:
+    """msgspec checks constraints on decode, not on construction: round-trip once."""
+    try:
+        return msgspec.msgpack.decode(encode(message), type=type(message))
+    except msgspec.ValidationError as exc:
+        raise BadRequest(str(exc)) from exc
+
+
+@dataclass(frozen=True)
+class InboxItem:
+    """One inbox message, still unacknowledged on the bus."""
+
+    message: InboxMessage
+    seq: int  # its INBOX stream sequence
+    _msg: Msg
+
+    async def release(self) -> None:
+        """Hand it back unacknowledged: the next ``inbox()`` sees it again."""
+        await self._msg.nak()
+
+
+class ExportRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """One line of ``worldline export``: an op with its place in the log."""
+
+    seq: int
+    subject: str
+    op: OpsInbox
+
+
+class CrewMixin:
+    """Crew-world verbs; needs ``_nc``, ``_js``, ``world``, ``agent``, ``timeout``."""
+
+    _nc: NATS
+    _js: JetStreamContext
+    world: str
+    agent: str
+    timeout: float
+
+    async def _request(self, verb: RpcVerb, message: Message) -> Message:
+        raise NotImplementedError
+
+    async def _publish_op(self, message: Any) -> int:
+        subject = ops(self.world, self.agent)
+        try:
+            ack = await self._js.publish(
+                subject,
+                encode(message),
+                timeout=self.timeout,
+                headers={api.Header.MSG_ID: message.op_id},
+            )
+        except (nats.errors.NoRespondersError, nats.errors.TimeoutError) as exc:
+            raise BusUnavailable(
+                f"JetStream did not accept the write on {subject} ({exc!r}); "
+                "is this server running worldline (`worldline up`)?"
+            ) from exc
+        return int(ack.seq)
+
+    async def _submit(self, op: Any) -> int:
+        """Record ``op`` in the log, wait until the materializer has applied it, and
+        return its sequence (the version it gave the fields it wrote).
+
+        Raises:
+            Rejected: the materializer refused it (code, reason, current version).
+            NotApplied: no materializer reached it within the timeout.
+        """
+        seq = await self._publish_op(validated(op))
+        with anyio.move_on_after(self.timeout):
+            while True:
+                reply = await self._request("op_status", OpStatus(seq=seq))
+                if isinstance(reply, OpStatusReply) and reply.state != "pending":
+                    break
+                await anyio.sleep(0.02)
+            if reply.rejection is not None:
+                r = reply.rejection
+                raise Rejected(
+                    f"{r.code}: {r.reason}",
+                    code=r.code,
+                    current_version=r.current_version,
+                    current_value=r.current_value,
+                )
+            return seq
+        raise NotApplied(
+            f"op {op.op_id} is recorded at sequence {seq} but was not applied within "
+            f"{self.timeout:g}s; is the materializer running (`worldline up`)?"
+        )
+
+    async def declare(self, declaration: WorldDecl) -> int:
+        """Declare the world (or re-declare it, as an admin); return the op sequence."""
+        op = DeclareWorld(
+            op_id=_new_id("op"), author=self.agent, at=_now(), declaration=declaration
+        )
+        return await self._submit(op)
+
+    async def write(
+        self,
+        entity: str,
+        field: str,
+        value: Value,
+        *,
+        expect_version: int | None = None,
+    ) -> int:
+        """Write one field through authority and optimistic concurrency; return its
+        new version. ``expect_version=0`` means the field must not exist yet."""
+        op = SetField(
+            op_id=_new_id("op"),
+            author=self.agent,
+            at=_now(),
+            entity=entity,
+            field=field,
+            value=value,
+            expect_version=expect_version,
+        )
+        return await self._submit(op)
+
+    async def upsert(self, entity: str, fields: dict[str, Value]) -> int:
+        """Create ``entity`` or set several of its fields."""
+        op = UpsertEntity(
+            op_id=_new_id("op"),
+            author=self.agent,
+            at=_now(),
+            entity=entity,
+            fields=fields,
+        )
+        return await self._submit(op)
+
+    async def link(self, edge_id: str, type: str, source: str, target: str) -> int:
+        """Add a typed edge ``source -type-> target``."""
+        edge = Edge(id=edge_id, type=type, source=source, target=target)
+        op = AddEdge(op_id=_new_id("op"), author=self.agent, at=_now(), edge=edge)
+        return await self._submit(op)
+
+    async def unlink(self, edge_id: str) -> int:
+        """Remove an edge."""
+        op = RemoveEdge(
+            op_id=_new_id("op"), author=self.agent, at=_now(), edge_id=edge_id
+        )
+        return await self._submit(op)
+
+    async def put_work(
+        self,
+        work_id: str,
+        *,
+        kind: str,
+        assigned_to: str,
+        goal: str,
+        priority: int = 3,
+        due_at: datetime | None = None,
+        status: Literal["open", "in_progress", "done", "cancelled"] = "open",
+        requested_by: str | None = None,
+        expect_version: int | None = None,
+    ) -> int:
+        """File or update a work request (``work:<work_id>``)."""
+        op = PutWork(
+            op_id=_new_id("op"),
+            author=self.agent,
+            at=_now(),
+            work_id=work_id,
+            work_kind=kind,
+            assigned_to=assigned_to,
+            goal=goal,
+            priority=priority,
+            due_at=due_at,
+            status=status,
+            requested_by=requested_by or self.agent,
+            expect_version=expect_version,
+        )
+        return await self._submit(op)
+
+    async def read_world(self, *, entity_type: str | None = None) -> WorldReply:
+        """The declaration, entities and edges, from a projector replica."""
+        reply = await self._request("read", ReadWorld(entity_type=entity_type))
+        if not isinstance(reply, WorldReply):
+            raise BadRequest(f"unexpected reply to read: {reply!r}")
+        return reply
+
+    async def view(self, agent: str | None = None) -> AgentView | None:
+        """An agent's startup view (yours by default), computed by a projector."""
+        reply = await self._request("view", GetView(agent=agent or self.agent))
+        if not isinstance(reply, ViewReply):
+            raise BadRequest(f"unexpected reply to view: {reply!r}")
+        return reply.view
+
+    async def stored_view(self, agent: str | None = None) -> AgentView | None:
+        """The view the projector last pushed to the ``wl-views`` bucket."""
+        kv = await self._js.key_value(VIEWS.bucket)
+        try:
+            entry = await kv.get(bucket_key(self.world, agent or self.agent))
+        except nats.js.errors.KeyNotFoundError:
+            return None
+        return None if entry.value is None else _VIEW_VALUE.decode(entry.value).view
+
+    async def state_hash(self) -> StateHashReply:
+        """The live materializer's hash of this world's state."""
+        reply = await self._request("state_hash", StateHash())
+        if not isinstance(reply, StateHashReply):
+            raise BadRequest(f"unexpected reply to state_hash: {reply!r}")
+        return reply
+
+    async def inbox(self, *, wait: float = 0.5, limit: int = 100) -> list[InboxItem]:
+        """Your inbox messages not yet acknowledged, oldest first.
+
+        Each agent has its own durable consumer, so a message waits for you however
+        long you are away, and your acks never hide it from another agent.
+        """
+        spec = inbox_in(self.world, self.agent)
+        try:
+            await ensure_consumer(self._js, spec)
+        except nats.js.errors.NotFoundError as exc:
+            raise BusUnavailable(
+                "no INBOX stream on this server: start the actors (`worldline up`)"
+            ) from exc
+        sub = await self._js.pull_subscribe_bind(
+            durable=spec.durable, stream=INBOX_STREAM.name
+        )
+        try:
+            msgs = await sub.fetch(limit, timeout=wait)
+        except TimeoutError:
+            msgs = []
+        finally:
+            await sub.unsubscribe()
+        return [
+            InboxItem(INBOX.decode(m.data), m.metadata.sequence.stream, m) for m in msgs
+        ]
+
+    async def ack(self, items: list[InboxItem]) -> None:
+        """Acknowledge on the bus and record the acks in the world (pending counts)."""
+        if not items:
+            return
+        for item in items:
+            await item._msg.ack_sync()
+        await self._submit(
+            AckInbox(
+                op_id=_new_id("op"),
+                author=self.agent,
+                at=_now(),
+                message_ids=[item.message.id for item in items],
+            )
+        )
+
+    async def set_presence(self, status: str, task: str = "") -> None:
+        """Ephemeral status (expires after the bucket's TTL; never in the log)."""
+        kv = await self._js.key_value(PRESENCE.bucket)
+        value = validated(
+            Presence(agent=self.agent, status=status, task=task, at=_now())
+        )
+        await kv.put(bucket_key(self.world, self.agent), encode(value))
+
+    async def presence(self, agent: str) -> Presence | None:
+        """Another agent's presence, or None if absent or expired."""
+        kv = await self._js.key_value(PRESENCE.bucket)
+        try:
+            entry = await kv.get(bucket_key(self.world, agent))
+        except nats.js.errors.KeyNotFoundError:
+            return None
+        return None if entry.value is None else PRESENCE_VALUE.decode(entry.value)
+
+    async def export(self) -> AsyncIterator[ExportRecord]:
+        """Every op of this world in log order (the record, replayable)."""
+        config = api.ConsumerConfig(
+            ack_policy=api.AckPolicy.NONE,
+            deliver_policy=api.DeliverPolicy.ALL,
+            inactive_threshold=30.0,
+        )
+        sub = await self._js.pull_subscribe(
+            ops(self.world, "*"), stream=OPS.name, config=config
+        )
+        try:
+            while True:
+                try:
+                    msgs = await sub.fetch(500, timeout=1.0)
+                except TimeoutError:
+                    return
+                for msg in msgs:
+                    try:
+                        op = OPS_INBOX.decode(msg.data)
+                    except msgspec.MsgspecError as exc:
+                        # Dead-lettered when it arrived; it never changed the state.
+                        seq = msg.metadata.sequence.stream
+                        log.warning("skipping undecodable op at seq %d: %s", seq, exc)
+                        continue
+                    yield ExportRecord(
+                        seq=msg.metadata.sequence.stream, subject=msg.subject, op=op
+                    )
+                if msgs[-1].metadata.num_pending == 0:
+                    return
+        finally:
+            await sub.unsubscribe()
