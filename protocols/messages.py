@@ -310,6 +310,7 @@ class InboxChanged(Message, tag="state.inbox.v1", kw_only=True, frozen=True):
     agent: Token
     pending: int
     recent: list[str] = msgspec.field(default_factory=list)  # one line each
+    seq: int = 0  # OPS sequence of the op that changed it
 
 
 ProjectorInbox = (
@@ -417,6 +418,7 @@ class WorldReply(Message, tag="rpc.world.v1", kw_only=True, frozen=True):
     declaration: WorldDecl | None = None
     entities: list[Entity] = msgspec.field(default_factory=list)
     edges: list[Edge] = msgspec.field(default_factory=list)
+    version: int = 0  # the replica holds every change up to this OPS sequence
 
 
 class GetView(Message, tag="rpc.get_view.v1", kw_only=True, frozen=True):
@@ -439,12 +441,15 @@ class AgentView(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     inbox_recent: list[str] = msgspec.field(default_factory=list)
     may_write: list[str] = msgspec.field(default_factory=list)  # field patterns
     goals: list[str] = msgspec.field(default_factory=list)
+    constraints: list[str] = msgspec.field(default_factory=list)
+    principals: list[Entity] = msgspec.field(default_factory=list)  # user entities
 
 
 class ViewReply(Message, tag="rpc.view.v1", kw_only=True, frozen=True):
     """An agent's startup view, or None when the world is not declared."""
 
     view: AgentView | None = None
+    version: int = 0  # the replica holds every change up to this OPS sequence
 
 
 class StateHash(Message, tag="rpc.state_hash.v1", kw_only=True, frozen=True):
@@ -469,6 +474,7 @@ class OpStatusReply(Message, tag="rpc.op_status_reply.v1", kw_only=True, frozen=
 
     state: Literal["pending", "applied", "rejected"]
     rejection: Rejection | None = None
+    fence: int = 0  # last OPS sequence that changed the world: read replicas at it
 
 
 class Presence(Message, tag="presence.v1", kw_only=True, frozen=True):

@@ -114,6 +114,7 @@ class CrewMixin:
 
     _nc: NATS
     _js: JetStreamContext
+    _fence: int = 0  # read replicas must hold at least this OPS sequence
     world: str
     agent: str
     timeout: float
@@ -152,6 +153,7 @@ class CrewMixin:
                 if isinstance(reply, OpStatusReply) and reply.state != "pending":
                     break
                 await anyio.sleep(0.02)
+            self._fence = max(self._fence, reply.fence)
             if reply.rejection is not None:
                 r = reply.rejection
                 raise Rejected(
@@ -181,8 +183,11 @@ class CrewMixin:
         *,
         expect_version: int | None = None,
     ) -> int:
-        """Write one field through authority and optimistic concurrency; return its
-        new version. ``expect_version=0`` means the field must not exist yet."""
+        """Write one field through authority and optimistic concurrency.
+
+        Returns the op's sequence: the field's new version when the value changed (a
+        write of the value already there changes no version). ``expect_version=0``
+        means the field must not exist yet."""
         op = SetField(
             op_id=_new_id("op"),
             author=self.agent,
@@ -250,14 +255,30 @@ class CrewMixin:
 
     async def read_world(self, *, entity_type: str | None = None) -> WorldReply:
         """The declaration, entities and edges, from a projector replica."""
-        reply = await self._request("read", ReadWorld(entity_type=entity_type))
+        reply = await self._read_at_fence("read", ReadWorld(entity_type=entity_type))
         if not isinstance(reply, WorldReply):
             raise BadRequest(f"unexpected reply to read: {reply!r}")
         return reply
 
+    async def _read_at_fence(self, verb: RpcVerb, request: Message) -> Message:
+        """Read your own writes: ask replicas until one holds every change this
+        client has seen applied (the fence), within the timeout."""
+        with anyio.move_on_after(self.timeout):
+            while True:
+                reply = await self._request(verb, request)
+                if not isinstance(reply, WorldReply | ViewReply):
+                    return reply
+                if reply.version >= self._fence:
+                    return reply
+                await anyio.sleep(0.01)
+        raise NotApplied(
+            f"no projector replica reached op {self._fence} within {self.timeout:g}s; "
+            "is the projector running?"
+        )
+
     async def view(self, agent: str | None = None) -> AgentView | None:
         """An agent's startup view (yours by default), computed by a projector."""
-        reply = await self._request("view", GetView(agent=agent or self.agent))
+        reply = await self._read_at_fence("view", GetView(agent=agent or self.agent))
         if not isinstance(reply, ViewReply):
             raise BadRequest(f"unexpected reply to view: {reply!r}")
         return reply.view

@@ -29,7 +29,14 @@ from protocols.messages import (
 )
 from protocols.subjects import state
 
-__all__ = ["belief_key", "conflict_key", "handle", "last_op_key", "serve"]
+__all__ = [
+    "belief_key",
+    "conflict_key",
+    "handle",
+    "last_change_key",
+    "last_op_key",
+    "serve",
+]
 
 _BELIEF = msgspec.msgpack.Decoder(Belief)
 _REJECTION = msgspec.msgpack.Decoder(Rejection)
@@ -42,6 +49,11 @@ def belief_key(world: str, belief_id: str) -> bytes:
 def last_op_key(world: str) -> bytes:
     """The OPS sequence of the last op applied (or rejected) in ``world``."""
     return f"lastop/{world}".encode()
+
+
+def last_change_key(world: str) -> bytes:
+    """The OPS sequence of the last op that changed the world (fed the change feed)."""
+    return f"lastchange/{world}".encode()
 
 
 def conflict_key(world: str, seq: int) -> bytes:
@@ -78,9 +90,10 @@ def serve(reader: Reader, request: StateHash | OpStatus, world: str) -> Message:
         case OpStatus(seq=seq):
             if seq > applied:
                 return OpStatusReply(state="pending")
+            raw_fence = reader.get(last_change_key(world))
+            fence = 0 if raw_fence is None else int(raw_fence)
             rejected = reader.get(conflict_key(world, seq))
             if rejected is None:
-                return OpStatusReply(state="applied")
-            return OpStatusReply(
-                state="rejected", rejection=_REJECTION.decode(rejected)
-            )
+                return OpStatusReply(state="applied", fence=fence)
+            rejection = _REJECTION.decode(rejected)
+            return OpStatusReply(state="rejected", rejection=rejection, fence=fence)

@@ -29,7 +29,7 @@ from typing import Any, Final
 
 import msgspec
 
-from actors.materializer.core import conflict_key, last_op_key
+from actors.materializer.core import conflict_key, last_change_key, last_op_key
 from actors.runtime.memory import Overlay
 from actors.runtime.spec import Context, Outgoing, Reader, Step
 from protocols.messages import (
@@ -224,11 +224,16 @@ class _Tx(Overlay):
                 Outgoing(
                     state(self.world, "inbox"),
                     InboxChanged(
-                        agent=agent, pending=summary.pending, recent=summary.recent
+                        agent=agent,
+                        pending=summary.pending,
+                        recent=summary.recent,
+                        seq=seq,
                     ),
                     f"state:{self.world}:inbox:{agent}:{seq}",
                 )
             )
+        if self.out:
+            self.put(last_change_key(self.world), str(seq).encode())
         return Step(writes=self.writes, out=self.out)
 
 
@@ -716,14 +721,16 @@ def _propagate(
                 continue
             targets = sorted(_related_agents(tx, ref, rule.notify) - {author})
             for agent in targets[: decl.dampening.max_fanout]:
-                if not _first_time(
-                    tx, decl, _sent_key(tx.world, rule.id, ref, agent), at
+                # Each distinct value is news once per window; work once per window.
+                signal = f"{ref}.{field}={value!r}"
+                if _first_time(
+                    tx, decl, _sent_key(tx.world, rule.id, signal, agent), at
                 ):
-                    continue
-                _notify(
-                    tx, agent, ref, field, value, version, rule.id, cause, depth, at
-                )
-                if rule.work_kind:
+                    _notify(
+                        tx, agent, ref, field, value, version, rule.id, cause, depth, at
+                    )
+                work_key = _sent_key(tx.world, f"{rule.id}:work", ref, agent)
+                if rule.work_kind and _first_time(tx, decl, work_key, at):
                     queue.extend(
                         _rule_work(
                             tx,

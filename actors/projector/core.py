@@ -58,7 +58,10 @@ def serve(reader: Reader, request: ProjectorRpc, world: str) -> Message:
         case ReadWorld(entity_type=entity_type):
             return views.read_world(reader, world, entity_type)
         case GetView(agent=agent):
-            return ViewReply(view=views.build_view(reader, world, agent))
+            return ViewReply(
+                view=views.build_view(reader, world, agent),
+                version=views.replica_version(reader, world),
+            )
         case GetBelief(belief_id=belief_id):
             raw = reader.get(belief_key(world, belief_id))
             return BeliefReply(belief=None if raw is None else _BELIEF.decode(raw))

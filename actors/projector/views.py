@@ -27,13 +27,14 @@ from protocols.messages import (
 from protocols.subjects import VIEWS, bucket_key, bucket_put
 from protocols.world import AGENT, WORK, Edge, Entity, WorldDecl, agent_ref, ref_name
 
-__all__ = ["apply_change", "build_view", "read_world"]
+__all__ = ["apply_change", "build_view", "read_world", "replica_version"]
 
 _DECL = msgspec.msgpack.Decoder(WorldDecl)
 _ENTITY = msgspec.msgpack.Decoder(Entity)
 _EDGE = msgspec.msgpack.Decoder(Edge)
 _INBOX = msgspec.msgpack.Decoder(InboxChanged)
 CLOSED = frozenset({"done", "cancelled"})
+PRINCIPAL = "user"  # entity type of the humans the crew works for
 
 
 def _decl(reader: Reader, world: str) -> WorldDecl | None:
@@ -55,18 +56,26 @@ def _entity(reader: Reader, world: str, ref: str) -> Entity | None:
     return None if raw is None else _ENTITY.decode(raw)
 
 
+def replica_version(reader: Reader, world: str) -> int:
+    """The OPS sequence up to which this replica holds every change of ``world``."""
+    raw = reader.get(f"version/{world}".encode())
+    return 0 if raw is None else int(raw)
+
+
 def read_world(reader: Reader, world: str, entity_type: str | None) -> WorldReply:
     """The declaration, entities (optionally of one type) and edges of ``world``."""
     return WorldReply(
         declaration=_decl(reader, world),
         entities=_entities(reader, world, entity_type or ""),
         edges=_edges(reader, world),
+        version=replica_version(reader, world),
     )
 
 
 def build_view(reader: Reader, world: str, agent: str) -> AgentView | None:
     """``agent``'s startup view: itself, its edges and their other ends, its open
-    work, its inbox summary, what it may write, and the world's goals."""
+    work, its inbox summary, what it may write, the world's goals and constraints,
+    and the principals (``user`` entities: whose focus everyone follows)."""
     decl = _decl(reader, world)
     if decl is None:
         return None
@@ -98,7 +107,21 @@ def build_view(reader: Reader, world: str, agent: str) -> AgentView | None:
         inbox_recent=[] if inbox is None else inbox.recent,
         may_write=may_write,
         goals=[f"{g.id}: {g.text}" for g in decl.intent.goals],
+        constraints=[f"{c.id}: {c.text}" for c in decl.intent.constraints],
+        principals=_entities(reader, world, PRINCIPAL),
     )
+
+
+def _seq_of(change: EntityChanged | EdgeChanged | WorldDeclared | InboxChanged) -> int:
+    match change:
+        case EntityChanged(entity=entity):
+            return entity.version
+        case EdgeChanged(edge=edge):
+            return edge.version
+        case WorldDeclared(version=version):
+            return version
+        case InboxChanged(seq=seq):
+            return seq
 
 
 def _field(entity: Entity, name: str) -> object:
@@ -127,12 +150,15 @@ def apply_change(
     world = ctx.world
     writes: dict[bytes, bytes | None] = {}
     affected: set[str] = set()
+    seq = _seq_of(change)
+    if seq > replica_version(reader, world):
+        writes[f"version/{world}".encode()] = str(seq).encode()
     match change:
         case EntityChanged(entity=entity):
             key = f"entity/{world}/{entity.id}".encode()
             old = _entity(reader, world, entity.id)
             if old is not None and old.version >= entity.version:
-                return Step()
+                return Step(writes=writes)
             writes[key] = encode(entity)
             affected |= _agents_touching(reader, world, {entity.id})
             for e in (old, entity):
