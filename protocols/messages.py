@@ -286,7 +286,6 @@ class BeliefChanged(Message, tag="state.belief.v1", kw_only=True, frozen=True):
 class EntityChanged(Message, tag="state.entity.v1", kw_only=True, frozen=True):
     """The materializer applied a change to an entity (fields carry versions)."""
 
-    world_id: str = ""
     entity: Entity
 
 

@@ -214,7 +214,7 @@ class _Tx(Overlay):
                 Outgoing(
                     state(self.world, "entity"),
                     EntityChanged(entity=entity),
-                    f"state:{self.world}:{ref}:{seq}",
+                    f"state:{self.world}:entity:{ref}:{seq}",
                 )
             )
         for agent in sorted(self.inboxes):
@@ -339,8 +339,8 @@ def _check_declaration(decl: WorldDecl, world: str) -> None:
                 "invalid", f"rule {rule.id}: unknown entity type {etype!r} in on"
             )
         try:
-            rule.goal.format(entity="e", field="f", value="v", agent="a")
-        except (KeyError, IndexError, ValueError) as exc:
+            _goal(rule.goal, entity="e", field="f", value="v", agent="a")
+        except (KeyError, IndexError, ValueError, AttributeError, TypeError) as exc:
             raise Reject(
                 "invalid",
                 f"rule {rule.id}: goal template {rule.goal!r} is not valid ({exc!r}); "
@@ -448,13 +448,18 @@ def _write_fields(
     changed: list[Change] = []
     for name, value in values.items():
         current = fields.get(name)
-        if current is not None and current.value == value:
+        if current is not None and _same(current.value, value):
             continue
         fields[name] = FieldState(value=value, version=seq, author=author, at=at)
         changed.append((entity.id, name, value, 0))
     if changed or entity.version == 0:
         tx.save(msgspec.structs.replace(entity, fields=fields, version=seq))
     return changed
+
+
+def _same(a: Value, b: Value) -> bool:
+    """Equal value and type: ``True``, ``1`` and ``1.0`` are different writes."""
+    return type(a) is type(b) and a == b
 
 
 def _set_field(tx: _Tx, decl: WorldDecl, op: SetField) -> None:
@@ -628,7 +633,7 @@ def _file_work(
 
 def _ack(tx: _Tx, op: AckInbox) -> None:
     records = []
-    for message_id in op.message_ids:
+    for message_id in dict.fromkeys(op.message_ids):  # an id named twice acks once
         raw = tx.get(_inbox_key(tx.world, op.author, message_id))
         if raw is None:
             raise Reject(
@@ -694,9 +699,11 @@ def _propagate(
 ) -> None:
     """Evaluate subscriptions and rules on each change, breadth first.
 
-    Dampening: rule-created changes carry depth + 1 and rules stop firing at the
-    declared depth; each (rule, entity, agent) fires at most once per dedupe window;
-    no-op writes never reach here. So every chain, cyclic rules included, terminates.
+    Every real change is news: each selected agent gets one notification per
+    change (never two within one op). Dampening bounds the work: rule-created
+    changes carry depth + 1 and rules stop firing at the declared depth; each
+    (rule, entity, agent) files at most one work request per dedupe window; no-op
+    writes never reach here. So every chain, cyclic rules included, terminates.
     """
     queue = deque(changes)
     while queue:
@@ -709,11 +716,9 @@ def _propagate(
             ):
                 continue
             rule_id = f"subscription:{sub.agent}"
-            key = _sent_key(tx.world, rule_id, f"{ref}.{field}={value!r}", sub.agent)
-            if _first_time(tx, decl, key, at):
-                _notify(
-                    tx, sub.agent, ref, field, value, version, rule_id, cause, depth, at
-                )
+            _notify(
+                tx, sub.agent, ref, field, value, version, rule_id, cause, depth, at
+            )
         if depth >= decl.dampening.depth:
             continue
         for rule in decl.rules:
@@ -721,14 +726,9 @@ def _propagate(
                 continue
             targets = sorted(_related_agents(tx, ref, rule.notify) - {author})
             for agent in targets[: decl.dampening.max_fanout]:
-                # Each distinct value is news once per window; work once per window.
-                signal = f"{ref}.{field}={value!r}"
-                if _first_time(
-                    tx, decl, _sent_key(tx.world, rule.id, signal, agent), at
-                ):
-                    _notify(
-                        tx, agent, ref, field, value, version, rule.id, cause, depth, at
-                    )
+                _notify(
+                    tx, agent, ref, field, value, version, rule.id, cause, depth, at
+                )
                 work_key = _sent_key(tx.world, f"{rule.id}:work", ref, agent)
                 if rule.work_kind and _first_time(tx, decl, work_key, at):
                     queue.extend(
@@ -751,17 +751,18 @@ def _propagate(
 def _notify(
     tx: _Tx,
     agent: str,
-    ref: str,
-    field: str,
-    value: Value,
-    version: int,
+    change: tuple[str, str, Value, int],  # (entity, field, value, version)
     rule: str,
     cause: str,
     depth: int,
     at: datetime,
 ) -> None:
+    ref, field, value, version = change
+    note_id = f"note-{_digest(tx.world, cause, rule, ref, field, agent)}"
+    if tx.get(_inbox_key(tx.world, agent, note_id)) is not None:
+        return  # the same change reached this agent twice within one op
     message = Notification(
-        id=f"note-{_digest(tx.world, cause, rule, ref, field, agent)}",
+        id=note_id,
         entity=ref,
         field=field,
         value=value,
@@ -772,6 +773,13 @@ def _notify(
         at=at,
     )
     tx.post(agent, message, f"{ref}.{field} = {value!r} ({rule})")
+
+
+def _goal(template: str, *, entity: str, field: str, value: str, agent: str) -> str:
+    """Fill a rule's goal template. Every argument is a string, both when the
+    declaration is checked and when a rule fires, so a template that passed the
+    check cannot fail later (``{value:s}`` on an int, say)."""
+    return template.format(entity=entity, field=field, value=value, agent=agent)
 
 
 def _rule_work(
@@ -788,7 +796,7 @@ def _rule_work(
     depth: int,
 ) -> list[Change]:
     work_ref = f"{WORK}:{rule.id}-{_digest(tx.world, cause, ref, agent)[:12]}"
-    goal = rule.goal.format(entity=ref, field=field, value=value, agent=agent)
+    goal = _goal(rule.goal, entity=ref, field=field, value=str(value), agent=agent)
     due = None if rule.due_in_hours is None else at + timedelta(hours=rule.due_in_hours)
     return _file_work(
         tx,

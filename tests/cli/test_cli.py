@@ -97,9 +97,17 @@ def test_up_is_ready_quickly_and_round_trips(up: Up) -> None:
     assert up.ready_after < 15
     world = unique_world()
     added = up.run(
-        "add", "Auth is enforced at the middleware", "--confidence", "0.7",
-        "--type", "claim", "--agent", "ada", "--json", world=world,
-    )  # fmt: skip
+        "add",
+        "Auth is enforced at the middleware",
+        "--confidence",
+        "0.7",
+        "--type",
+        "claim",
+        "--agent",
+        "ada",
+        "--json",
+        world=world,
+    )
     assert added.returncode == 0, added.stderr
     belief = json.loads(added.stdout)
     assert belief["confidence"] == pytest.approx(0.7)
@@ -202,3 +210,103 @@ def test_unreachable_bus_exits_4_with_one_clear_line() -> None:
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     assert "cannot reach NATS at nats://127.0.0.1:1" in lines[0]
+
+
+CREW_TOML = Path(__file__).resolve().parents[2] / "examples" / "crew.toml"
+
+
+def _crew_file(tmp_path: Path, world: str, extra: str = "") -> Path:
+    text = CREW_TOML.read_text().replace('id = "enterprise"', f'id = "{world}"', 1)
+    path = tmp_path / f"{world}.toml"
+    path.write_text(text + extra)
+    return path
+
+
+def test_the_crew_world_from_the_command_line(up: Up, tmp_path: Path) -> None:
+    world = unique_world("crew")
+    loaded = up.run(
+        "world",
+        "load",
+        str(_crew_file(tmp_path, world)),
+        "--agent",
+        "henry",
+        world=world,
+    )
+    assert loaded.returncode == 0, loaded.stderr
+    wrote = up.run(
+        "write",
+        "project:soteria-pilot-conversion",
+        "phase",
+        "sla",
+        "--agent",
+        "scotty",
+        "--json",
+        world=world,
+    )
+    assert wrote.returncode == 0, wrote.stderr
+    version = json.loads(wrote.stdout)["version"]
+    stale = up.run(
+        "write",
+        "project:soteria-pilot-conversion",
+        "phase",
+        "x",
+        "--agent",
+        "scotty",
+        "--expect-version",
+        "1",
+        world=world,
+    )
+    assert stale.returncode == 3
+    assert f"current version {version}, value 'sla'" in stale.stderr
+    denied = up.run(
+        "write", "user:henry", "intent", "mine", "--agent", "zora", world=world
+    )
+    assert denied.returncode == 3
+    assert "unauthorized" in denied.stderr
+    inbox = up.run("inbox", "--agent", "spock", "--json", world=world)
+    kinds = [m["kind"] for m in json.loads(inbox.stdout)]
+    assert kinds == ["inbox.notification.v1", "inbox.work_assigned.v1"]
+    acked = up.run("inbox", "--agent", "spock", "--ack", world=world)
+    assert "replan_request" in acked.stdout
+    empty = up.run("inbox", "--agent", "spock", world=world)
+    assert "inbox is empty" in empty.stdout
+    shown = up.run("world", "show", "--type", "project", world=world)
+    assert "phase='sla'" in shown.stdout
+    replayed = up.run("replay", world=world)
+    assert replayed.returncode == 0, replayed.stderr
+    assert replayed.stdout.startswith("state-hash: ")
+    assert "match: yes" in replayed.stdout
+    exported = tmp_path / "ops.jsonl"
+    assert up.run("export", "--out", str(exported), world=world).returncode == 0
+    offline = up.run("replay", "--from", str(exported), world=world)
+    assert offline.stdout.splitlines()[0] == replayed.stdout.splitlines()[0]
+
+
+def test_bad_declarations_get_a_clear_error(up: Up, tmp_path: Path) -> None:
+    world = unique_world("bad")
+    broken = tmp_path / "broken.toml"
+    broken.write_text('[world]\nid = "x"\n[authority\n')
+    typo = _crew_file(tmp_path, world, '\n[[rulez]]\nid = "r"\n')
+    unknown_type = _crew_file(
+        tmp_path, world + "u", '\n[[entities]]\nid = "spaceship:enterprise"\n'
+    )
+    huge = _crew_file(
+        tmp_path,
+        world + "h",
+        f'\n[[entities]]\nid = "lead:big"\nfields = {{ notes = "{"x" * 20_000}" }}\n',
+    )
+    cases = {
+        broken: (2, "not valid TOML"),
+        typo: (2, "unknown key 'rulez'"),
+        unknown_type: (3, "unknown entity type 'spaceship'"),
+        huge: (3, "over the 16384-byte limit"),
+    }
+    for path, (code, needle) in cases.items():
+        name = path.stem
+        result = up.run("world", "load", str(path), "--agent", "henry", world=name)
+        assert result.returncode == code, (path.name, result.stderr)
+        assert needle in result.stderr, result.stderr
+        assert "Traceback" not in result.stderr
+    line = up.run("world", "load", str(typo), "--agent", "henry", world=world)
+    assert f"{typo}:" in line.stderr  # names the file and the line
+    assert up.run("world", "show", world=world).returncode == 2  # nothing declared

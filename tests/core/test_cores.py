@@ -21,22 +21,43 @@ from actors.simulator import core as simulator
 from protocols.messages import (
     FUSION_INBOX,
     PROJECTOR_RPC,
+    AckInbox,
     AddBelief,
+    AddEdge,
     Belief,
     BeliefChanged,
     BeliefListReply,
     BeliefReply,
     BeliefType,
+    DeclareWorld,
     GetBelief,
     ListBeliefs,
     Observe,
+    OpsInbox,
     PosteriorUpdate,
+    PutWork,
+    RemoveEdge,
+    SetField,
     SimStatus,
     SimStatusReply,
+    StateHash,
+    StateHashReply,
     Transition,
+    UpsertEntity,
     encode,
 )
-from protocols.subjects import author_of, check_name, derived, obs, ops, state, world_of
+from protocols.subjects import (
+    MATERIALIZER_IN,
+    MATERIALIZER_OPS_IN,
+    author_of,
+    check_name,
+    derived,
+    obs,
+    ops,
+    state,
+    world_of,
+)
+from protocols.world import Edge, WorldDecl, WorldInfo
 
 W1: Final = "w1"
 W2: Final = "w2"
@@ -200,9 +221,13 @@ def test_fusion_outputs_a_posterior_with_a_deterministic_msg_id() -> None:
     op = add(confidence=0.6)
     first = only(fusion.handle(MemoryState(), op, ops_ctx("alice", seq=1)).out)
     second = only(fusion.handle(MemoryState(), op, ops_ctx("alice", seq=99)).out)
-    assert first == second
-    assert first.subject == derived(W1, "posterior", "0")
+    assert first.msg_id == second.msg_id
+    assert first.subject == second.subject == derived(W1, "posterior", "0")
     assert isinstance(first.message, PosteriorUpdate)
+    assert isinstance(second.message, PosteriorUpdate)
+    # Same op, same posterior; only the OPS sequence it came in at differs.
+    assert first.message.belief == second.message.belief
+    assert (first.message.cause_seq, second.message.cause_seq) == (1, 99)
     assert first.message.cause == op.op_id
     assert first.message.belief.id == op.belief_id
     assert first.message.belief.author == op.author
@@ -214,50 +239,148 @@ def test_fusion_outputs_a_posterior_with_a_deterministic_msg_id() -> None:
     assert len({first.msg_id, other_op.msg_id, other_world.msg_id}) == 3
 
 
+def test_fusion_sets_cause_seq_to_the_ops_sequence() -> None:
+    st = MemoryState()
+    for seq, belief_id in ((3, "b1"), (17, "b2"), (4096, "b3")):
+        op = add(belief_id, op_id=f"op-{belief_id}")
+        out = only(st.apply(fusion.handle(st, op, ops_ctx("alice", seq=seq))))
+        assert isinstance(out.message, PosteriorUpdate)
+        assert out.message.cause_seq == seq
+        assert out.message.cause == op.op_id
+
+
+CREW_OPS: Final = (
+    DeclareWorld(
+        op_id="op-d",
+        author="henry",
+        at=T0,
+        declaration=WorldDecl(world=WorldInfo(id=W1)),
+    ),
+    UpsertEntity(op_id="op-u", author="alice", at=T0, entity="agent:alice"),
+    SetField(
+        op_id="op-s", author="alice", at=T0, entity="agent:alice", field="x", value=1
+    ),
+    AddEdge(
+        op_id="op-e",
+        author="alice",
+        at=T0,
+        edge=Edge(id="e1", type="knows", source="agent:alice", target="agent:bob"),
+    ),
+    RemoveEdge(op_id="op-r", author="alice", at=T0, edge_id="e1"),
+    PutWork(
+        op_id="op-w",
+        author="alice",
+        at=T0,
+        work_id="w1",
+        work_kind="review_request",
+        assigned_to="bob",
+        goal="Review it.",
+        requested_by="alice",
+    ),
+    AckInbox(op_id="op-a", author="alice", at=T0, message_ids=["m1"]),
+)
+
+
+@pytest.mark.parametrize("op", CREW_OPS, ids=lambda op: type(op).__name__)
+def test_fusion_ignores_crew_ops(op: OpsInbox) -> None:
+    st = MemoryState()
+    fuse(st, add("b1"))
+    before = dict(st.data)
+    decoded = FUSION_INBOX.decode(encode(op))
+    assert decoded == op
+    # Even one naming another author: crew ops are the materializer's to judge.
+    for ctx in (ops_ctx(op.author, seq=2), ops_ctx("mallory", seq=3)):
+        assert is_empty(fusion.handle(st, decoded, ctx))
+    assert st.data == before
+
+
 # --- materializer -----------------------------------------------------------------
 
 
-def materialize(st: MemoryState, b: Belief, world: str = W1) -> list[Outgoing]:
+def materialize(
+    st: MemoryState, b: Belief, cause_seq: int, world: str = W1
+) -> list[Outgoing]:
     subject = derived(world, "posterior", "0")
-    update = PosteriorUpdate(belief=b, cause=f"op-{b.id}")
-    return st.apply(materializer.handle(st, update, ctx_for(subject)))
+    update = PosteriorUpdate(belief=b, cause=f"op-{b.id}", cause_seq=cause_seq)
+    return st.apply(materializer.handle(st, update, ctx_for(subject, seq=1000)))
 
 
-def test_materializer_numbers_changes_per_world() -> None:
+def test_materializer_version_is_the_causing_ops_sequence() -> None:
     st = MemoryState()
-    versions: dict[str, list[int]] = {W1: [], W2: []}
-    for i in range(3):
+    # The same causing sequences in two worlds, fed interleaved and out of order:
+    # versions come from the op log, not from a counter of applied changes.
+    for cause_seq, belief_id in ((9, "b0"), (4, "b1"), (31, "b2")):
         for world in (W1, W2):
-            out = only(materialize(st, belief(f"b{i}"), world))
+            out = only(materialize(st, belief(belief_id, version=77), cause_seq, world))
             assert isinstance(out.message, BeliefChanged)
-            versions[world].append(out.message.belief.version)
-    assert versions == {W1: [1, 2, 3], W2: [1, 2, 3]}
+            assert out.message.belief.version == cause_seq
+            raw = st.get(materializer.belief_key(world, belief_id))
+            assert raw is not None
+            assert msgspec.msgpack.decode(raw, type=Belief).version == cause_seq
 
 
 def test_materializer_emits_belief_changed_on_the_state_feed() -> None:
     st = MemoryState()
     b = belief("b7", confidence=0.4)
-    out = only(materialize(st, b))
+    out = only(materialize(st, b, cause_seq=12))
     assert out.subject == state(W1, "belief")
-    assert out.message == BeliefChanged(belief=msgspec.structs.replace(b, version=1))
+    assert out.message == BeliefChanged(belief=msgspec.structs.replace(b, version=12))
+    assert out.msg_id == f"state:{W1}:belief:b7:12"
     raw = st.get(materializer.belief_key(W1, "b7"))
     assert raw is not None
-    assert msgspec.msgpack.decode(raw, type=Belief).version == 1
-    nxt = only(materialize(st, belief("b8")))
-    assert out.msg_id != nxt.msg_id
+    assert msgspec.msgpack.decode(raw, type=Belief).version == 12
+    nxt = only(materialize(st, belief("b8"), cause_seq=13))
+    assert nxt.msg_id == f"state:{W1}:belief:b8:13"
+    elsewhere = only(materialize(st, b, cause_seq=12, world=W2))
+    assert len({out.msg_id, nxt.msg_id, elsewhere.msg_id}) == 3
 
 
 def test_materializer_suppresses_a_redelivered_posterior() -> None:
     st = MemoryState()
     b = belief("b1", confidence=0.4)
-    materialize(st, b)
+    materialize(st, b, cause_seq=5)
     before = dict(st.data)
-    assert materialize(st, b) == []
+    assert materialize(st, b, cause_seq=5) == []
     assert st.data == before
-    changed = only(materialize(st, belief("b1", confidence=0.7)))
+    changed = only(materialize(st, belief("b1", confidence=0.7), cause_seq=8))
     assert isinstance(changed.message, BeliefChanged)
-    assert changed.message.belief.version == 2
+    assert changed.message.belief.version == 8
     assert changed.message.belief.confidence == 0.7
+
+
+def test_materializer_state_is_independent_of_input_interleaving() -> None:
+    """Posteriors and crew ops reach the materializer through two durables; a replay
+    may interleave them differently from the live run and must rebuild the same
+    bytes."""
+    spec = build("materializer")
+    ops_in = next(i for i in spec.inputs if i.consumer == MATERIALIZER_OPS_IN)
+    posterior_in = next(i for i in spec.inputs if i.consumer == MATERIALIZER_IN)
+    op_feed = [
+        (encode(add("b1", op_id="op-1")), ops_ctx("alice", seq=1)),
+        (encode(CREW_OPS[0]), ops_ctx("henry", seq=2)),
+        (encode(add("b2", op_id="op-3")), ops_ctx("alice", seq=3)),
+    ]
+    posteriors = [
+        (
+            encode(PosteriorUpdate(belief=belief(b), cause=op_id, cause_seq=seq)),
+            ctx_for(derived(W1, "posterior", "0"), seq=n),
+        )
+        for n, (b, op_id, seq) in enumerate((("b1", "op-1", 1), ("b2", "op-3", 3)), 1)
+    ]
+    ops_first, posteriors_first = MemoryState(), MemoryState()
+    for payload, ctx in op_feed:
+        ops_first.feed(ops_in, payload, ctx)
+    for payload, ctx in posteriors:
+        ops_first.feed(posterior_in, payload, ctx)
+    for payload, ctx in posteriors:
+        posteriors_first.feed(posterior_in, payload, ctx)
+    for payload, ctx in op_feed:
+        posteriors_first.feed(ops_in, payload, ctx)
+    assert ops_first.get(materializer.belief_key(W1, "b2")) is not None
+    assert ops_first.data == posteriors_first.data
+    assert state_hash(ops_first, world=W1) == state_hash(posteriors_first, world=W1)
+    reply = materializer.serve(ops_first, StateHash(), W1)
+    assert reply == StateHashReply(hash=state_hash(ops_first, world=W1), applied=3)
 
 
 # --- projector --------------------------------------------------------------------
@@ -442,7 +565,9 @@ def test_simulator_counts_each_transition_once_per_world() -> None:
 
 def test_pipeline_add_belief_reaches_the_projector() -> None:
     fusion_in = build("fusion").inputs[0]
-    materializer_in = build("materializer").inputs[0]
+    materializer_in = next(
+        i for i in build("materializer").inputs if i.consumer == MATERIALIZER_IN
+    )
     projector_spec = build("projector", replica="r1")
     fusion_st, materializer_st, projector_st = (
         MemoryState(),
@@ -465,7 +590,7 @@ def test_pipeline_add_belief_reaches_the_projector() -> None:
             == []
         )
 
-    assert len(projector_spec.services) == 2
+    assert len(projector_spec.services) == 4
     request = PROJECTOR_RPC.decode(encode(GetBelief(belief_id="b-pipe")))
     for service in projector_spec.services:
         reply = service.serve(projector_st, request, W1)

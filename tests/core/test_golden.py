@@ -31,31 +31,80 @@ from protocols import messages
 from protocols.messages import (
     EXTRACTOR_INBOX,
     FUSION_INBOX,
+    INBOX,
     MATERIALIZER_INBOX,
+    MATERIALIZER_REPLY,
+    MATERIALIZER_RPC,
+    OPS_INBOX,
+    PRESENCE_VALUE,
     PROJECTOR_INBOX,
     PROJECTOR_REPLY,
     PROJECTOR_RPC,
     SIMULATOR_INBOX,
     SIMULATOR_REPLY,
     SIMULATOR_RPC,
+    AckInbox,
     AddBelief,
+    AddEdge,
+    AgentView,
     Belief,
     BeliefChanged,
     BeliefListReply,
     BeliefReply,
     DeadLetter,
+    DeclareWorld,
+    EdgeChanged,
+    EntityChanged,
     GetBelief,
+    GetView,
+    InboxChanged,
     ListBeliefs,
     Message,
+    Notification,
     Observe,
+    OpStatus,
+    OpStatusReply,
     PosteriorUpdate,
+    Presence,
+    PutWork,
+    ReadWorld,
+    Rejection,
+    RemoveEdge,
     RpcError,
+    SetField,
     SimStatus,
     SimStatusReply,
+    StateHash,
+    StateHashReply,
     Transition,
+    UpsertEntity,
+    ViewReply,
+    WorkAssigned,
+    WorldDeclared,
+    WorldReply,
     encode,
 )
 from protocols.subjects import ops
+from protocols.world import (
+    Action,
+    Authority,
+    Constraint,
+    Dampening,
+    Edge,
+    EdgeSeed,
+    Entity,
+    EntitySeed,
+    Environment,
+    FieldState,
+    Goal,
+    Grant,
+    Intent,
+    Policy,
+    Rule,
+    Subscription,
+    WorldDecl,
+    WorldInfo,
+)
 
 GOLDEN_DIR: Final = Path(__file__).resolve().parent.parent / "golden"
 REGEN: Final = os.environ.get("WORLDLINE_REGEN_GOLDEN") == "1"
@@ -88,6 +137,77 @@ BELIEF_B: Final = Belief(
     version=8,
 )
 
+DECL: Final = WorldDecl(
+    world=WorldInfo(id="crew", kind="software", description="The Soteria pilot crew."),
+    environment=Environment(
+        entity_types=["project", "company"],
+        surfaces=["repo", "tickets"],
+        source_ranking=["tests", "docs"],
+    ),
+    intent=Intent(
+        goals=[Goal(id="ship", text="Ship the pilot.", success=["pilot is live"])],
+        constraints=[Constraint(id="budget", text="Stay within budget.")],
+    ),
+    policy=Policy(invariants=["main stays green"], conventions=["small commits"]),
+    actions=[
+        Action(
+            id="deploy",
+            text="Deploy to prod.",
+            safety="needs-approval",
+            constraints=["budget"],
+        )
+    ],
+    authority=Authority(
+        admins=["henry"],
+        grants=[Grant(agents=["ada", "henry"], fields=["project.*", "company.name"])],
+    ),
+    entities=[
+        EntitySeed(id="agent:spock", fields={"role": "engineer"}),
+        EntitySeed(
+            id="project:soteria",
+            fields={"phase": "design", "budget": 12, "tags": ["pilot", "health"]},
+        ),
+    ],
+    edges=[
+        EdgeSeed(
+            id="e1",
+            type="collaborates_on",
+            source="agent:spock",
+            target="project:soteria",
+        )
+    ],
+    subscriptions=[Subscription(agent="zora", on=["company.*", "project.phase"])],
+    rules=[
+        Rule(
+            id="replan",
+            on="project.phase",
+            notify="collaborates_on",
+            work_kind="replan_request",
+            goal="Replan: {entity}.{field} is now {value}",
+            priority=2,
+            due_in_hours=24.0,
+        )
+    ],
+    dampening=Dampening(depth=3, dedupe_window=600.0, max_fanout=8),
+)
+ENTITY: Final = Entity(
+    id="project:soteria",
+    type="project",
+    fields={
+        "phase": FieldState(value="build", version=42, author="ada", at=T1),
+        "tags": FieldState(value=["pilot", "health"], version=3, author="henry", at=T0),
+    },
+    version=42,
+)
+EDGE: Final = Edge(
+    id="e1",
+    type="collaborates_on",
+    source="agent:spock",
+    target="project:soteria",
+    version=3,
+    author="henry",
+)
+
 SAMPLES: Final[tuple[Message, ...]] = (
     Observe(
         obs_id="obs-42",
@@ -106,7 +226,7 @@ SAMPLES: Final[tuple[Message, ...]] = (
         confidence=0.8,
         source="alice:notes/standup.md",
     ),
-    PosteriorUpdate(belief=BELIEF_A, cause="op-7"),
+    PosteriorUpdate(belief=BELIEF_A, cause="op-7", cause_seq=7),
     Transition(
         id="tr-1",
         lineage="run-9",
@@ -132,6 +252,109 @@ SAMPLES: Final[tuple[Message, ...]] = (
         payload=b"\x81\xa4kind\xb0op.add_belief.v1\x00\xff",
         at=T2,
     ),
+    DeclareWorld(op_id="op-decl-1", author="henry", at=T0, declaration=DECL),
+    UpsertEntity(
+        op_id="op-up-1",
+        author="ada",
+        at=T0,
+        entity="company:acme",
+        fields={"name": "Acme", "size": 40, "ratio": 0.5, "public": False, "x": None},
+    ),
+    SetField(
+        op_id="op-set-1",
+        author="ada",
+        at=T1,
+        entity="project:soteria",
+        field="phase",
+        value="build",
+        expect_version=3,
+    ),
+    AddEdge(op_id="op-edge-1", author="spock", at=T1, edge=EDGE),
+    RemoveEdge(op_id="op-edge-2", author="spock", at=T2, edge_id="e1"),
+    PutWork(
+        op_id="op-work-1",
+        author="ada",
+        at=T1,
+        work_id="research.cache-1",
+        work_kind="research_request",
+        assigned_to="spock",
+        goal="Find out why the cache is cold.",
+        priority=1,
+        due_at=T2,
+        status="in_progress",
+        requested_by="ada",
+        expect_version=5,
+    ),
+    AckInbox(op_id="op-ack-1", author="spock", at=T2, message_ids=["note-1", "work-2"]),
+    Rejection(
+        id="rej-1",
+        op_id="op-set-1",
+        code="version_conflict",
+        reason="project:soteria.phase is at version 4, not 3",
+        current_version=4,
+        current_value="review",
+        at=T1,
+    ),
+    Notification(
+        id="note-1",
+        entity="project:soteria",
+        field="phase",
+        value="build",
+        version=42,
+        rule="replan",
+        cause="op-set-1",
+        depth=1,
+        at=T1,
+    ),
+    WorkAssigned(
+        id="work-2",
+        work="work:replan-abc",
+        work_kind="replan_request",
+        goal="Replan: project:soteria.phase is now build",
+        priority=2,
+        due_at=T2,
+        requested_by="ada",
+        rule="replan",
+        cause="op-set-1",
+        at=T1,
+    ),
+    EntityChanged(entity=ENTITY),
+    EdgeChanged(edge=EDGE, removed=True),
+    WorldDeclared(declaration=DECL, version=1),
+    InboxChanged(agent="spock", pending=2, recent=["a line", "another line"], seq=42),
+    ReadWorld(entity_type="project"),
+    WorldReply(declaration=DECL, entities=[ENTITY], edges=[EDGE], version=42),
+    GetView(agent="spock"),
+    ViewReply(
+        view=AgentView(
+            world="crew",
+            agent="spock",
+            me=Entity(id="agent:spock", type="agent", version=1),
+            related=[ENTITY],
+            edges=[EDGE],
+            work=[Entity(id="work:replan-abc", type="work", version=42)],
+            inbox_pending=2,
+            inbox_recent=["work work:replan-abc: Replan"],
+            may_write=["project.*"],
+            goals=["Ship the pilot."],
+        ),
+        version=42,
+    ),
+    StateHash(),
+    StateHashReply(hash="ab" * 32, applied=42),
+    OpStatus(seq=43),
+    OpStatusReply(
+        state="rejected",
+        rejection=Rejection(
+            id="rej-2",
+            op_id="op-set-2",
+            code="unauthorized",
+            reason="zora may not write project.phase",
+            at=T2,
+        ),
+        fence=43,
+    ),
+    Presence(agent="spock", status="busy", task="replanning soteria", at=T2),
 )
 
 
@@ -150,10 +373,37 @@ DECODERS: Final[dict[type[Message], tuple[Any, ...]]] = {
     ListBeliefs: (PROJECTOR_RPC.decode,),
     BeliefReply: (PROJECTOR_REPLY.decode,),
     BeliefListReply: (PROJECTOR_REPLY.decode,),
-    RpcError: (PROJECTOR_REPLY.decode, SIMULATOR_REPLY.decode),
+    RpcError: (
+        PROJECTOR_REPLY.decode,
+        SIMULATOR_REPLY.decode,
+        MATERIALIZER_REPLY.decode,
+    ),
     SimStatus: (SIMULATOR_RPC.decode,),
     SimStatusReply: (SIMULATOR_REPLY.decode,),
     DeadLetter: (_decode_dead_letter,),
+    DeclareWorld: (OPS_INBOX.decode,),
+    UpsertEntity: (OPS_INBOX.decode,),
+    SetField: (OPS_INBOX.decode,),
+    AddEdge: (OPS_INBOX.decode,),
+    RemoveEdge: (OPS_INBOX.decode,),
+    PutWork: (OPS_INBOX.decode,),
+    AckInbox: (OPS_INBOX.decode,),
+    Rejection: (INBOX.decode,),
+    Notification: (INBOX.decode,),
+    WorkAssigned: (INBOX.decode,),
+    EntityChanged: (PROJECTOR_INBOX.decode,),
+    EdgeChanged: (PROJECTOR_INBOX.decode,),
+    WorldDeclared: (PROJECTOR_INBOX.decode,),
+    InboxChanged: (PROJECTOR_INBOX.decode,),
+    ReadWorld: (PROJECTOR_RPC.decode,),
+    WorldReply: (PROJECTOR_REPLY.decode,),
+    GetView: (PROJECTOR_RPC.decode,),
+    ViewReply: (PROJECTOR_REPLY.decode,),
+    StateHash: (MATERIALIZER_RPC.decode,),
+    StateHashReply: (MATERIALIZER_REPLY.decode,),
+    OpStatus: (MATERIALIZER_RPC.decode,),
+    OpStatusReply: (MATERIALIZER_REPLY.decode,),
+    Presence: (PRESENCE_VALUE.decode,),
 }
 
 
@@ -238,15 +488,26 @@ def test_tags_are_unique_and_versioned() -> None:
 # --- schema evolution -------------------------------------------------------------
 
 
-def _with_extra_fields(value: Any) -> Any:
-    """Add an unknown field to every map (message and nested structs) in ``value``."""
-    if isinstance(value, dict):
-        extended = {k: _with_extra_fields(v) for k, v in value.items()}
+def _with_extra_fields(obj: Any, raw: Any) -> Any:
+    """Add an unknown field to every struct (message and nested structs) in ``raw``,
+    the encoding of ``obj``; data maps (entity fields) are left as they are."""
+    if isinstance(obj, msgspec.Struct):
+        assert isinstance(raw, dict)
+        extended = dict(raw)
+        for info in msgspec.structs.fields(obj):
+            if info.encode_name in raw:
+                extended[info.encode_name] = _with_extra_fields(
+                    getattr(obj, info.name), raw[info.encode_name]
+                )
         extended["added_in_a_future_version"] = {"x": [1, 2.5, "three"]}
         return extended
-    if isinstance(value, list):
-        return [_with_extra_fields(v) for v in value]
-    return value
+    if isinstance(obj, dict):
+        assert isinstance(raw, dict)
+        return {k: _with_extra_fields(obj[k], v) for k, v in raw.items()}
+    if isinstance(obj, list | tuple):
+        assert isinstance(raw, list)
+        return [_with_extra_fields(o, r) for o, r in zip(obj, raw, strict=True)]
+    return raw
 
 
 @pytest.mark.parametrize(
@@ -256,7 +517,7 @@ def _with_extra_fields(value: Any) -> Any:
 )
 def test_unknown_fields_are_ignored(sample: Message, decode: Any) -> None:
     raw = msgspec.msgpack.decode(encode(sample))
-    newer = msgspec.msgpack.encode(_with_extra_fields(raw))
+    newer = msgspec.msgpack.encode(_with_extra_fields(sample, raw))
     assert newer != encode(sample)
     assert decode(newer) == sample
 
@@ -357,3 +618,64 @@ def test_belief_round_trips(belief: Belief) -> None:
     assert _BELIEF_DECODER.decode(encode(belief)) == belief
     wrapped = PosteriorUpdate(belief=belief, cause="op-1")
     assert MATERIALIZER_INBOX.decode(encode(wrapped)) == wrapped
+
+
+# --- crew ops: validation on decode ----------------------------------------------
+
+
+def _sample(cls: type[Message]) -> Message:
+    (found,) = [s for s in SAMPLES if type(s) is cls]
+    return found
+
+
+def _set_path(raw: Any, path: tuple[str | int, ...], value: object) -> None:
+    for step in path[:-1]:
+        raw = raw[step]
+    raw[path[-1]] = value
+
+
+@pytest.mark.parametrize(
+    ("cls", "path", "value"),
+    [
+        (SetField, ("entity",), "soteria"),  # no type
+        (SetField, ("entity",), "Project:soteria"),  # type is lower case
+        (SetField, ("entity",), "project:sot eria"),
+        (SetField, ("field",), "Phase"),
+        (SetField, ("value",), {"nested": "maps are not values"}),
+        (SetField, ("value",), [1, 2]),  # lists hold strings only
+        (UpsertEntity, ("fields",), {"Bad-Name": 1}),
+        (AddEdge, ("edge", "from"), "spock"),
+        (RemoveEdge, ("edge_id",), "e.1"),
+        (PutWork, ("priority",), 10),
+        (PutWork, ("status",), "stalled"),
+        (PutWork, ("work_id",), "a b"),
+        (AckInbox, ("message_ids",), ["ok", ""]),
+        (DeclareWorld, ("declaration", "world", "id"), "crew.one"),
+        (DeclareWorld, ("declaration", "authority", "grants", 0, "fields"), ["x"]),
+        (DeclareWorld, ("declaration", "rules", 0, "on"), "project"),
+        (DeclareWorld, ("declaration", "rules", 0, "priority"), -1),
+        (DeclareWorld, ("declaration", "dampening", "depth"), 17),
+        (DeclareWorld, ("declaration", "dampening", "max_fanout"), 0),
+        (DeclareWorld, ("declaration", "actions", 0, "safety"), "yolo"),
+        (DeclareWorld, ("declaration", "edges", 0, "to"), "nowhere"),
+    ],
+)
+def test_invalid_crew_ops_are_rejected_on_decode(
+    cls: type[Message], path: tuple[str | int, ...], value: object
+) -> None:
+    sample = _sample(cls)
+    raw = msgspec.msgpack.decode(encode(sample))
+    assert OPS_INBOX.decode(msgspec.msgpack.encode(raw)) == sample  # baseline decodes
+    _set_path(raw, path, value)
+    with pytest.raises(msgspec.ValidationError):
+        OPS_INBOX.decode(msgspec.msgpack.encode(raw))
+
+
+def test_ops_inbox_is_the_fusion_inbox() -> None:
+    assert OPS_INBOX is FUSION_INBOX
+    for cls in (DeclareWorld, SetField, PutWork):
+        assert FUSION_INBOX.decode(encode(_sample(cls))) == _sample(cls)
+    with pytest.raises(msgspec.ValidationError):
+        OPS_INBOX.decode(encode(_sample(Notification)))
+    with pytest.raises(msgspec.ValidationError):
+        INBOX.decode(encode(_sample(SetField)))
