@@ -716,9 +716,8 @@ def _propagate(
             ):
                 continue
             rule_id = f"subscription:{sub.agent}"
-            _notify(
-                tx, sub.agent, ref, field, value, version, rule_id, cause, depth, at
-            )
+            news = (ref, field, value, version)
+            _notify(tx, sub.agent, news, rule_id, cause, depth, at)
         if depth >= decl.dampening.depth:
             continue
         for rule in decl.rules:
@@ -727,7 +726,7 @@ def _propagate(
             targets = sorted(_related_agents(tx, ref, rule.notify) - {author})
             for agent in targets[: decl.dampening.max_fanout]:
                 _notify(
-                    tx, agent, ref, field, value, version, rule.id, cause, depth, at
+                    tx, agent, (ref, field, value, version), rule.id, cause, depth, at
                 )
                 work_key = _sent_key(tx.world, f"{rule.id}:work", ref, agent)
                 if rule.work_kind and _first_time(tx, decl, work_key, at):
