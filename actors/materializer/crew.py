@@ -21,6 +21,7 @@ State keys (all under the world): ``decl/<w>``, ``entity/<w>/<ref>``,
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections import deque
 from datetime import datetime, timedelta
@@ -148,7 +149,14 @@ def _summary_key(world: str, agent: str) -> bytes:
 
 def load_decl(reader: Reader, world: str) -> WorldDecl | None:
     raw = reader.get(decl_key(world))
-    return None if raw is None else _DECL.decode(raw)
+    return None if raw is None else _decode_decl(raw)
+
+
+@functools.lru_cache(maxsize=64)
+def _decode_decl(raw: bytes) -> WorldDecl:
+    # Every op reads the declaration; decoding it dominated the apply cost. The
+    # decoded struct is frozen and keyed by its exact bytes, so caching is safe.
+    return _DECL.decode(raw)
 
 
 def may_write(decl: WorldDecl, agent: str, etype: str, field: str) -> bool:

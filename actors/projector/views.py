@@ -8,6 +8,7 @@ State keys: ``decl/<w>``, ``entity/<w>/<ref>``, ``edge/<w>/<id>``,
 
 from __future__ import annotations
 
+import functools
 import hashlib
 
 import msgspec
@@ -39,7 +40,12 @@ PRINCIPAL = "user"  # entity type of the humans the crew works for
 
 def _decl(reader: Reader, world: str) -> WorldDecl | None:
     raw = reader.get(f"decl/{world}".encode())
-    return None if raw is None else _DECL.decode(raw)
+    return None if raw is None else _decode_decl(raw)
+
+
+@functools.lru_cache(maxsize=64)
+def _decode_decl(raw: bytes) -> WorldDecl:
+    return _DECL.decode(raw)  # frozen, keyed by its exact bytes: safe to share
 
 
 def _entities(reader: Reader, world: str, etype: str = "") -> list[Entity]:
