@@ -34,7 +34,7 @@ from protocols.messages import (
     StateHashReply,
     WorkAssigned,
 )
-from protocols.world import Value
+from protocols.world import Value, WorldDecl
 from worldline.client import DEFAULT_URL, World, connect
 from worldline.crew import ExportRecord
 from worldline.declaration import load_declaration
@@ -88,12 +88,13 @@ class _Failure(Exception):
 
 
 async def _serve_until_signal(
-    start: Callable[..., Coroutine[Any, Any, None]], on_ready: Callable[[], None]
+    start: Callable[..., Coroutine[Any, Any, None]],
+    on_ready: Callable[[], Awaitable[None]],
 ) -> None:
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with anyio.create_task_group() as tg:
             await tg.start(start)
-            on_ready()
+            await on_ready()
             async for _ in signals:
                 break
             tg.cancel_scope.cancel()
@@ -104,6 +105,7 @@ def _up(args: argparse.Namespace) -> int:
     specs = [build(name) for name in ACTORS]
     server: EmbeddedNats | None = None
     url_file = data / URL_FILE
+    declaration = load_declaration(args.world_file) if args.world_file else None
     try:
         if args.nats:
             url = args.nats
@@ -112,9 +114,11 @@ def _up(args: argparse.Namespace) -> int:
             url = server.start()
         print(f"nats: {url}", flush=True)
 
-        def ready() -> None:
+        async def ready() -> None:
+            if declaration is not None:
+                await _declare_once(url, declaration)
             if server is not None:
-                url_file.write_text(url + "\n")
+                await anyio.Path(url_file).write_text(url + "\n")
             print("ready", flush=True)
 
         anyio.run(
@@ -130,11 +134,24 @@ def _up(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+async def _declare_once(url: str, declaration: WorldDecl) -> None:
+    """Declare the world unless it already holds exactly this declaration."""
+    name = declaration.world.id
+    author = (declaration.authority.admins or ["worldline"])[0]
+    async with connect(url, world=name, agent=author) as world:
+        current = (await world.read_world(entity_type="none")).declaration
+        if current == declaration:
+            print(f"world: {name} (already declared)", flush=True)
+            return
+        await world.declare(declaration)
+        print(f"world: {name} declared by {author}", flush=True)
+
+
 def _actor(args: argparse.Namespace) -> int:
     spec = build(args.name, replica=args.replica)
     url = args.nats or default_url()
 
-    def ready() -> None:
+    async def ready() -> None:
         print(f"{spec.instance}: consuming from {url}", flush=True)
 
     anyio.run(
@@ -461,6 +478,12 @@ def parser() -> argparse.ArgumentParser:
         "up", parents=[server], help="embedded nats-server plus all five actors"
     )
     up.add_argument("--port", type=int, default=0, help="NATS port (default: free)")
+    up.add_argument(
+        "--world-file",
+        type=Path,
+        default=None,
+        help="declare this world (TOML) once the actors run, as its first admin",
+    )
     up.set_defaults(run=_up)
 
     actor = verbs.add_parser("actor", parents=[server], help="run one actor alone")
@@ -599,6 +622,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         _fail(EXIT_USAGE, str(exc))
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader went away (`worldline list | head`): not an error of ours.
+        # Point stdout at devnull so the interpreter's final flush stays quiet.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
 
 
 if __name__ == "__main__":

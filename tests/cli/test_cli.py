@@ -310,3 +310,43 @@ def test_bad_declarations_get_a_clear_error(up: Up, tmp_path: Path) -> None:
     line = up.run("world", "load", str(typo), "--agent", "henry", world=world)
     assert f"{typo}:" in line.stderr  # names the file and the line
     assert up.run("world", "show", world=world).returncode == 2  # nothing declared
+
+
+def test_up_declares_a_world_file_once(tmp_path: Path) -> None:
+    world = unique_world("file")
+    crew_file = _crew_file(tmp_path, world)
+    for expected in (f"world: {world} declared by henry", f"world: {world} (already"):
+        proc = subprocess.Popen(
+            [WORLDLINE, "up", "--data", str(tmp_path / "data"), "--world-file",
+             str(crew_file)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )  # fmt: skip
+        running = Up(proc, "", 0.0)
+        try:
+            assert proc.stdout is not None
+            lines = [proc.stdout.readline() for _ in range(3)]
+            assert lines[1].startswith(expected), lines
+            assert lines[2] == "ready\n"
+            running.url = lines[0].split()[1]
+            shown = running.run("world", "show", world=world)
+            assert "agent:ada" in shown.stdout
+        finally:
+            assert _stop(running) == 0
+
+
+def test_a_closed_pipe_is_not_a_crash(up: Up) -> None:
+    world = unique_world()
+    for i in range(3):
+        assert up.run("add", f"belief {i}", world=world).returncode == 0
+    env = {**os.environ, "WORLDLINE_NATS": up.url, "WORLDLINE_WORLD": world}
+    with subprocess.Popen(
+        [WORLDLINE, "list"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+    ) as proc:
+        assert proc.stdout is not None
+        proc.stdout.close()  # like `| head -0`
+        assert proc.stderr is not None
+        err = proc.stderr.read().decode()
+        assert proc.wait(timeout=30) == 0
+    assert "Traceback" not in err
