@@ -26,10 +26,13 @@ ACTORS: Final[dict[str, Callable[[], ActorSpec]]] = {
 }
 
 
-def build(name: str, *, replica: str = "0") -> ActorSpec:
-    """The spec of actor ``name``; ``replica`` names a projector's own read replica."""
+def build(name: str, *, replica: str = "0", shard: str = "0/1") -> ActorSpec:
+    """The spec of actor ``name``; ``replica`` names a projector's own read replica,
+    ``shard`` (``I/N``) the belief shard a fusion instance owns."""
     if name == "projector":
         return projector(replica)
+    if name == "fusion":
+        return fusion(shard)
     try:
         return ACTORS[name]()
     except KeyError:

@@ -15,6 +15,14 @@ from typing import Annotated, Final, Literal, get_args
 
 import msgspec
 
+from protocols.beliefs import (
+    BeliefEdge,
+    Contradiction,
+    Direction,
+    Evidence,
+    EvidenceKind,
+    TraceStep,
+)
 from protocols.world import Edge, Entity, EntityRef, FieldName, Value, WorldDecl
 
 __all__ = [
@@ -36,24 +44,31 @@ __all__ = [
     "AckInbox",
     "AddBelief",
     "AddEdge",
+    "AddEvidence",
     "AgentView",
     "Belief",
     "BeliefChanged",
+    "BeliefEdgeChanged",
     "BeliefListReply",
+    "BeliefOp",
     "BeliefReply",
     "BeliefType",
+    "CloseBelief",
     "Confidence",
     "CrewOp",
     "DeadLetter",
     "DeclareWorld",
+    "Direction",
     "EdgeChanged",
     "EntityChanged",
+    "EvidenceKind",
     "ExtractorInbox",
     "FusionInbox",
     "GetBelief",
     "GetView",
     "InboxChanged",
     "InboxMessage",
+    "LinkBeliefs",
     "ListBeliefs",
     "MaterializerInbox",
     "MaterializerReply",
@@ -75,6 +90,7 @@ __all__ = [
     "RemoveEdge",
     "RpcError",
     "SetField",
+    "SetTrust",
     "SimStatus",
     "SimStatusReply",
     "SimulatorInbox",
@@ -82,6 +98,9 @@ __all__ = [
     "SimulatorRpc",
     "StateHash",
     "StateHashReply",
+    "Statement",
+    "TraceBelief",
+    "TraceReply",
     "Transition",
     "UpsertEntity",
     "ViewReply",
@@ -127,8 +146,16 @@ class Belief(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     author: Token
     created_at: datetime
     updated_at: datetime
-    version: int = 0  # materializer's world sequence of the last change
+    version: int = 0  # OPS sequence of the op behind the last change
     origin: str = ""  # id of the op that created the belief (provenance)
+    prior: Confidence | None = None  # the stated confidence, if any (a weak prior)
+    fragility: Annotated[float, msgspec.Meta(ge=0.0)] = 0.0  # leave-one-source-out
+    evidence_count: int = 0
+    status: Literal["active", "retracted", "resolved"] = "active"
+    closed_reason: str = ""
+    valid_from: datetime | None = None  # when it started to hold (its creation)
+    valid_until: datetime | None = None  # when it stopped (retracted, superseded)
+    effective_confidence: Confidence | None = None  # after depends_on (at read time)
 
 
 # --- observations: OBS stream -> extractor ------------------------------------------
@@ -161,6 +188,61 @@ class AddBelief(Message, tag="op.add_belief.v1", kw_only=True, frozen=True):
     type: BeliefType = "claim"
     confidence: Confidence | None = None  # None: no stated prior (0.5 for claims)
     source: str = ""  # for extracted beliefs: the observation they came from
+
+
+class AddEvidence(Message, tag="op.add_evidence.v1", kw_only=True, frozen=True):
+    """Attach one piece of evidence to an existing belief."""
+
+    op_id: Ident
+    author: Token
+    at: datetime
+    evidence: Evidence
+
+
+class Statement(Message, tag="op.statement.v1", kw_only=True, frozen=True):
+    """What the extractor read in an artifact: evidence for the belief with this id,
+    creating the belief first if the world does not hold it yet (so a restatement
+    becomes evidence, never a duplicate)."""
+
+    op_id: Ident
+    author: Token
+    at: datetime
+    belief_id: Ident
+    text: BeliefText
+    type: BeliefType = "claim"
+    evidence: Evidence
+
+
+class SetTrust(Message, tag="op.set_trust.v1", kw_only=True, frozen=True):
+    """Scale one source's (or ``agent:<name>``'s) contribution; ``lock`` stops anyone
+    but its author from changing it again."""
+
+    op_id: Ident
+    author: Token
+    at: datetime
+    source: Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
+    trust: Annotated[float, msgspec.Meta(ge=0.0, le=10.0)]
+    lock: bool = False
+
+
+class LinkBeliefs(Message, tag="op.link_beliefs.v1", kw_only=True, frozen=True):
+    """Add, re-weigh or (``edge.removed``) remove a typed edge between two beliefs."""
+
+    op_id: Ident
+    author: Token
+    at: datetime
+    edge: BeliefEdge
+
+
+class CloseBelief(Message, tag="op.close_belief.v1", kw_only=True, frozen=True):
+    """Retract a belief, or resolve a gap: tombstoned, still readable and traceable."""
+
+    op_id: Ident
+    author: Token
+    at: datetime
+    belief_id: Ident
+    how: Literal["retracted", "resolved"]
+    reason: Annotated[str, msgspec.Meta(max_length=4096)] = ""
 
 
 class DeclareWorld(Message, tag="op.declare_world.v1", kw_only=True, frozen=True):
@@ -241,7 +323,8 @@ class AckInbox(Message, tag="op.ack_inbox.v1", kw_only=True, frozen=True):
 CrewOp = (
     DeclareWorld | UpsertEntity | SetField | AddEdge | RemoveEdge | PutWork | AckInbox
 )
-OpsInbox = AddBelief | CrewOp
+BeliefOp = AddBelief | AddEvidence | Statement | SetTrust | LinkBeliefs | CloseBelief
+OpsInbox = BeliefOp | CrewOp
 FusionInbox = OpsInbox
 
 
@@ -254,6 +337,8 @@ class PosteriorUpdate(Message, tag="derived.posterior.v1", kw_only=True, frozen=
     belief: Belief
     cause: Ident  # the op id that produced this posterior
     cause_seq: int = 0  # its OPS stream sequence: the belief's version, replay-stable
+    evidence: list[Evidence] = msgspec.field(default_factory=list)  # all, by id
+    trust: dict[str, float] = msgspec.field(default_factory=dict)  # sources != 1
 
 
 MaterializerInbox = PosteriorUpdate
@@ -281,6 +366,14 @@ class BeliefChanged(Message, tag="state.belief.v1", kw_only=True, frozen=True):
     """The materializer applied a change to a belief."""
 
     belief: Belief
+    evidence: list[Evidence] = msgspec.field(default_factory=list)
+    trust: dict[str, float] = msgspec.field(default_factory=dict)
+
+
+class BeliefEdgeChanged(Message, tag="state.belief_edge.v1", kw_only=True, frozen=True):
+    """A belief edge was added, re-weighed or removed."""
+
+    edge: BeliefEdge
 
 
 class EntityChanged(Message, tag="state.entity.v1", kw_only=True, frozen=True):
@@ -313,7 +406,12 @@ class InboxChanged(Message, tag="state.inbox.v1", kw_only=True, frozen=True):
 
 
 ProjectorInbox = (
-    BeliefChanged | EntityChanged | EdgeChanged | WorldDeclared | InboxChanged
+    BeliefChanged
+    | BeliefEdgeChanged
+    | EntityChanged
+    | EdgeChanged
+    | WorldDeclared
+    | InboxChanged
 )
 
 
@@ -370,9 +468,10 @@ InboxMessage = Rejection | Notification | WorkAssigned
 
 
 class GetBelief(Message, tag="rpc.get.v1", kw_only=True, frozen=True):
-    """Ask for one belief by id."""
+    """Ask for one belief by id, read at clock ``at`` (decay is evaluated there)."""
 
     belief_id: Ident
+    at: datetime | None = None  # None: as of its last change
 
 
 class ListBeliefs(Message, tag="rpc.list.v1", kw_only=True, frozen=True):
@@ -380,6 +479,10 @@ class ListBeliefs(Message, tag="rpc.list.v1", kw_only=True, frozen=True):
 
     type: BeliefType | None = None
     limit: Annotated[int, msgspec.Meta(ge=1, le=10_000)] = 1000
+    label: str | None = None
+    flag: Literal["stale", "stable", "contradicted", "uncertain"] | None = None
+    status: Literal["active", "retracted", "resolved", "any"] = "active"
+    at: datetime | None = None
 
 
 class BeliefReply(Message, tag="rpc.belief.v1", kw_only=True, frozen=True):
@@ -409,6 +512,7 @@ class ReadWorld(Message, tag="rpc.read_world.v1", kw_only=True, frozen=True):
     """Ask for the world's declaration, entities and edges."""
 
     entity_type: str | None = None  # only entities of this type
+    at: datetime | None = None  # the clock beliefs are read at
 
 
 class WorldReply(Message, tag="rpc.world.v1", kw_only=True, frozen=True):
@@ -418,6 +522,26 @@ class WorldReply(Message, tag="rpc.world.v1", kw_only=True, frozen=True):
     entities: list[Entity] = msgspec.field(default_factory=list)
     edges: list[Edge] = msgspec.field(default_factory=list)
     version: int = 0  # the replica holds every change up to this OPS sequence
+    beliefs: list[Belief] = msgspec.field(default_factory=list)  # active claims etc.
+    belief_edges: list[BeliefEdge] = msgspec.field(default_factory=list)
+    gaps: list[Belief] = msgspec.field(default_factory=list)  # open gaps
+    goals: list[Belief] = msgspec.field(default_factory=list)
+    contradictions: list[Contradiction] = msgspec.field(default_factory=list)
+
+
+class TraceBelief(Message, tag="rpc.trace.v1", kw_only=True, frozen=True):
+    """Ask for a belief's provenance chain."""
+
+    belief_id: Ident
+
+
+class TraceReply(Message, tag="rpc.trace_reply.v1", kw_only=True, frozen=True):
+    """The belief, every evidence step (source, observation, time, confidence before
+    and after), and the edges that touch it."""
+
+    belief: Belief | None = None
+    steps: list[TraceStep] = msgspec.field(default_factory=list)
+    edges: list[BeliefEdge] = msgspec.field(default_factory=list)
 
 
 class GetView(Message, tag="rpc.get_view.v1", kw_only=True, frozen=True):
@@ -492,8 +616,10 @@ class RpcError(Message, tag="rpc.error.v1", kw_only=True, frozen=True):
     message: str
 
 
-ProjectorRpc = GetBelief | ListBeliefs | ReadWorld | GetView
-ProjectorReply = BeliefReply | BeliefListReply | WorldReply | ViewReply | RpcError
+ProjectorRpc = GetBelief | ListBeliefs | ReadWorld | GetView | TraceBelief
+ProjectorReply = (
+    BeliefReply | BeliefListReply | WorldReply | ViewReply | TraceReply | RpcError
+)
 MaterializerRpc = StateHash | OpStatus
 MaterializerReply = StateHashReply | OpStatusReply | RpcError
 SimulatorRpc = SimStatus

@@ -42,6 +42,7 @@ __all__ = [
     "check_name",
     "derived",
     "dlq",
+    "fusion_in",
     "inbox",
     "inbox_in",
     "obs",
@@ -108,7 +109,7 @@ def dlq(world: str, actor: str) -> str:
 
 
 RpcVerb = Literal[
-    "get", "list", "read", "view", "state_hash", "op_status", "sim.status"
+    "get", "list", "read", "view", "trace", "state_hash", "op_status", "sim.status"
 ]
 
 
@@ -178,6 +179,15 @@ STREAMS: Final = (OBS, OPS, DERIVED, STATE, INBOX, DLQ)
 
 EXTRACTOR_IN: Final = ConsumerSpec(OBS, "extractor", f"{PREFIX}.*.obs.*")
 FUSION_IN: Final = ConsumerSpec(OPS, "fusion", f"{PREFIX}.*.ops.*")
+
+
+def fusion_in(index: int, count: int) -> ConsumerSpec:
+    """Shard ``index`` of ``count`` reads every op through its own durable."""
+    if count == 1:
+        return FUSION_IN
+    return ConsumerSpec(OPS, f"fusion-{index}of{count}", f"{PREFIX}.*.ops.*")
+
+
 MATERIALIZER_IN: Final = ConsumerSpec(
     DERIVED, "materializer", f"{PREFIX}.*.derived.posterior.*"
 )

@@ -148,7 +148,7 @@ async def _declare_once(url: str, declaration: WorldDecl) -> None:
 
 
 def _actor(args: argparse.Namespace) -> int:
-    spec = build(args.name, replica=args.replica)
+    spec = build(args.name, replica=args.replica, shard=args.shard)
     url = args.nats or default_url()
 
     async def ready() -> None:
@@ -489,6 +489,9 @@ def parser() -> argparse.ArgumentParser:
     actor = verbs.add_parser("actor", parents=[server], help="run one actor alone")
     actor.add_argument("name", choices=list(ACTORS))
     actor.add_argument("--replica", default="0", help="projector replica name")
+    actor.add_argument(
+        "--shard", default="0/1", help="fusion: own belief shard I of N (e.g. 0/2)"
+    )
     actor.set_defaults(run=_actor)
 
     client = argparse.ArgumentParser(add_help=False)

@@ -1,31 +1,52 @@
 """Fusion core: evidence -> posterior. Pure, synchronous, order-independent.
 
-This is the one place belief math lives; the projector imports it and never re-derives a
-number. For now a belief is seeded from an ``AddBelief`` op: a hand-entered confidence
-is a weak Beta prior worth :data:`PRIOR_STRENGTH` pseudo-observations (DESIGN.md P7), so
-the first real evidence moves it. ``goal`` and ``gap`` carry no probability (P6).
+Handles the belief ops of the OPS record: ``AddBelief`` (a weak prior), ``AddEvidence``,
+``Statement`` (the extractor's create-or-corroborate), ``SetTrust`` and ``CloseBelief``.
+The math is :mod:`actors.fusion.model`; this module keeps the evidence and emits a
+:class:`PosteriorUpdate` per change, evaluated at the op's own time (so replays agree).
 
-State keys: ``belief/<world>/<belief id>`` -> :class:`FusedBelief`.
+Sharding: an instance owns the beliefs whose id hashes to its shard (``--shard I/N``)
+and ignores the rest; trust settings apply in every shard. Any split of the work gives
+the same posteriors as one instance.
+
+State keys: ``belief/<world>/<id>`` -> :class:`FusedBelief`;
+``trust/<world>/<source>`` -> :class:`TrustSetting`.
 Output: :class:`PosteriorUpdate` on ``wl.<world>.derived.posterior.<shard>``.
 """
 
 from __future__ import annotations
 
-import math
 import zlib
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import msgspec
 
+from actors.fusion import model
 from actors.runtime.errors import InvalidInput
+from actors.runtime.memory import Overlay
 from actors.runtime.spec import Context, Outgoing, Reader, Step
-from protocols.messages import AddBelief, Belief, OpsInbox, PosteriorUpdate, encode
+from protocols.beliefs import Evidence
+from protocols.messages import (
+    AddBelief,
+    AddEvidence,
+    Belief,
+    CloseBelief,
+    OpsInbox,
+    PosteriorUpdate,
+    SetTrust,
+    Statement,
+    encode,
+)
 from protocols.subjects import derived
+
+if TYPE_CHECKING:
+    from datetime import datetime
 
 __all__ = [
     "NO_PROBABILITY",
     "PRIOR_STRENGTH",
     "FusedBelief",
+    "TrustSetting",
     "belief_key",
     "beta_mean",
     "beta_sd",
@@ -34,32 +55,43 @@ __all__ = [
     "shard_of",
 ]
 
-PRIOR_STRENGTH: Final = 2.0
-"""Pseudo-observations a stated confidence is worth: weak, so evidence dominates."""
-
-DEFAULT_CONFIDENCE: Final = 0.5
-"""Prior for a belief added without a confidence: an open question."""
-
+PRIOR_STRENGTH: Final = model.PRIOR_STRENGTH
 NO_PROBABILITY: Final = frozenset({"goal", "gap"})
 """Belief types firewalled from the posterior math: intent, not claims about truth."""
 
+MAX_EVIDENCE: Final = 10_000  # per belief; more is refused, never silently cut
+
 
 class FusedBelief(
-    msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag="fusion.belief.v1"
+    msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag="fusion.belief.v2"
 ):
-    """Fusion's stored record of a belief: the Beta parameters behind its posterior."""
+    """Fusion's record of a belief: the stated prior and every piece of evidence."""
 
     belief: Belief
-    alpha: float = 0.0
-    beta: float = 0.0
     op_id: str  # the op that created it (a replay of that op is a no-op)
+    evidence: list[Evidence] = msgspec.field(default_factory=list)  # sorted by id
+
+
+class TrustSetting(
+    msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag="fusion.trust.v1"
+):
+    """A trust multiplier for one source (or ``agent:<name>``)."""
+
+    trust: float
+    locked: bool = False
+    author: str = ""
 
 
 _FUSED = msgspec.msgpack.Decoder(FusedBelief)
+_TRUST = msgspec.msgpack.Decoder(TrustSetting)
 
 
 def belief_key(world: str, belief_id: str) -> bytes:
     return f"belief/{world}/{belief_id}".encode()
+
+
+def _trust_key(world: str, source: str) -> bytes:
+    return f"trust/{world}/{source}".encode()
 
 
 def prior(confidence: float, strength: float = PRIOR_STRENGTH) -> tuple[float, float]:
@@ -71,10 +103,7 @@ def beta_mean(alpha: float, beta: float) -> float:
     return alpha / (alpha + beta)
 
 
-def beta_sd(alpha: float, beta: float) -> float:
-    """Standard deviation of Beta(alpha, beta): the belief's uncertainty reading."""
-    total = alpha + beta
-    return math.sqrt(alpha * beta / (total * total * (total + 1.0)))
+beta_sd = model.beta_sd
 
 
 def shard_of(belief_id: str, shards: int) -> int:
@@ -82,64 +111,238 @@ def shard_of(belief_id: str, shards: int) -> int:
     return zlib.crc32(belief_id.encode()) % shards
 
 
-def handle(reader: Reader, op: OpsInbox, ctx: Context) -> Step:
-    """Seed a belief's posterior from an ``AddBelief`` op (crew ops are not fusion's).
+def handle(
+    reader: Reader, op: OpsInbox, ctx: Context, *, shard: tuple[int, int] = (0, 1)
+) -> Step:
+    """Apply one belief op owned by this shard; other ops are not fusion's.
 
     Raises:
-        InvalidInput: the body names another author than the subject, the id is taken
-            by another op, or a goal/gap was given a confidence.
+        InvalidInput: a forged author, an id taken by another op, a goal or gap with a
+            confidence, evidence for an unknown belief, or a locked trust setting.
     """
-    if not isinstance(op, AddBelief):
-        return Step()
+    match op:
+        case AddBelief() | AddEvidence() | Statement() | CloseBelief() | SetTrust():
+            pass
+        case _:
+            return Step()
     if op.author != ctx.author:
         raise InvalidInput(
             f"op {op.op_id} names author {op.author!r} but was published on "
             f"{ctx.subject!r}; agents publish only their own ops"
         )
-    key = belief_key(ctx.world, op.belief_id)
-    existing = reader.get(key)
+    if isinstance(op, SetTrust):
+        return _set_trust(reader, op, ctx, shard)
+    target = op.evidence.belief_id if isinstance(op, AddEvidence) else op.belief_id
+    if shard_of(target, shard[1]) != shard[0]:
+        return Step()
+    match op:
+        case AddBelief():
+            return _add(reader, op, ctx, shard)
+        case AddEvidence():
+            return _evidence(reader, op, ctx, shard)
+        case Statement():
+            return _statement(reader, op, ctx, shard)
+        case CloseBelief():
+            return _close(reader, op, ctx, shard)
+    raise AssertionError(op)  # pragma: no cover - the match above is exhaustive
+
+
+def _load(reader: Reader, world: str, belief_id: str) -> FusedBelief | None:
+    raw = reader.get(belief_key(world, belief_id))
+    return None if raw is None else _FUSED.decode(raw)
+
+
+def _trust(reader: Reader, world: str, evidence: list[Evidence]) -> dict[str, float]:
+    """The trust multipliers that apply to ``evidence`` (only those set, != 1)."""
+    names = {e.source for e in evidence} | {f"agent:{e.author}" for e in evidence}
+    found = {}
+    for name in sorted(names):
+        raw = reader.get(_trust_key(world, name))
+        if raw is not None:
+            found[name] = _TRUST.decode(raw).trust
+    return found
+
+
+def _emit(
+    reader: Reader,
+    ctx: Context,
+    fused: FusedBelief,
+    cause: str,
+    now: datetime,
+    shard: tuple[int, int],
+    **changes: object,
+) -> Step:
+    """Re-read the belief at ``now`` and publish its posterior."""
+    trust = _trust(reader, ctx.world, fused.evidence)
+    old = fused.belief
+    reading = model.read(
+        old.prior,
+        fused.evidence,
+        trust,
+        now,
+        probabilistic=old.type not in NO_PROBABILITY,
+    )
+    belief = msgspec.structs.replace(
+        old,
+        confidence=reading.confidence,
+        evidence_weight=reading.evidence_weight,
+        uncertainty=reading.uncertainty,
+        fragility=reading.fragility,
+        flags=reading.flags,
+        evidence_count=len(fused.evidence),
+        updated_at=now,
+        **changes,
+    )
+    fused = msgspec.structs.replace(fused, belief=belief)
+    return Step(
+        writes={belief_key(ctx.world, belief.id): encode(fused)},
+        out=[
+            Outgoing(
+                subject=derived(ctx.world, "posterior", str(shard[0])),
+                message=PosteriorUpdate(
+                    belief=belief,
+                    cause=cause,
+                    cause_seq=ctx.seq,
+                    evidence=fused.evidence,
+                    trust=trust,
+                ),
+                msg_id=f"posterior:{ctx.world}:{belief.id}:{cause}",
+            )
+        ],
+    )
+
+
+def _new_belief(op: AddBelief | Statement, confidence: float | None) -> FusedBelief:
+    belief = Belief(
+        id=op.belief_id,
+        text=op.text,
+        type=op.type,
+        author=op.author,
+        created_at=op.at,
+        updated_at=op.at,
+        valid_from=op.at,
+        origin=op.op_id,
+        prior=confidence,
+    )
+    return FusedBelief(belief=belief, op_id=op.op_id)
+
+
+def _add(reader: Reader, op: AddBelief, ctx: Context, shard: tuple[int, int]) -> Step:
+    existing = _load(reader, ctx.world, op.belief_id)
     if existing is not None:
-        if _FUSED.decode(existing).op_id == op.op_id:
+        if existing.op_id == op.op_id:
             return Step()  # the same op again: already applied
         raise InvalidInput(
             f"belief {op.belief_id} already exists in world {ctx.world}; "
             "add it under a new id, or attach evidence to the existing one"
         )
-    if op.type in NO_PROBABILITY:
-        if op.confidence is not None:
-            raise InvalidInput(
-                f"a {op.type} carries no probability; add it without a confidence"
-            )
-        alpha = beta = 0.0
-        confidence = uncertainty = None
-    else:
-        alpha, beta = prior(
-            DEFAULT_CONFIDENCE if op.confidence is None else op.confidence
+    if op.type in NO_PROBABILITY and op.confidence is not None:
+        raise InvalidInput(
+            f"a {op.type} carries no probability; add it without a confidence"
         )
-        confidence, uncertainty = beta_mean(alpha, beta), beta_sd(alpha, beta)
-    belief = Belief(
-        id=op.belief_id,
-        text=op.text,
-        type=op.type,
-        confidence=confidence,
-        evidence_weight=0.0,  # a stated prior is not evidence
-        uncertainty=uncertainty,
-        author=op.author,
-        created_at=op.at,
-        updated_at=op.at,
-        origin=op.op_id,
+    return _emit(reader, ctx, _new_belief(op, op.confidence), op.op_id, op.at, shard)
+
+
+def _with_evidence(
+    reader: Reader, ctx: Context, fused: FusedBelief, item: Evidence
+) -> FusedBelief | None:
+    """``fused`` with ``item`` recorded, or None when that evidence id is known."""
+    if any(e.id == item.id for e in fused.evidence):
+        return None
+    if fused.belief.status != "active":
+        raise InvalidInput(
+            f"belief {fused.belief.id} is {fused.belief.status}; evidence is refused"
+        )
+    if len(fused.evidence) >= MAX_EVIDENCE:
+        raise InvalidInput(
+            f"belief {fused.belief.id} already holds {MAX_EVIDENCE} evidence items"
+        )
+    item = msgspec.structs.replace(item, recorded_seq=ctx.seq)
+    evidence = sorted([*fused.evidence, item], key=lambda e: e.id)
+    return msgspec.structs.replace(fused, evidence=evidence)
+
+
+def _evidence(
+    reader: Reader, op: AddEvidence, ctx: Context, shard: tuple[int, int]
+) -> Step:
+    item = op.evidence
+    if item.author != op.author:
+        raise InvalidInput(
+            f"evidence {item.id} names author {item.author!r}; report it as yourself"
+        )
+    fused = _load(reader, ctx.world, item.belief_id)
+    if fused is None:
+        raise InvalidInput(
+            f"no belief {item.belief_id} in world {ctx.world}; add it first "
+            "(`worldline add`), then attach evidence to its id"
+        )
+    updated = _with_evidence(reader, ctx, fused, item)
+    if updated is None:
+        return Step()
+    return _emit(reader, ctx, updated, op.op_id, op.at, shard)
+
+
+def _statement(
+    reader: Reader, op: Statement, ctx: Context, shard: tuple[int, int]
+) -> Step:
+    if op.evidence.belief_id != op.belief_id:
+        raise InvalidInput(f"statement {op.op_id}: evidence names another belief")
+    fused = _load(reader, ctx.world, op.belief_id) or _new_belief(op, None)
+    updated = _with_evidence(reader, ctx, fused, op.evidence)
+    if updated is None:
+        return Step()
+    return _emit(reader, ctx, updated, op.op_id, op.at, shard)
+
+
+def _close(
+    reader: Reader, op: CloseBelief, ctx: Context, shard: tuple[int, int]
+) -> Step:
+    fused = _load(reader, ctx.world, op.belief_id)
+    if fused is None:
+        raise InvalidInput(f"no belief {op.belief_id} in world {ctx.world}")
+    belief = fused.belief
+    if belief.status != "active":
+        return Step()  # already closed: closing again changes nothing
+    if (op.how == "resolved") != (belief.type == "gap"):
+        raise InvalidInput(
+            f"a {belief.type} is {'resolved' if belief.type == 'gap' else 'retracted'}"
+            f", not {op.how}"
+        )
+    return _emit(
+        reader,
+        ctx,
+        fused,
+        op.op_id,
+        op.at,
+        shard,
+        status=op.how,
+        closed_reason=op.reason,
+        valid_until=op.at,
     )
-    fused = FusedBelief(belief=belief, alpha=alpha, beta=beta, op_id=op.op_id)
-    shard = str(shard_of(op.belief_id, 1))
-    return Step(
-        writes={key: encode(fused)},
-        out=[
-            Outgoing(
-                subject=derived(ctx.world, "posterior", shard),
-                message=PosteriorUpdate(
-                    belief=belief, cause=op.op_id, cause_seq=ctx.seq
-                ),
-                msg_id=f"posterior:{ctx.world}:{op.op_id}",
+
+
+def _set_trust(
+    reader: Reader, op: SetTrust, ctx: Context, shard: tuple[int, int]
+) -> Step:
+    key = _trust_key(ctx.world, op.source)
+    raw = reader.get(key)
+    if raw is not None:
+        current = _TRUST.decode(raw)
+        if current.locked and current.author != op.author:
+            if shard[0] != 0:
+                return Step()  # one shard reports the refusal
+            raise InvalidInput(
+                f"trust for {op.source!r} is locked by {current.author}; only they "
+                "may change it"
             )
-        ],
-    )
+    setting = TrustSetting(trust=op.trust, locked=op.lock, author=op.author)
+    step = Step(writes={key: encode(setting)})
+    # Re-read every belief of this shard that the source (or agent) contributed to.
+    overlay_reader = Overlay(reader, step.writes)
+    for _, raw_fused in reader.scan(f"belief/{ctx.world}/".encode()):
+        fused = _FUSED.decode(raw_fused)
+        if any(op.source in (e.source, f"agent:{e.author}") for e in fused.evidence):
+            more = _emit(overlay_reader, ctx, fused, op.op_id, op.at, shard)
+            step.writes.update(more.writes)
+            step.out.extend(more.out)
+    return step

@@ -1,22 +1,47 @@
-"""Fusion actor: consumes the OPS stream, publishes posteriors to DERIVED.
+"""Fusion actor: consumes the OPS record, publishes posteriors to DERIVED.
 
-Inbox: ``wl.*.ops.*`` through durable ``fusion`` (``protocols.subjects.FUSION_IN``).
-Accepts: ``AddBelief``. Outputs: ``PosteriorUpdate`` on
+Inbox: ``wl.*.ops.*`` through durable ``fusion`` (one instance) or ``fusion-<i>of<n>``
+(shard ``i`` of ``n``: each shard reads every op and keeps the beliefs whose id hashes
+to it). Accepts the belief ops (``AddBelief``, ``AddEvidence``, ``Statement``,
+``SetTrust``, ``CloseBelief``); crew ops are ignored. Outputs: ``PosteriorUpdate`` on
 ``wl.<world>.derived.posterior.<shard>``. State: see ``actors.fusion.core``.
 Ack policy: after the LMDB commit; rejected ops are terminated and dead-lettered.
 """
 
 from __future__ import annotations
 
+from functools import partial
+
 from actors.fusion import core
 from actors.runtime.spec import ActorSpec, Input
 from protocols.messages import FUSION_INBOX
-from protocols.subjects import FUSION_IN
+from protocols.subjects import fusion_in
 
-__all__ = ["spec"]
+__all__ = ["parse_shard", "spec"]
 
 
-def spec() -> ActorSpec:
+def parse_shard(text: str) -> tuple[int, int]:
+    """``"I/N"`` -> (I, N), checked: 0 <= I < N."""
+    try:
+        index, count = (int(part) for part in text.split("/"))
+    except ValueError:
+        raise ValueError(f"shard {text!r} is not I/N, e.g. 0/2") from None
+    if not 0 <= index < count:
+        raise ValueError(f"shard {text!r}: need 0 <= I < N")
+    return index, count
+
+
+def spec(shard: str = "0/1") -> ActorSpec:
+    index, count = parse_shard(shard)
+    replica = "" if count == 1 else f"{index}of{count}"
     return ActorSpec(
-        name="fusion", inputs=(Input(FUSION_IN, FUSION_INBOX, core.handle),)
+        name="fusion",
+        replica=replica,
+        inputs=(
+            Input(
+                fusion_in(index, count),
+                FUSION_INBOX,
+                partial(core.handle, shard=(index, count)),
+            ),
+        ),
     )

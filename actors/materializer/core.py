@@ -16,7 +16,6 @@ import msgspec
 from actors.runtime.memory import state_hash
 from actors.runtime.spec import Context, Outgoing, Reader, Step
 from protocols.messages import (
-    Belief,
     BeliefChanged,
     Message,
     OpStatus,
@@ -35,10 +34,11 @@ __all__ = [
     "handle",
     "last_change_key",
     "last_op_key",
+    "load_belief",
     "serve",
 ]
 
-_BELIEF = msgspec.msgpack.Decoder(Belief)
+_RECORD = msgspec.msgpack.Decoder(BeliefChanged)
 _REJECTION = msgspec.msgpack.Decoder(Rejection)
 
 
@@ -62,22 +62,32 @@ def conflict_key(world: str, seq: int) -> bytes:
 
 
 def handle(reader: Reader, update: PosteriorUpdate, ctx: Context) -> Step:
-    """Apply one posterior; an update that changes nothing is suppressed."""
+    """Apply one posterior (with its evidence); a repeat that changes nothing, or one
+    older than what is held, is suppressed."""
     key = belief_key(ctx.world, update.belief.id)
     belief = msgspec.structs.replace(update.belief, version=update.cause_seq)
+    record = BeliefChanged(belief=belief, evidence=update.evidence, trust=update.trust)
     stored = reader.get(key)
-    if stored is not None and _BELIEF.decode(stored) == belief:
-        return Step()  # a re-delivered posterior: nothing changed
+    if stored is not None:
+        held = _RECORD.decode(stored)
+        if held == record or held.belief.version > belief.version:
+            return Step()
     return Step(
-        writes={key: encode(belief)},
+        writes={key: encode(record)},
         out=[
             Outgoing(
                 subject=state(ctx.world, "belief"),
-                message=BeliefChanged(belief=belief),
+                message=record,
                 msg_id=f"state:{ctx.world}:belief:{belief.id}:{belief.version}",
             )
         ],
     )
+
+
+def load_belief(reader: Reader, world: str, belief_id: str) -> BeliefChanged | None:
+    """The materializer's record of a belief (posterior, evidence, trust)."""
+    raw = reader.get(belief_key(world, belief_id))
+    return None if raw is None else _RECORD.decode(raw)
 
 
 def serve(reader: Reader, request: StateHash | OpStatus, world: str) -> Message:

@@ -30,18 +30,27 @@ from typing import Any, Final
 
 import msgspec
 
-from actors.materializer.core import conflict_key, last_change_key, last_op_key
+from actors.materializer.core import (
+    conflict_key,
+    last_change_key,
+    last_op_key,
+    load_belief,
+)
 from actors.runtime.memory import Overlay
 from actors.runtime.spec import Context, Outgoing, Reader, Step
 from protocols.messages import (
     AckInbox,
     AddBelief,
     AddEdge,
+    AddEvidence,
+    BeliefEdgeChanged,
+    CloseBelief,
     DeclareWorld,
     EdgeChanged,
     EntityChanged,
     InboxChanged,
     InboxMessage,
+    LinkBeliefs,
     Notification,
     OpsInbox,
     PutWork,
@@ -49,6 +58,8 @@ from protocols.messages import (
     Rejection,
     RemoveEdge,
     SetField,
+    SetTrust,
+    Statement,
     UpsertEntity,
     WorkAssigned,
     WorldDeclared,
@@ -248,7 +259,7 @@ class _Tx(Overlay):
 def handle(reader: Reader, op: OpsInbox, ctx: Context) -> Step:
     """Apply one crew op, or reject it with a reason code (never silently)."""
     last_op: dict[bytes, bytes | None] = {last_op_key(ctx.world): str(ctx.seq).encode()}
-    if isinstance(op, AddBelief):
+    if isinstance(op, AddBelief | AddEvidence | Statement | SetTrust | CloseBelief):
         # Beliefs reach the materializer through fusion's posteriors.
         return Step(writes=last_op)
     tx = _Tx(reader, ctx)
@@ -262,6 +273,8 @@ def handle(reader: Reader, op: OpsInbox, ctx: Context) -> Step:
         match op:
             case DeclareWorld():
                 _declare(tx, op)
+            case LinkBeliefs():
+                _link_beliefs(tx, op)  # beliefs need no declared world
             case _:
                 decl = load_decl(tx, ctx.world)
                 if decl is None:
@@ -307,6 +320,39 @@ def _rejected(reader: Reader, op: Any, ctx: Context, exc: Reject) -> Step:
     tx.put(conflict_key(ctx.world, ctx.seq), encode(rejection))
     tx.post(ctx.author, rejection, f"rejected {op.op_id}: {exc.code}")
     return tx.step()
+
+
+# --- belief edges ---------------------------------------------------------------------
+
+
+def _link_beliefs(tx: _Tx, op: LinkBeliefs) -> None:
+    edge = op.edge
+    if edge.source == edge.target:
+        raise Reject("invalid", f"edge {edge.id} links belief {edge.source} to itself")
+    for end in (edge.source, edge.target):
+        if load_belief(tx, tx.world, end) is None:
+            raise Reject(
+                "unknown_entity",
+                f"no belief {end} in world {tx.world!r} (edge {edge.id}); add it first",
+            )
+    key = belief_edge_key(tx.world, edge.id)
+    raw = tx.get(key)
+    if raw is None and edge.removed:
+        raise Reject("unknown_entity", f"no belief edge {edge.id} to remove")
+    seq = tx.ctx.seq
+    edge = msgspec.structs.replace(edge, version=seq, author=op.author, at=op.at)
+    tx.put(key, encode(edge))  # removed edges stay, tombstoned: still traceable
+    tx.out.append(
+        Outgoing(
+            state(tx.world, "belief_edge"),
+            BeliefEdgeChanged(edge=edge),
+            f"state:{tx.world}:belief_edge:{edge.id}:{seq}",
+        )
+    )
+
+
+def belief_edge_key(world: str, edge_id: str) -> bytes:
+    return f"bedge/{world}/{edge_id}".encode()
 
 
 # --- the declaration ------------------------------------------------------------------

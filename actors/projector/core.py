@@ -1,73 +1,75 @@
 """Projector core: a read replica of the world, and the answers served from it.
 
-Keeps the newest version of every belief from the STATE change feed and answers ``get``
-and ``list``. It selects and orders; it computes no new math.
-
-State keys: ``belief/<world>/<id>`` -> ``Belief`` (newest ``version`` wins).
+Dispatches the change feed to the belief replica (:mod:`actors.projector.beliefs`) and
+the crew replica (:mod:`actors.projector.views`), and answers ``get``, ``list``,
+``read``, ``trace`` and ``view``. It selects and orders; it computes no new math.
 """
 
 from __future__ import annotations
 
-import msgspec
+from typing import TYPE_CHECKING
 
-from actors.projector import views
-from actors.runtime.spec import Context, Reader, Step
+from actors.projector import beliefs, views
+from actors.runtime.spec import Step
 from protocols.messages import (
-    Belief,
     BeliefChanged,
-    BeliefListReply,
-    BeliefReply,
+    BeliefEdgeChanged,
     GetBelief,
     GetView,
     ListBeliefs,
-    Message,
     ProjectorInbox,
     ProjectorRpc,
     ReadWorld,
+    TraceBelief,
     ViewReply,
-    encode,
+    WorldReply,
 )
 
-__all__ = ["belief_key", "handle", "prefix", "serve"]
+if TYPE_CHECKING:
+    from actors.runtime.spec import Context, Reader
+    from protocols.messages import Message
 
-_BELIEF = msgspec.msgpack.Decoder(Belief)
-
-
-def belief_key(world: str, belief_id: str) -> bytes:
-    return f"belief/{world}/{belief_id}".encode()
-
-
-def prefix(world: str) -> bytes:
-    return f"belief/{world}/".encode()
+__all__ = ["handle", "serve"]
 
 
 def handle(reader: Reader, change: ProjectorInbox, ctx: Context) -> Step:
-    """Keep the change in the replica (beliefs here; the crew world in ``views``)."""
-    if not isinstance(change, BeliefChanged):
-        return views.apply_change(reader, change, ctx)
-    key = belief_key(ctx.world, change.belief.id)
-    stored = reader.get(key)
-    if stored is not None and _BELIEF.decode(stored).version >= change.belief.version:
-        return Step()
-    return Step(writes={key: encode(change.belief)})
+    """Keep the change in the replica; crew changes also refresh agents' views."""
+    match change:
+        case BeliefChanged():
+            writes = beliefs.apply_belief(reader, change, ctx)
+        case BeliefEdgeChanged():
+            writes = beliefs.apply_edge(reader, change, ctx)
+        case _:
+            return views.apply_change(reader, change, ctx)
+    return Step(writes=writes)
 
 
 def serve(reader: Reader, request: ProjectorRpc, world: str) -> Message:
     """Answer a request from the replica."""
     match request:
-        case ReadWorld(entity_type=entity_type):
-            return views.read_world(reader, world, entity_type)
+        case GetBelief(belief_id=belief_id, at=at):
+            return beliefs.get(reader, world, belief_id, at)
+        case ListBeliefs():
+            return beliefs.list_beliefs(reader, world, request)
+        case TraceBelief(belief_id=belief_id):
+            return beliefs.trace(reader, world, belief_id)
+        case ReadWorld(entity_type=entity_type, at=at):
+            crew = views.read_world(reader, world, entity_type)
+            every = beliefs.world_beliefs(reader, world, at)
+            active = [b for b in every if b.status == "active"]
+            return WorldReply(
+                declaration=crew.declaration,
+                entities=crew.entities,
+                edges=crew.edges,
+                version=crew.version,
+                beliefs=[b for b in active if b.type not in ("goal", "gap")],
+                belief_edges=beliefs.belief_edges(reader, world),
+                gaps=[b for b in active if b.type == "gap"],
+                goals=[b for b in active if b.type == "goal"],
+                contradictions=beliefs.contradictions(reader, world, every),
+            )
         case GetView(agent=agent):
             return ViewReply(
                 view=views.build_view(reader, world, agent),
                 version=views.replica_version(reader, world),
             )
-        case GetBelief(belief_id=belief_id):
-            raw = reader.get(belief_key(world, belief_id))
-            return BeliefReply(belief=None if raw is None else _BELIEF.decode(raw))
-        case ListBeliefs(type=wanted, limit=limit):
-            beliefs = [_BELIEF.decode(raw) for _, raw in reader.scan(prefix(world))]
-            if wanted is not None:
-                beliefs = [b for b in beliefs if b.type == wanted]
-            beliefs.sort(key=lambda b: (b.created_at, b.id))
-            return BeliefListReply(beliefs=tuple(beliefs[:limit]), total=len(beliefs))

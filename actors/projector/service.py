@@ -28,5 +28,6 @@ def spec(replica: str = "0") -> ActorSpec:
             Service(rpc_pattern("list"), "projector", PROJECTOR_RPC, core.serve),
             Service(rpc_pattern("read"), "projector", PROJECTOR_RPC, core.serve),
             Service(rpc_pattern("view"), "projector", PROJECTOR_RPC, core.serve),
+            Service(rpc_pattern("trace"), "projector", PROJECTOR_RPC, core.serve),
         ),
     )

@@ -28,6 +28,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from protocols import messages
+from protocols.beliefs import BeliefEdge, Evidence, TraceStep
 from protocols.messages import (
     EXTRACTOR_INBOX,
     FUSION_INBOX,
@@ -46,11 +47,14 @@ from protocols.messages import (
     AckInbox,
     AddBelief,
     AddEdge,
+    AddEvidence,
     AgentView,
     Belief,
     BeliefChanged,
+    BeliefEdgeChanged,
     BeliefListReply,
     BeliefReply,
+    CloseBelief,
     DeadLetter,
     DeclareWorld,
     EdgeChanged,
@@ -58,6 +62,7 @@ from protocols.messages import (
     GetBelief,
     GetView,
     InboxChanged,
+    LinkBeliefs,
     ListBeliefs,
     Message,
     Notification,
@@ -72,10 +77,14 @@ from protocols.messages import (
     RemoveEdge,
     RpcError,
     SetField,
+    SetTrust,
     SimStatus,
     SimStatusReply,
     StateHash,
     StateHashReply,
+    Statement,
+    TraceBelief,
+    TraceReply,
     Transition,
     UpsertEntity,
     ViewReply,
@@ -206,6 +215,29 @@ EDGE: Final = Edge(
     target="project:soteria",
     version=3,
     author="henry",
+)
+
+EVIDENCE: Final = Evidence(
+    id="ev-1",
+    belief_id="b-0123456789abcdef",
+    direction="supports",
+    kind="measurement",
+    source="grafana",
+    observed_at=T0,
+    text="cache hit rate drops to 0 after each deploy",
+    artifact="obs-42",
+    author="alice",
+    recorded_seq=12,
+)
+BELIEF_EDGE: Final = BeliefEdge(
+    id="be-1",
+    type="depends_on",
+    source="b-0123456789abcdef",
+    target="b-fedcba9876543210",
+    confidence=0.9,
+    author="alice",
+    version=13,
+    at=T2,
 )
 
 SAMPLES: Final[tuple[Message, ...]] = (
@@ -355,6 +387,35 @@ SAMPLES: Final[tuple[Message, ...]] = (
         fence=43,
     ),
     Presence(agent="spock", status="busy", task="replanning soteria", at=T2),
+    AddEvidence(op_id="op-ev-1", author="alice", at=T1, evidence=EVIDENCE),
+    Statement(
+        op_id="op-st-1",
+        author="extractor",
+        at=T1,
+        belief_id="b-0123456789abcdef",
+        text="The cache is invalidated on every deploy.",
+        type="claim",
+        evidence=msgspec.structs.replace(EVIDENCE, author="extractor"),
+    ),
+    SetTrust(
+        op_id="op-tr-1", author="henry", at=T2, source="gartner", trust=0.5, lock=True
+    ),  # fmt: skip
+    LinkBeliefs(op_id="op-ln-1", author="alice", at=T2, edge=BELIEF_EDGE),
+    CloseBelief(
+        op_id="op-cl-1",
+        author="alice",
+        at=T2,
+        belief_id="b-fedcba9876543210",
+        how="retracted",
+        reason="superseded by the new plan",
+    ),
+    BeliefEdgeChanged(edge=BELIEF_EDGE),
+    TraceBelief(belief_id="b-0123456789abcdef"),
+    TraceReply(
+        belief=BELIEF_A,
+        steps=[TraceStep(evidence=EVIDENCE, before=0.5, after=0.75)],
+        edges=[BELIEF_EDGE],
+    ),
 )
 
 
@@ -404,6 +465,14 @@ DECODERS: Final[dict[type[Message], tuple[Any, ...]]] = {
     OpStatus: (MATERIALIZER_RPC.decode,),
     OpStatusReply: (MATERIALIZER_REPLY.decode,),
     Presence: (PRESENCE_VALUE.decode,),
+    AddEvidence: (OPS_INBOX.decode,),
+    Statement: (OPS_INBOX.decode,),
+    SetTrust: (OPS_INBOX.decode,),
+    LinkBeliefs: (OPS_INBOX.decode,),
+    CloseBelief: (OPS_INBOX.decode,),
+    BeliefEdgeChanged: (PROJECTOR_INBOX.decode,),
+    TraceBelief: (PROJECTOR_RPC.decode,),
+    TraceReply: (PROJECTOR_REPLY.decode,),
 }
 
 

@@ -44,7 +44,7 @@ def test_redelivered_sequences_are_applied_once(tmp_path: Path) -> None:
     assert again.accepted == [True] * 6
     assert len(first.outbox) == 5
     assert [i.msg_id for i in again.outbox] == [
-        f"posterior:{WORLD}:op-{n}" for n in (6, 7, 8)
+        f"posterior:{WORLD}:b-{n}:op-{n}" for n in (6, 7, 8)
     ]
     assert store.applied_seq(FUSION.consumer.durable) == 8
     store.close()

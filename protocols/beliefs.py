@@ -1,0 +1,89 @@
+"""Records of the belief state that ride inside messages: evidence, belief edges,
+contradictions and trace steps. Plain frozen Structs (the messages carry the tags)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Final, Literal, get_args
+
+import msgspec
+
+__all__ = [
+    "DIRECTIONS",
+    "EDGE_TYPES",
+    "EVIDENCE_KINDS",
+    "BeliefEdge",
+    "Contradiction",
+    "Direction",
+    "EdgeType",
+    "Evidence",
+    "EvidenceKind",
+    "TraceStep",
+]
+
+Ident = Annotated[str, msgspec.Meta(min_length=1, max_length=128, pattern=r"^\S+\Z")]
+Token = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_-]{1,64}\Z")]
+SourceName = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
+
+Direction = Literal["supports", "refutes", "neutral"]
+EvidenceKind = Literal[
+    "measurement",
+    "citation",
+    "user-assertion",
+    "expert-judgment",
+    "inference",
+    "assumption",
+]
+EdgeType = Literal[
+    "supports", "contradicts", "supersedes", "derived_from", "depends_on"
+]
+DIRECTIONS: Final[tuple[str, ...]] = get_args(Direction)
+EVIDENCE_KINDS: Final[tuple[str, ...]] = get_args(EvidenceKind)
+EDGE_TYPES: Final[tuple[str, ...]] = get_args(EdgeType)
+
+
+class Evidence(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One piece of evidence about one belief. Immutable once recorded."""
+
+    id: Ident  # idempotency: the same id twice is recorded once
+    belief_id: Ident
+    direction: Direction
+    kind: EvidenceKind
+    source: SourceName  # who or what it came from: corroboration groups by this
+    observed_at: datetime  # decay runs from here
+    text: Annotated[str, msgspec.Meta(max_length=4096)] = ""
+    artifact: Annotated[str, msgspec.Meta(max_length=1024)] = ""  # observation ref
+    author: Token  # the agent that reported it
+    recorded_seq: int = 0  # OPS sequence of the op that recorded it
+
+
+class BeliefEdge(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A typed relation between two beliefs, with its own posterior (a claim about the
+    graph's structure: a depends_on link can be strong or tentative)."""
+
+    id: Ident
+    type: EdgeType
+    source: Ident  # belief id
+    target: Ident  # belief id
+    confidence: Annotated[float, msgspec.Meta(ge=0.0, le=1.0)] = 0.8
+    author: str = ""
+    version: int = 0
+    removed: bool = False
+    at: datetime | None = None  # when it was (last) written
+
+
+class Contradiction(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A first-class disagreement: never averaged away."""
+
+    kind: Literal["edge", "split"]  # an explicit contradicts edge, or split evidence
+    beliefs: tuple[str, ...]  # the endpoints (one belief for a split)
+    strength: float  # edge posterior, or the minority side's share of the evidence
+    trace: tuple[str, ...]  # belief (and edge) ids that put it here
+
+
+class TraceStep(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One step of a belief's provenance: the evidence and how confidence moved."""
+
+    evidence: Evidence
+    before: float | None
+    after: float | None
