@@ -399,7 +399,7 @@ SAMPLES: Final[tuple[Message, ...]] = (
     ),
     SetTrust(
         op_id="op-tr-1", author="henry", at=T2, source="gartner", trust=0.5, lock=True
-    ),  # fmt: skip
+    ),
     LinkBeliefs(op_id="op-ln-1", author="alice", at=T2, edge=BELIEF_EDGE),
     CloseBelief(
         op_id="op-cl-1",
