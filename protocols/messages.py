@@ -169,6 +169,8 @@ class Observe(Message, tag="obs.artifact.v1", kw_only=True, frozen=True):
     at: datetime
     source: str = ""  # where the artifact came from (file name, URL, tool)
     text: ArtifactText
+    role: Literal["artifact", "output", "tool"] = "artifact"  # what produced it
+    media_type: Literal["text", "markdown", "json"] = "text"
 
 
 ExtractorInbox = Observe

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import uuid
 from contextlib import asynccontextmanager
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -20,26 +19,18 @@ from nats.js import api
 
 from actors.runtime.bus import connect as bus_connect
 from protocols.messages import (
-    FUSION_INBOX,
     MATERIALIZER_REPLY,
     PROJECTOR_REPLY,
     SIMULATOR_REPLY,
-    AddBelief,
-    Belief,
-    BeliefListReply,
-    BeliefReply,
-    BeliefType,
     DeadLetter,
-    GetBelief,
-    ListBeliefs,
     Message,
-    Observe,
     RpcError,
     encode,
 )
-from protocols.subjects import RpcVerb, check_name, dlq, obs, ops, rpc
-from worldline.crew import CrewMixin, validated
-from worldline.errors import BadRequest, BusUnavailable, NotApplied, Rejected
+from protocols.subjects import RpcVerb, check_name, rpc
+from worldline.beliefs import BeliefMixin
+from worldline.crew import validated
+from worldline.errors import BadRequest, BusUnavailable
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -61,7 +52,7 @@ def _new_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:16]}"
 
 
-class World(CrewMixin):
+class World(BeliefMixin):
     """One agent's handle on one world. Build it with :func:`connect`."""
 
     def __init__(self, nc: NATS, *, world: str, agent: str, timeout: float) -> None:
@@ -70,98 +61,6 @@ class World(CrewMixin):
         self.world = world
         self.agent = agent
         self.timeout = timeout
-
-    async def add(
-        self,
-        text: str,
-        *,
-        confidence: float | None = None,
-        type: BeliefType = "claim",
-        id: str | None = None,
-    ) -> Belief:
-        """Seed a belief (a given confidence is a weak prior) and return it once
-        applied.
-
-        Raises:
-            BadRequest: empty text, confidence outside 0-1, or a confidence on a
-            goal/gap. Rejected: the world refused the op (for example, the id is taken).
-            NotApplied: the op is recorded but no actor applied it within the timeout.
-            BusUnavailable: NATS went away.
-        """
-        if type in ("goal", "gap") and confidence is not None:
-            raise BadRequest(f"a {type} carries no probability; drop the confidence")
-        op = validated(
-            AddBelief(
-                op_id=_new_id("op"),
-                author=self.agent,
-                at=datetime.now(UTC),
-                belief_id=id or _new_id("b"),
-                text=text,
-                type=type,
-                confidence=confidence,
-            )
-        )
-        rejections = await self._nc.subscribe(dlq(self.world, "fusion"))
-        try:
-            await self._publish(ops(self.world, self.agent), op, op.op_id)
-            return await self._await_belief(op, rejections)
-        finally:
-            await rejections.unsubscribe()
-
-    async def _await_belief(self, op: AddBelief, rejections: Any) -> Belief:
-        with anyio.move_on_after(self.timeout):
-            while True:
-                belief = await self.get(op.belief_id)
-                if belief is not None and belief.origin == op.op_id:
-                    return belief
-                # Absent, or created by another op: fusion will dead-letter ours.
-                try:
-                    msg = await rejections.next_msg(timeout=0.05)
-                except nats.errors.TimeoutError:
-                    continue
-                letter = _DEAD_LETTER.decode(msg.data)
-                try:
-                    rejected = FUSION_INBOX.decode(letter.payload)
-                except msgspec.MsgspecError:
-                    continue
-                if rejected.op_id == op.op_id:
-                    raise Rejected(letter.reason)
-        raise NotApplied(
-            f"op {op.op_id} is recorded but belief {op.belief_id} was not applied "
-            f"within {self.timeout:g}s; are the actors running (`worldline up`)?"
-        )
-
-    async def observe(self, text: str, *, source: str = "") -> str:
-        """Hand an artifact to the extractor; return the observation id."""
-        observation = validated(
-            Observe(
-                obs_id=_new_id("obs"),
-                author=self.agent,
-                at=datetime.now(UTC),
-                source=source,
-                text=text,
-            )
-        )
-        await self._publish(
-            obs(self.world, self.agent), observation, observation.obs_id
-        )
-        return observation.obs_id
-
-    async def get(self, belief_id: str) -> Belief | None:
-        """One belief by id, or None if the world holds none with that id."""
-        reply = await self._request("get", GetBelief(belief_id=belief_id))
-        if not isinstance(reply, BeliefReply):
-            raise BadRequest(f"unexpected reply to get: {reply!r}")
-        return reply.belief
-
-    async def list(
-        self, *, type: BeliefType | None = None, limit: int = 1000
-    ) -> list[Belief]:
-        """The active set, oldest first."""
-        reply = await self._request("list", ListBeliefs(type=type, limit=limit))
-        if not isinstance(reply, BeliefListReply):
-            raise BadRequest(f"unexpected reply to list: {reply!r}")
-        return list(reply.beliefs)
 
     async def _publish(self, subject: str, message: Message, msg_id: str) -> None:
         try:

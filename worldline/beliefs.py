@@ -1,0 +1,316 @@
+"""The belief half of the SDK: add, evidence, observe/after, get/list/read/trace,
+retract/resolve, relate (belief edges), trust. Mixed into
+:class:`worldline.client.World`."""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import anyio
+import msgspec
+import nats.errors
+
+from protocols.beliefs import BeliefEdge, Direction, EdgeType, Evidence, EvidenceKind
+from protocols.messages import (
+    FUSION_INBOX,
+    AddBelief,
+    AddEvidence,
+    Belief,
+    BeliefListReply,
+    BeliefReply,
+    BeliefType,
+    CloseBelief,
+    DeadLetter,
+    GetBelief,
+    LinkBeliefs,
+    ListBeliefs,
+    Message,
+    Observe,
+    ReadWorld,
+    SetTrust,
+    TraceBelief,
+    TraceReply,
+    WorldReply,
+)
+from protocols.subjects import dlq, obs
+from worldline.crew import CrewMixin, validated
+from worldline.errors import BadRequest, NotApplied, Rejected
+
+__all__ = ["BeliefMixin"]
+
+_DEAD_LETTER = msgspec.msgpack.Decoder(DeadLetter)
+Flag = Literal["stale", "stable", "contradicted", "uncertain"]
+
+
+def _new_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:16]}"
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class BeliefMixin(CrewMixin):
+    """Belief verbs, on top of the crew verbs (``_submit``, ``_publish_op``); the
+    client supplies ``_request`` and ``_publish``."""
+
+    async def _publish(self, subject: str, message: Message, msg_id: str) -> None:
+        raise NotImplementedError
+
+    # --- writes through fusion -----------------------------------------------------
+
+    async def _through_fusion(self, op: Any, belief_id: str) -> Belief:
+        """Record ``op``; return the belief once fusion's posterior for it (or a
+        later one) is readable, or raise the reason fusion dead-lettered it."""
+        rejections = await self._nc.subscribe(dlq(self.world, "fusion"))
+        try:
+            seq = await self._publish_op(validated(op))
+            with anyio.move_on_after(self.timeout):
+                while True:
+                    belief = await self.get(belief_id)
+                    if belief is not None and belief.version >= seq:
+                        return belief
+                    try:
+                        msg = await rejections.next_msg(timeout=0.05)
+                    except nats.errors.TimeoutError:
+                        continue
+                    letter = _DEAD_LETTER.decode(msg.data)
+                    try:
+                        rejected = FUSION_INBOX.decode(letter.payload)
+                    except msgspec.MsgspecError:
+                        continue
+                    if rejected.op_id == op.op_id:
+                        raise Rejected(letter.reason)
+        finally:
+            await rejections.unsubscribe()
+        raise NotApplied(
+            f"op {op.op_id} is recorded (seq {seq}) but belief {belief_id} did not "
+            f"reflect it within {self.timeout:g}s; are the actors running?"
+        )
+
+    async def add(
+        self,
+        text: str,
+        *,
+        confidence: float | None = None,
+        type: BeliefType = "claim",
+        id: str | None = None,
+    ) -> Belief:
+        """Seed a belief (a stated confidence is a weak prior) and return it applied.
+
+        Raises:
+            BadRequest: empty text, confidence outside 0-1, or a confidence on a
+                goal or gap.
+            Rejected: the world refused it (for example, the id is taken).
+            NotApplied: recorded, but no actor applied it within the timeout.
+        """
+        if type in ("goal", "gap") and confidence is not None:
+            raise BadRequest(f"a {type} carries no probability; drop the confidence")
+        op = AddBelief(
+            op_id=_new_id("op"),
+            author=self.agent,
+            at=_now(),
+            belief_id=id or _new_id("b"),
+            text=text,
+            type=type,
+            confidence=confidence,
+        )
+        return await self._through_fusion(op, op.belief_id)
+
+    async def evidence(
+        self,
+        belief_id: str,
+        *,
+        direction: Direction,
+        kind: EvidenceKind,
+        source: str,
+        text: str = "",
+        artifact: str = "",
+        observed_at: datetime | None = None,
+        id: str | None = None,
+    ) -> Belief:
+        """Attach one piece of evidence; return the belief as it now reads.
+
+        Raises:
+            BadRequest: an unknown direction or kind, or a malformed field.
+            Rejected: no such belief, or the belief is retracted.
+        """
+        at = _now()
+        item = Evidence(
+            id=id or _new_id("ev"),
+            belief_id=belief_id,
+            direction=direction,
+            kind=kind,
+            source=source,
+            observed_at=observed_at or at,
+            text=text,
+            artifact=artifact,
+            author=self.agent,
+        )
+        op = AddEvidence(op_id=_new_id("op"), author=self.agent, at=at, evidence=item)
+        return await self._through_fusion(op, belief_id)
+
+    async def retract(self, belief_id: str, reason: str = "") -> Belief:
+        """Tombstone a belief: it stops counting but stays readable and traceable."""
+        return await self._close(belief_id, "retracted", reason)
+
+    async def resolve(self, gap_id: str, reason: str = "") -> Belief:
+        """Mark a gap resolved."""
+        return await self._close(gap_id, "resolved", reason)
+
+    async def _close(
+        self, belief_id: str, how: Literal["retracted", "resolved"], reason: str
+    ) -> Belief:
+        op = CloseBelief(
+            op_id=_new_id("op"),
+            author=self.agent,
+            at=_now(),
+            belief_id=belief_id,
+            how=how,
+            reason=reason,
+        )
+        return await self._through_fusion(op, belief_id)
+
+    async def trust(self, source: str, value: float, *, lock: bool = False) -> int:
+        """Scale ``source``'s contribution (``agent:<name>`` for an agent's) by
+        ``value``; ``lock`` keeps others from changing it. Returns the op sequence."""
+        op = SetTrust(
+            op_id=_new_id("op"),
+            author=self.agent,
+            at=_now(),
+            source=source,
+            trust=value,
+            lock=lock,
+        )
+        rejections = await self._nc.subscribe(dlq(self.world, "fusion"))
+        try:
+            seq = await self._submit(op)  # the materializer has seen it
+            with anyio.move_on_after(0.5):  # fusion refuses a locked setting
+                while True:
+                    msg = await rejections.next_msg(timeout=0.5)
+                    letter = _DEAD_LETTER.decode(msg.data)
+                    if letter.reason and op.op_id.encode() in letter.payload:
+                        raise Rejected(letter.reason)
+        except nats.errors.TimeoutError:
+            pass
+        finally:
+            await rejections.unsubscribe()
+        return seq
+
+    async def relate(
+        self,
+        source: str,
+        target: str,
+        *,
+        type: EdgeType,
+        confidence: float = 0.8,
+        id: str | None = None,
+    ) -> int:
+        """Add a typed edge between two beliefs with its own confidence."""
+        edge = BeliefEdge(
+            id=id or _new_id("be"),
+            type=type,
+            source=source,
+            target=target,
+            confidence=confidence,
+        )
+        op = LinkBeliefs(op_id=_new_id("op"), author=self.agent, at=_now(), edge=edge)
+        return await self._submit(op)
+
+    # --- observations ---------------------------------------------------------------
+
+    async def observe(
+        self,
+        text: str,
+        *,
+        source: str = "",
+        role: Literal["artifact", "output", "tool"] = "artifact",
+        media_type: Literal["text", "markdown", "json"] | None = None,
+    ) -> str:
+        """Hand an artifact to the extractor; return the observation id.
+
+        The id is derived from the content, so observing the same artifact twice
+        changes nothing.
+        """
+        kind = media_type or _sniff(text)
+        digest = hashlib.sha256(
+            "\0".join((self.agent, source, role, kind, text)).encode()
+        ).hexdigest()[:24]
+        observation = validated(
+            Observe(
+                obs_id=f"obs-{digest}",
+                author=self.agent,
+                at=_now(),
+                source=source,
+                text=text,
+                role=role,
+                media_type=kind,
+            )
+        )
+        await self._publish(
+            obs(self.world, self.agent), observation, observation.obs_id
+        )
+        return observation.obs_id
+
+    async def after(self, output: str) -> str:
+        """Hand this agent's turn output to the extractor (claims it made, hedges,
+        risks and open questions become beliefs and evidence)."""
+        return await self.observe(output, source=f"agent:{self.agent}", role="output")
+
+    # --- reads ----------------------------------------------------------------------
+
+    async def get(self, belief_id: str, *, at: datetime | None = None) -> Belief | None:
+        """One belief by id, read at clock ``at`` (default: as of its last change)."""
+        reply = await self._request("get", GetBelief(belief_id=belief_id, at=at))
+        if not isinstance(reply, BeliefReply):
+            raise BadRequest(f"unexpected reply to get: {reply!r}")
+        return reply.belief
+
+    async def list(
+        self,
+        *,
+        type: BeliefType | None = None,
+        label: str | None = None,
+        flag: Flag | None = None,
+        status: Literal["active", "retracted", "resolved", "any"] = "active",
+        at: datetime | None = None,
+        limit: int = 1000,
+    ) -> list[Belief]:
+        """The active set (or a filtered part of it), oldest first."""
+        request = ListBeliefs(
+            type=type, label=label, flag=flag, status=status, at=at, limit=limit
+        )
+        reply = await self._request("list", request)
+        if not isinstance(reply, BeliefListReply):
+            raise BadRequest(f"unexpected reply to list: {reply!r}")
+        return list(reply.beliefs)
+
+    async def read(self, *, at: datetime | None = None) -> WorldReply:
+        """The whole world model: beliefs, edges, gaps, goals, contradictions, and the
+        crew world (declaration, entities, typed edges)."""
+        reply = await self._request("read", ReadWorld(at=at))
+        if not isinstance(reply, WorldReply):
+            raise BadRequest(f"unexpected reply to read: {reply!r}")
+        return reply
+
+    async def trace(self, belief_id: str) -> TraceReply:
+        """The provenance chain: every evidence item, its source and observation, and
+        how the confidence moved at each step."""
+        reply = await self._request("trace", TraceBelief(belief_id=belief_id))
+        if not isinstance(reply, TraceReply):
+            raise BadRequest(f"unexpected reply to trace: {reply!r}")
+        if reply.belief is None:
+            raise BadRequest(f"no belief {belief_id!r} in world {self.world!r}")
+        return reply
+
+
+def _sniff(text: str) -> Literal["text", "markdown", "json"]:
+    stripped = text.lstrip()
+    if stripped.startswith(("{", "[")):
+        return "json"
+    if any(line.lstrip().startswith(("#", "- ", "* ")) for line in text.splitlines()):
+        return "markdown"
+    return "text"
