@@ -212,7 +212,8 @@ class Statement(Message, tag="op.statement.v1", kw_only=True, frozen=True):
     belief_id: Ident
     text: BeliefText
     type: BeliefType = "claim"
-    evidence: Evidence
+    negated: bool = False  # the text itself is negated ("X is not Y")
+    evidence: Evidence  # its direction is relative to the text's positive form
 
 
 class SetTrust(Message, tag="op.set_trust.v1", kw_only=True, frozen=True):

@@ -14,6 +14,7 @@ import re
 import signal
 import sys
 import tempfile
+from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -25,6 +26,7 @@ from actors.registry import ACTORS, build
 from actors.runtime.embedded import EmbeddedNats
 from actors.runtime.errors import ActorError
 from actors.runtime.supervise import run_actors
+from protocols.beliefs import DIRECTIONS, EDGE_TYPES, EVIDENCE_KINDS
 from protocols.messages import (
     BELIEF_TYPES,
     Belief,
@@ -209,9 +211,112 @@ def _add(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
     return run
 
 
+def _evidence(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
+    async def run(world: World) -> None:
+        belief = await world.evidence(
+            args.id,
+            direction=args.direction,
+            kind=args.kind,
+            source=args.source,
+            text=args.text,
+            observed_at=args.at,
+        )
+        _emit(args, belief, _show(belief))
+
+    return run
+
+
+def _close(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
+    async def run(world: World) -> None:
+        if args.verb == "resolve":
+            belief = await world.resolve(args.id, args.reason)
+        else:
+            belief = await world.retract(args.id, args.reason)
+        _emit(args, belief, _show(belief))
+
+    return run
+
+
+def _relate(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
+    async def run(world: World) -> None:
+        seq = await world.relate(
+            args.source, args.target, type=args.type, confidence=args.confidence
+        )
+        _emit(
+            args,
+            {"source": args.source, "target": args.target, "seq": seq},
+            f"{args.source} -{args.type} ({args.confidence:g})-> {args.target}",
+        )
+
+    return run
+
+
+def _trust(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
+    async def run(world: World) -> None:
+        seq = await world.trust(args.source, args.value, lock=args.lock)
+        _emit(
+            args,
+            {"source": args.source, "trust": args.value, "seq": seq},
+            f"trust {args.source} = {args.value:g}{' (locked)' if args.lock else ''}",
+        )
+
+    return run
+
+
+def _trace(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
+    async def run(world: World) -> None:
+        reply = await world.trace(args.id)
+        assert reply.belief is not None
+        lines = [_show(reply.belief)]
+        for step in reply.steps:
+            e = step.evidence
+            moved = (
+                "no probability"
+                if step.after is None
+                else f"{step.before:.2f} -> {step.after:.2f}"
+            )
+            where = f" [{e.artifact}]" if e.artifact else ""
+            lines.append(
+                f"  {e.observed_at.isoformat()}  {e.direction:<8} {e.kind:<15} "
+                f"{e.source}{where} by {e.author}: {moved}"
+                + (f"\n      {e.text}" if e.text else "")
+            )
+        lines += [
+            f"  edge {e.id}: {e.source} -{e.type} ({e.confidence:g})-> {e.target}"
+            for e in reply.edges
+        ]
+        _emit(args, reply, "\n".join(lines))
+
+    return run
+
+
+def _read(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
+    async def run(world: World) -> None:
+        reply = await world.read(at=args.at)
+        lines = [f"beliefs ({len(reply.beliefs)}):"]
+        lines += [_show(b) for b in reply.beliefs]
+        lines.append(f"gaps ({len(reply.gaps)}):")
+        lines += [_show(b) for b in reply.gaps]
+        lines.append(f"goals ({len(reply.goals)}):")
+        lines += [_show(b) for b in reply.goals]
+        lines.append(f"contradictions ({len(reply.contradictions)}):")
+        lines += [
+            f"  {c.kind}: {' vs '.join(c.beliefs)} (strength {c.strength:.2f})"
+            for c in reply.contradictions
+        ]
+        lines.append(f"edges ({len(reply.belief_edges)}):")
+        lines += [
+            f"  {e.source} -{e.type} ({e.confidence:g})-> {e.target}"
+            for e in reply.belief_edges
+        ]
+        _emit(args, reply, "\n".join(lines))
+
+    return run
+
+
 def _get(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
     async def run(world: World) -> None:
-        belief = await world.get(args.id)
+        belief = await world.get(args.id, at=args.at)
         if belief is None:
             raise BadRequest(f"no belief {args.id!r} in world {world.world!r}")
         _emit(args, belief, _show(belief))
@@ -221,7 +326,14 @@ def _get(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
 
 def _list(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
     async def run(world: World) -> None:
-        beliefs = await world.list(type=args.type, limit=args.limit)
+        beliefs = await world.list(
+            type=args.type,
+            label=args.label,
+            flag=args.flag,
+            status=args.status,
+            at=args.at,
+            limit=args.limit,
+        )
         human = (
             "\n".join(_show(b) for b in beliefs) or f"world {world.world!r} is empty"
         )
@@ -241,7 +353,10 @@ def _observe(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
     source = args.source or ("stdin" if args.file == "-" else Path(args.file).name)
 
     async def run(world: World) -> None:
-        obs_id = await world.observe(text, source=source)
+        if args.verb == "after":
+            obs_id = await world.after(text)
+        else:
+            obs_id = await world.observe(text, source=source)
         _emit(args, {"obs_id": obs_id}, f"observed {obs_id} (extraction is async)")
 
     return run
@@ -381,6 +496,14 @@ CLIENT_VERBS: dict[str, Callable[[argparse.Namespace], Callable[[World], Any]]] 
     "get": _get,
     "list": _list,
     "observe": _observe,
+    "after": _observe,
+    "evidence": _evidence,
+    "retract": _close,
+    "resolve": _close,
+    "relate": _relate,
+    "trust": _trust,
+    "trace": _trace,
+    "read": _read,
     "world.load": _world_load,
     "world.show": _world_show,
     "write": _write,
@@ -457,6 +580,16 @@ def _confidence(text: str) -> float:
     return value
 
 
+def _instant(text: str) -> datetime:
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an ISO time like 2026-03-01T12:00:00+00:00"
+        ) from None
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
 def parser() -> argparse.ArgumentParser:
     """The CLI's argument parser (also the source of the CLI reference)."""
     root = argparse.ArgumentParser(
@@ -515,10 +648,63 @@ def parser() -> argparse.ArgumentParser:
 
     get = verbs.add_parser("get", parents=[client], help="one belief by id")
     get.add_argument("id")
+    get.add_argument("--at", type=_instant, default=None, help="read at this clock")
 
     lst = verbs.add_parser("list", parents=[client], help="the active set of beliefs")
     lst.add_argument("--type", choices=BELIEF_TYPES, default=None)
     lst.add_argument("--limit", type=int, default=1000)
+    lst.add_argument("--label", default=None)
+    lst.add_argument(
+        "--flag", choices=["stale", "stable", "contradicted", "uncertain"], default=None
+    )
+    lst.add_argument(
+        "--status", choices=["active", "retracted", "resolved", "any"], default="active"
+    )
+    lst.add_argument("--at", type=_instant, default=None, help="read at this clock")
+
+    ev = verbs.add_parser(
+        "evidence", parents=[client], help="attach one piece of evidence to a belief"
+    )
+    ev.add_argument("id", help="belief id")
+    ev.add_argument("--direction", choices=DIRECTIONS, required=True)
+    ev.add_argument("--kind", choices=EVIDENCE_KINDS, required=True)
+    ev.add_argument("--source", required=True, help="who or what it came from")
+    ev.add_argument("--text", default="")
+    ev.add_argument("--at", type=_instant, default=None, help="when it was observed")
+
+    after = verbs.add_parser(
+        "after", parents=[client], help="hand this agent's turn output to the extractor"
+    )
+    after.add_argument("file", help="a text file, or - for standard input")
+    after.add_argument("--source", default="", help=argparse.SUPPRESS)
+
+    trace = verbs.add_parser("trace", parents=[client], help="a belief's provenance")
+    trace.add_argument("id")
+
+    read = verbs.add_parser(
+        "read", parents=[client], help="the whole world model (beliefs, gaps, ...)"
+    )
+    read.add_argument("--at", type=_instant, default=None, help="read at this clock")
+
+    for name, what in (("retract", "tombstone a belief"), ("resolve", "close a gap")):
+        closing = verbs.add_parser(name, parents=[client], help=what)
+        closing.add_argument("id")
+        closing.add_argument("--reason", default="")
+
+    relate = verbs.add_parser(
+        "relate", parents=[client], help="a typed edge between two beliefs"
+    )
+    relate.add_argument("source", help="belief id")
+    relate.add_argument("type", choices=EDGE_TYPES)
+    relate.add_argument("target", help="belief id")
+    relate.add_argument("--confidence", type=_confidence, default=0.8)
+
+    trust = verbs.add_parser(
+        "trust", parents=[client], help="scale a source's (or agent:NAME's) weight"
+    )
+    trust.add_argument("source")
+    trust.add_argument("value", type=float)
+    trust.add_argument("--lock", action="store_true")
 
     observe = verbs.add_parser(
         "observe", parents=[client], help="hand an artifact to the extractor"

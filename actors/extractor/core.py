@@ -1,84 +1,191 @@
-"""Extractor core: turns an artifact into belief ops. Pure, deterministic, no network.
+"""Extractor core: turns an artifact into belief statements. Pure, deterministic, no
+network and no model weights.
 
-For now each non-empty statement (a line, or a sentence within a line) becomes a
-``claim`` with no stated confidence, attributed to the observation's author and source.
-Ids derive from the observation id and position, so re-extracting the same artifact
-yields the same ops (and JetStream de-duplicates them by Nats-Msg-Id).
+Accepts text and markdown (sentence-level statements: questions become gaps, risk
+language risks, hedges assumptions, negation refutes), structured JSON artifacts
+(explicit ``claims`` and ``evidence``), and tool results. Each statement becomes a
+``Statement`` op: evidence for the belief its normalized text names, which fusion
+creates if the world does not hold it yet, so a restatement is evidence, never a
+duplicate. Evidence kind follows what produced the artifact: a tool's result is a
+measurement, an observed document a citation, an agent's own output an inference,
+and a hedge an assumption.
 
-Stateless: replicas share one durable on the OBS work queue.
-Output: ``AddBelief`` on ``wl.<world>.ops.extractor``.
+Ids derive from the observation id and position, and observation ids from content,
+so observing the same artifact twice changes nothing. Stateless: replicas share one
+durable on the OBS work queue.
+Output: ``Statement`` on ``wl.<world>.ops.extractor``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
-import re
-from typing import Final
+from dataclasses import dataclass
+from typing import Annotated, Final, Literal
 
+import msgspec
+
+from actors.extractor.text import belief_id, classify, statements
 from actors.runtime.errors import InvalidInput
 from actors.runtime.spec import Context, Outgoing, Reader, Step
-from protocols.messages import AddBelief, Observe
+from protocols.beliefs import Direction, Evidence, EvidenceKind
+from protocols.messages import BeliefType, Observe, Statement
 from protocols.subjects import ops
 
-__all__ = ["AUTHOR", "MAX_STATEMENTS", "handle", "statements"]
+__all__ = ["AUTHOR", "MAX_STATEMENTS", "JsonArtifact", "handle", "statements"]
 
 AUTHOR: Final = "extractor"
 MAX_STATEMENTS: Final = 512  # per artifact; more is an error, never a silent cut
 MAX_STATEMENT_CHARS: Final = 4096
+KIND_BY_ROLE: Final[dict[str, EvidenceKind]] = {
+    "artifact": "citation",
+    "output": "inference",
+    "tool": "measurement",
+}
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
-_BULLET = re.compile(r"^\s*(?:[-*+\u2022]|\d+[.)])\s+")
+Short = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_STATEMENT_CHARS)]
 
 
-def statements(text: str) -> list[str]:
-    """Split an artifact into statements: lines, then sentences; bullets stripped."""
-    found: list[str] = []
-    seen: set[str] = set()
-    for line in text.splitlines():
-        line = _BULLET.sub("", line).strip()
-        if not line or line.startswith("#"):
-            continue
-        for sentence in _SENTENCE_END.split(line):
-            sentence = " ".join(sentence.split())
-            if sentence and sentence not in seen:
-                seen.add(sentence)
-                found.append(sentence[:MAX_STATEMENT_CHARS])
-    return found
+class JsonClaim(msgspec.Struct, frozen=True, kw_only=True):
+    text: Short
+    type: Literal["claim", "assumption", "risk", "evidence", "gap", "goal"] | None = (
+        None
+    )
+    kind: EvidenceKind | None = None
+    source: str | None = None
+
+
+class JsonEvidence(msgspec.Struct, frozen=True, kw_only=True):
+    belief: Short  # the statement it bears on (matched by normalized text)
+    direction: Direction
+    kind: EvidenceKind
+    source: str | None = None
+    text: Annotated[str, msgspec.Meta(max_length=MAX_STATEMENT_CHARS)] = ""
+
+
+class JsonArtifact(msgspec.Struct, frozen=True, kw_only=True):
+    """A structured artifact: explicit claims and evidence (unknown keys ignored)."""
+
+    claims: list[JsonClaim] = msgspec.field(default_factory=list)
+    evidence: list[JsonEvidence] = msgspec.field(default_factory=list)
+    tool: str | None = None  # a tool result: {"tool": name, "result": "..."}
+    result: Annotated[str, msgspec.Meta(max_length=1024 * 1024)] | None = None
+
+
+_JSON = msgspec.json.Decoder(JsonArtifact)
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """One statement read from an artifact. ``direction`` is relative to the
+    statement's positive form; ``negated`` says whether its own text is negated."""
+
+    text: str
+    type: BeliefType
+    direction: Direction
+    kind: EvidenceKind
+    source: str
+    negated: bool
+    note: str = ""
 
 
 def handle(reader: Reader, obs: Observe, ctx: Context) -> Step:
-    """Extract one ``AddBelief`` per statement of the artifact.
+    """Extract one ``Statement`` per statement of the artifact.
 
     Raises:
-        InvalidInput: the body names another author than the subject, or the artifact
-            holds more than :data:`MAX_STATEMENTS` statements.
+        InvalidInput: the body names another author than the subject, a JSON artifact
+            does not match the documented shape, or it holds more than
+            :data:`MAX_STATEMENTS` statements.
     """
     if obs.author != ctx.author:
         raise InvalidInput(
             f"observation {obs.obs_id} names author {obs.author!r} but was published "
             f"on {ctx.subject!r}; agents publish only their own observations"
         )
-    found = statements(obs.text)
+    source = (obs.source or obs.author)[:256]
+    kind = KIND_BY_ROLE[obs.role]
+    if obs.media_type == "json":
+        found = _from_json(obs.text, source, kind)
+    else:
+        found = _from_text(obs.text, source, kind)
     if len(found) > MAX_STATEMENTS:
         raise InvalidInput(
             f"artifact holds {len(found)} statements, more than {MAX_STATEMENTS}; "
             "split it into smaller observations"
         )
-    source = f"{obs.author}:{obs.source}" if obs.source else obs.author
-    out = []
-    for index, text in enumerate(found):
-        # Derived from (world, observation, position): stable, and short whatever
-        # the length of the observation id.
-        key = f"{ctx.world}\0{obs.obs_id}\0{index}".encode()
-        digest = hashlib.sha256(key).hexdigest()[:24]
-        op_id = f"op-{digest}"
-        op = AddBelief(
-            op_id=op_id,
-            author=AUTHOR,
-            at=obs.at,
-            belief_id=f"b-{digest}",
-            text=text,
-            source=source,
+    return Step(out=[_statement(ctx, obs, i, item) for i, item in enumerate(found)])
+
+
+def _read(text: str, source: str, kind: EvidenceKind) -> Found:
+    reading = classify(text[:MAX_STATEMENT_CHARS])
+    direction: Direction = "refutes" if reading.negated else "supports"
+    if reading.type == "gap":
+        direction = "neutral"
+    return Found(
+        text=reading.text,
+        type=reading.type,
+        direction=direction,
+        kind="assumption" if reading.type == "assumption" else kind,
+        source=source,
+        negated=reading.negated,
+    )
+
+
+def _from_text(text: str, source: str, kind: EvidenceKind) -> list[Found]:
+    return [_read(sentence, source, kind) for sentence in statements(text)]
+
+
+def _from_json(text: str, source: str, kind: EvidenceKind) -> list[Found]:
+    try:
+        artifact = _JSON.decode(text)
+    except msgspec.MsgspecError as exc:
+        raise InvalidInput(
+            f"JSON artifact not understood ({exc}); expected an object with "
+            '"claims": [{"text": ...}], "evidence": [{"belief", "direction", '
+            '"kind"}], or a tool result {"tool": ..., "result": "..."}'
+        ) from exc
+    found = []
+    for claim in artifact.claims:
+        read = _read(claim.text, claim.source or source, claim.kind or kind)
+        found.append(dataclasses.replace(read, type=claim.type or read.type))
+    for item in artifact.evidence:
+        read = _read(item.belief, item.source or source, item.kind)
+        direction = item.direction  # stated against the text as written
+        if read.negated and direction != "neutral":
+            direction = "supports" if direction == "refutes" else "refutes"
+        found.append(
+            dataclasses.replace(
+                read, direction=direction, kind=item.kind, note=item.text
+            )
         )
-        out.append(Outgoing(subject=ops(ctx.world, AUTHOR), message=op, msg_id=op_id))
-    return Step(out=out)
+    if artifact.result:
+        origin = f"tool:{artifact.tool}" if artifact.tool else source
+        found += _from_text(artifact.result, origin[:256], "measurement")
+    return found
+
+
+def _statement(ctx: Context, obs: Observe, index: int, item: Found) -> Outgoing:
+    digest = hashlib.sha256(f"{ctx.world}\0{obs.obs_id}\0{index}".encode())
+    op_id = f"op-{digest.hexdigest()[:24]}"
+    target = belief_id(ctx.world, item.text)
+    op = Statement(
+        op_id=op_id,
+        author=AUTHOR,
+        at=obs.at,
+        belief_id=target,
+        text=item.text,
+        type=item.type,
+        negated=item.negated,
+        evidence=Evidence(
+            id=f"ev-{digest.hexdigest()[:24]}",
+            belief_id=target,
+            direction=item.direction,
+            kind=item.kind,
+            source=item.source,
+            observed_at=obs.at,
+            text=item.note or item.text,
+            artifact=obs.obs_id,
+            author=AUTHOR,
+        ),
+    )
+    return Outgoing(subject=ops(ctx.world, AUTHOR), message=op, msg_id=op_id)

@@ -70,6 +70,7 @@ class FusedBelief(
     belief: Belief
     op_id: str  # the op that created it (a replay of that op is a no-op)
     evidence: list[Evidence] = msgspec.field(default_factory=list)  # sorted by id
+    negated: bool = False  # its text is a negation: statements flip against it
 
 
 class TrustSetting(
@@ -287,8 +288,16 @@ def _statement(
 ) -> Step:
     if op.evidence.belief_id != op.belief_id:
         raise InvalidInput(f"statement {op.op_id}: evidence names another belief")
-    fused = _load(reader, ctx.world, op.belief_id) or _new_belief(op, None)
-    updated = _with_evidence(reader, ctx, fused, op.evidence)
+    fused = _load(reader, ctx.world, op.belief_id)
+    if fused is None:
+        fused = msgspec.structs.replace(_new_belief(op, None), negated=op.negated)
+    item = op.evidence
+    if fused.negated and item.direction != "neutral":
+        # The direction is stated against the positive form; this belief's text
+        # is the negation, so support for one is refutation of the other.
+        flipped = "supports" if item.direction == "refutes" else "refutes"
+        item = msgspec.structs.replace(item, direction=flipped)
+    updated = _with_evidence(reader, ctx, fused, item)
     if updated is None:
         return Step()
     return _emit(reader, ctx, updated, op.op_id, op.at, shard)

@@ -272,7 +272,12 @@ def influence(
     index = {bid: i for i, bid in enumerate(ordered)}
     links = []
     for e in sorted(edges, key=lambda e: e.id):
-        if e.removed or e.source not in index or e.target not in index:
+        if (
+            e.removed
+            or e.confidence <= 0.0  # a link believed absent carries nothing
+            or e.source not in index
+            or e.target not in index
+        ):
             continue
         if e.type in ("depends_on", "derived_from"):
             links.append((index[e.source], index[e.target], e.confidence))

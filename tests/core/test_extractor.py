@@ -1,0 +1,231 @@
+"""The extractor core: statements, types, polarity, restatements, JSON and tools."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Final
+
+import pytest
+
+from actors.extractor import core as extractor
+from actors.extractor.text import belief_id, classify, normalize, statements
+from actors.fusion import core as fusion
+from actors.runtime.errors import InvalidInput
+from actors.runtime.memory import MemoryState
+from actors.runtime.spec import Context
+from protocols.messages import Observe, PosteriorUpdate, Statement
+from protocols.subjects import obs, ops
+
+W: Final = "w1"
+T0: Final = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+
+def observe(
+    text: str,
+    *,
+    obs_id: str = "obs-1",
+    source: str = "",
+    role: str = "artifact",
+    media_type: str = "text",
+) -> Observe:
+    return Observe(
+        obs_id=obs_id,
+        author="alice",
+        at=T0,
+        source=source,
+        text=text,
+        role=role,  # type: ignore[arg-type]
+        media_type=media_type,  # type: ignore[arg-type]
+    )
+
+
+def extract(o: Observe, world: str = W) -> list[Statement]:
+    ctx = Context(
+        world=world, author="alice", subject=obs(world, "alice"), seq=1, now=T0
+    )
+    out = extractor.handle(MemoryState(), o, ctx).out
+    found = []
+    for item in out:
+        assert item.subject == ops(world, extractor.AUTHOR)
+        assert isinstance(item.message, Statement)
+        assert item.msg_id == item.message.op_id
+        found.append(item.message)
+    return found
+
+
+def test_statements_split_lines_sentences_and_bullets() -> None:
+    text = (
+        "# Standup notes\n"
+        "- The cache is cold. Builds take 12 min!\n"
+        "* Deploys   happen\tdaily\n"
+        "```\ncode = 'not a statement'\n```\n"
+        "1. Tests are flaky?\n"
+        "2) version 2.5 is pinned\n"
+        "   Plain line.   \n"
+        "- Same thing. Same thing.\n"
+    )
+    assert statements(text) == [
+        "The cache is cold.",
+        "Builds take 12 min!",
+        "Deploys happen daily",
+        "Tests are flaky?",
+        "version 2.5 is pinned",
+        "Plain line.",
+        "Same thing.",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("sentence", "kind", "negated"),
+    [
+        ("Authentication is enforced at the API middleware.", "claim", False),
+        ("The export endpoint does not check auth.", "claim", True),
+        ("Is the TPA segment growing?", "gap", False),
+        ("Pilots probably convert within a quarter.", "assumption", False),
+        ("I think the cache is warm.", "assumption", False),
+        ("A schema change risks an outage during deploy.", "risk", False),
+    ],
+)
+def test_classify_reads_type_and_polarity(
+    sentence: str, kind: str, negated: bool
+) -> None:
+    reading = classify(sentence)
+    assert (reading.type, reading.negated) == (kind, negated)
+
+
+def test_a_restatement_names_the_same_belief() -> None:
+    a = "Auth is enforced at the middleware."
+    b = "The middleware enforces auth"
+    negated = "Auth isn't enforced at the middleware."
+    assert normalize(a)[0] == normalize(b)[0] == normalize(negated)[0]
+    assert belief_id(W, a) == belief_id(W, b) == belief_id(W, negated)
+    assert belief_id(W, a) != belief_id("w2", a)
+    assert belief_id(W, a) != belief_id(W, "Auth is enforced at the gateway.")
+
+
+def test_statements_carry_typed_evidence_from_the_artifact() -> None:
+    found = extract(
+        observe(
+            "Auth is enforced at the middleware.\nExport does not check auth.\n"
+            "Is the SLA signed?",
+            source="audit.md",
+        )
+    )
+    assert [(s.type, s.negated, s.evidence.direction) for s in found] == [
+        ("claim", False, "supports"),
+        ("claim", True, "refutes"),
+        ("gap", False, "neutral"),
+    ]
+    assert {s.evidence.kind for s in found[:2]} == {"citation"}
+    assert all(s.evidence.source == "audit.md" for s in found)
+    assert all(s.evidence.artifact == "obs-1" for s in found)
+    assert all(s.evidence.belief_id == s.belief_id for s in found)
+
+
+@pytest.mark.parametrize(
+    ("role", "kind"), [("artifact", "citation"), ("output", "inference"),
+                       ("tool", "measurement")],
+)  # fmt: skip
+def test_evidence_kind_follows_what_produced_the_artifact(role: str, kind: str) -> None:
+    (found,) = extract(observe("Builds take 12 minutes.", role=role))
+    assert found.evidence.kind == kind
+    (hedged,) = extract(observe("Builds might take 12 minutes.", role=role))
+    assert hedged.evidence.kind == "assumption"
+
+
+def test_the_same_observation_twice_gives_the_same_ops() -> None:
+    o = observe("One fact. Another fact.")
+    assert extract(o) == extract(o)
+    again = extract(observe("One fact. Another fact.", obs_id="obs-2"))
+    assert [s.belief_id for s in again] == [s.belief_id for s in extract(o)]
+    assert {s.evidence.id for s in again}.isdisjoint(s.evidence.id for s in extract(o))
+
+
+def test_empty_input_changes_nothing() -> None:
+    assert extract(observe("")) == []
+    assert extract(observe("   \n# only a heading\n")) == []
+
+
+def test_json_artifacts_state_claims_and_evidence() -> None:
+    artifact = (
+        '{"claims": [{"text": "Market size is 4.2B", "type": "assumption"}],'
+        ' "evidence": [{"belief": "Market size is 4.2B", "direction": "refutes",'
+        ' "kind": "measurement", "source": "sec-filing", "text": "3.1B in the 10-K"}],'
+        ' "extra": "ignored"}'
+    )
+    claim, evidence = extract(observe(artifact, media_type="json"))
+    assert claim.type == "assumption"
+    assert claim.belief_id == evidence.belief_id
+    assert (evidence.evidence.direction, evidence.evidence.kind) == (
+        "refutes",
+        "measurement",
+    )
+    assert evidence.evidence.source == "sec-filing"
+    assert evidence.evidence.text == "3.1B in the 10-K"
+
+
+def test_a_tool_result_is_a_measurement_from_the_tool() -> None:
+    (found,) = extract(
+        observe('{"tool": "pytest", "result": "All 42 tests pass."}', media_type="json")
+    )
+    assert found.evidence.kind == "measurement"
+    assert found.evidence.source == "tool:pytest"
+
+
+@pytest.mark.parametrize(
+    "artifact",
+    ['{"claims": "not a list"}', "[1, 2, 3]", '{"claims": [{"text": ""}]}',
+     "{" * 5000, '{"evidence": [{"belief": "x", "direction": "sideways",'
+     ' "kind": "citation"}]}'],
+)  # fmt: skip
+def test_bad_json_artifacts_are_rejected_with_the_expected_shape(artifact: str) -> None:
+    with pytest.raises(InvalidInput, match="expected an object"):
+        extract(observe(artifact, media_type="json"))
+
+
+def test_forged_author_and_oversized_artifacts_are_rejected() -> None:
+    ctx = Context(world=W, author="mallory", subject=obs(W, "mallory"), seq=1, now=T0)
+    with pytest.raises(InvalidInput, match="author"):
+        extractor.handle(MemoryState(), observe("A fact."), ctx)
+    at_limit = "\n".join(f"Fact number {i}." for i in range(extractor.MAX_STATEMENTS))
+    assert len(extract(observe(at_limit))) == extractor.MAX_STATEMENTS
+    with pytest.raises(InvalidInput, match=str(extractor.MAX_STATEMENTS)):
+        extract(observe(at_limit + "\nOne fact too many."))
+
+
+def _fuse(
+    state: MemoryState, found: list[Statement], start: int
+) -> list[PosteriorUpdate]:
+    updates = []
+    for seq, statement in enumerate(found, start=start):
+        ctx = Context(
+            world=W, author=extractor.AUTHOR, subject=ops(W, extractor.AUTHOR),
+            seq=seq, now=T0,
+        )  # fmt: skip
+        for out in state.apply(fusion.handle(state, statement, ctx)):
+            assert isinstance(out.message, PosteriorUpdate)
+            updates.append(out.message)
+    return updates
+
+
+def test_a_negated_restatement_lowers_the_belief_it_restates() -> None:
+    state = MemoryState()
+    (first,) = _fuse(state, extract(observe("Auth is enforced at the middleware.")), 1)
+    later = extract(observe("The middleware doesn't enforce auth.", obs_id="obs-2"))
+    (second,) = _fuse(state, later, 2)
+    assert second.belief.id == first.belief.id
+    assert second.belief.text == "Auth is enforced at the middleware."
+    assert first.belief.confidence is not None
+    assert second.belief.confidence is not None
+    assert second.belief.confidence < first.belief.confidence
+    assert second.belief.evidence_count == 2
+    # Re-observing the same artifact (same observation id) changes nothing.
+    assert _fuse(state, later, 3) == []
+
+
+def test_a_first_negated_statement_is_believed_as_written() -> None:
+    state = MemoryState()
+    (update,) = _fuse(state, extract(observe("Export does not check auth.")), 1)
+    assert update.belief.text == "Export does not check auth."
+    assert update.belief.confidence is not None
+    assert update.belief.confidence > 0.5
