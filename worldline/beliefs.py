@@ -13,6 +13,7 @@ import anyio
 import msgspec
 import nats.errors
 
+from actors.extractor.text import belief_id as belief_id_for
 from protocols.beliefs import BeliefEdge, Direction, EdgeType, Evidence, EvidenceKind
 from protocols.messages import (
     FUSION_INBOX,
@@ -104,7 +105,8 @@ class BeliefMixin(CrewMixin):
         Raises:
             BadRequest: empty text, confidence outside 0-1, or a confidence on a
                 goal or gap.
-            Rejected: the world refused it (for example, the id is taken).
+            Rejected: the world refused it (for example, the world already holds
+                this statement: attach evidence to it instead).
             NotApplied: recorded, but no actor applied it within the timeout.
         """
         if type in ("goal", "gap") and confidence is not None:
@@ -113,7 +115,9 @@ class BeliefMixin(CrewMixin):
             op_id=_new_id("op"),
             author=self.agent,
             at=_now(),
-            belief_id=id or _new_id("b"),
+            # By default the id is the normalized text's, so the extractor's later
+            # restatements of it become evidence for this belief, not duplicates.
+            belief_id=id or belief_id_for(self.world, text),
             text=text,
             type=type,
             confidence=confidence,

@@ -212,10 +212,10 @@ def _stem(word: str) -> str:
     """A crude, deterministic stem: enforce, enforces, enforced -> enforc."""
     word = word.strip(".'-")
     for suffix in ("ing", "ed", "es", "s"):
-        if len(word) > len(suffix) + 2 and word.endswith(suffix):
+        if len(word) - len(suffix) >= 2 and word.endswith(suffix):
             word = word[: -len(suffix)]
             break
-    if len(word) > 3 and word.endswith("e"):
+    if len(word) > 2 and word.endswith("e"):
         word = word[:-1]
     return word
 
