@@ -601,6 +601,7 @@ class OpStatusReply(Message, tag="rpc.op_status_reply.v1", kw_only=True, frozen=
     state: Literal["pending", "applied", "rejected"]
     rejection: Rejection | None = None
     fence: int = 0  # last OPS sequence that changed the world: read replicas at it
+    version: int = 0  # for an applied write: the version its fields now have
 
 
 class Presence(Message, tag="presence.v1", kw_only=True, frozen=True):

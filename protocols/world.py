@@ -177,7 +177,7 @@ class Rule(_Decl, frozen=True):
 
     id: Token
     on: FieldPattern
-    notify: FieldName  # edge type linking agent:x -> the changed entity
+    notify: FieldName  # edge type linking agent:x and the entity (either direction)
     work_kind: Text = ""
     goal: Text = "{entity}.{field} is now {value}"  # template for the work goal
     priority: Annotated[int, msgspec.Meta(ge=0, le=9)] = 3
@@ -189,7 +189,7 @@ class Dampening(_Decl, frozen=True):
 
     depth: Annotated[int, msgspec.Meta(ge=0, le=16)] = 2  # rule-caused change chains
     dedupe_window: Annotated[float, msgspec.Meta(ge=0)] = 3600.0  # seconds per target
-    max_fanout: Annotated[int, msgspec.Meta(ge=1)] = 256  # targets per change
+    max_fanout: Annotated[int, msgspec.Meta(ge=1)] = 256  # agents per rule firing
 
 
 class WorldDecl(_Decl, frozen=True):

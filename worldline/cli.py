@@ -1,7 +1,10 @@
 """The ``worldline`` command: run the actors, and talk to a world from a shell.
 
 Exit codes: 0 success; 2 bad usage or bad input (one line on stderr); 3 the world
-rejected the request (the reason is printed); 4 the bus cannot be reached.
+rejected the request (the reason is printed); 4 the bus cannot be reached (or no actor
+applied the request in time); 1 a failure of our own side (a store that cannot open, a
+stream whose stored config cannot be updated, a replay that does not match);
+130 interrupted before it could finish.
 """
 
 from __future__ import annotations
@@ -775,6 +778,28 @@ def _fail(code: int, message: str) -> NoReturn:
     raise SystemExit(code)
 
 
+def _run(args: argparse.Namespace, verb_name: str) -> int:
+    """Run the verb; an error raised inside a task group comes out unwrapped, so it
+    maps to its exit code instead of a traceback."""
+    try:
+        if verb_name in CLIENT_VERBS:
+            verb = CLIENT_VERBS[verb_name](args)
+            anyio.run(_client, args, verb, backend="asyncio")
+            return EXIT_OK
+        code: int = args.run(args)
+        return code
+    except BaseExceptionGroup as group:
+        raise _leaf(group) from group
+
+
+def _leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The first error in a (nested) exception group that is not itself a group."""
+    first: BaseException = group.exceptions[0]
+    while isinstance(first, BaseExceptionGroup):
+        first = first.exceptions[0]
+    return first
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``worldline`` console script."""
     args = parser().parse_args(argv)
@@ -788,12 +813,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if verb_name == "world":
         verb_name = f"world.{args.world_verb}"
     try:
-        if verb_name in CLIENT_VERBS:
-            verb = CLIENT_VERBS[verb_name](args)
-            anyio.run(_client, args, verb, backend="asyncio")
-            return EXIT_OK
-        code: int = args.run(args)
-        return code
+        return _run(args, verb_name)
     except BadRequest as exc:
         _fail(EXIT_USAGE, str(exc))
     except Rejected as exc:

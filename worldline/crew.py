@@ -115,6 +115,7 @@ class CrewMixin:
     _nc: NATS
     _js: JetStreamContext
     _fence: int = 0  # read replicas must hold at least this OPS sequence
+    _last_version: int = 0  # what the last applied write left its fields at
     world: str
     agent: str
     timeout: float
@@ -154,6 +155,7 @@ class CrewMixin:
                     break
                 await anyio.sleep(0.02)
             self._fence = max(self._fence, reply.fence)
+            self._last_version = reply.version
             if reply.rejection is not None:
                 r = reply.rejection
                 raise Rejected(
@@ -185,9 +187,9 @@ class CrewMixin:
     ) -> int:
         """Write one field through authority and optimistic concurrency.
 
-        Returns the op's sequence: the field's new version when the value changed (a
-        write of the value already there changes no version). ``expect_version=0``
-        means the field must not exist yet."""
+        Returns the field's version after the write: the op's sequence when the value
+        changed, the version it already had when the value was the same.
+        ``expect_version=0`` means the field must not exist yet."""
         op = SetField(
             op_id=_new_id("op"),
             author=self.agent,
@@ -197,7 +199,8 @@ class CrewMixin:
             value=value,
             expect_version=expect_version,
         )
-        return await self._submit(op)
+        await self._submit(op)
+        return self._last_version
 
     async def upsert(self, entity: str, fields: dict[str, Value]) -> int:
         """Create ``entity`` or set several of its fields."""

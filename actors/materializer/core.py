@@ -36,6 +36,7 @@ __all__ = [
     "last_op_key",
     "load_belief",
     "serve",
+    "unchanged_key",
 ]
 
 _RECORD = msgspec.msgpack.Decoder(BeliefChanged)
@@ -54,6 +55,11 @@ def last_op_key(world: str) -> bytes:
 def last_change_key(world: str) -> bytes:
     """The OPS sequence of the last op that changed the world (fed the change feed)."""
     return f"lastchange/{world}".encode()
+
+
+def unchanged_key(world: str, seq: int) -> bytes:
+    """A write at OPS sequence ``seq`` that changed nothing: the version it kept."""
+    return f"unchanged/{world}/{seq:012d}".encode()
 
 
 def conflict_key(world: str, seq: int) -> bytes:
@@ -104,6 +110,11 @@ def serve(reader: Reader, request: StateHash | OpStatus, world: str) -> Message:
             fence = 0 if raw_fence is None else int(raw_fence)
             rejected = reader.get(conflict_key(world, seq))
             if rejected is None:
-                return OpStatusReply(state="applied", fence=fence)
+                kept = reader.get(unchanged_key(world, seq))
+                return OpStatusReply(
+                    state="applied",
+                    fence=fence,
+                    version=seq if kept is None else int(kept),
+                )
             rejection = _REJECTION.decode(rejected)
             return OpStatusReply(state="rejected", rejection=rejection, fence=fence)

@@ -35,6 +35,7 @@ from actors.materializer.core import (
     last_change_key,
     last_op_key,
     load_belief,
+    unchanged_key,
 )
 from actors.runtime.memory import Overlay
 from actors.runtime.spec import Context, Outgoing, Reader, Step
@@ -531,6 +532,10 @@ def _set_field(tx: _Tx, decl: WorldDecl, op: SetField) -> None:
             value=None if current is None else current.value,
         )
     changes = _write_fields(tx, entity, {op.field: op.value}, op.author, op.at)
+    if not changes:
+        # Nothing changed, so the field keeps its version: remember which, so the
+        # writer is told the truth about the version it can expect next.
+        tx.put(unchanged_key(tx.world, tx.ctx.seq), str(version).encode())
     _propagate(tx, decl, changes, op.author, op.op_id, op.at)
 
 
@@ -582,6 +587,10 @@ def _add_edge(tx: _Tx, decl: WorldDecl, op: AddEdge) -> None:
     for end in (op.edge.source, op.edge.target):
         _require(tx, end)
     _authorize_edge(decl, op.author, op.edge)
+    raw = tx.get(edge_key(tx.world, op.edge.id))
+    if raw is not None:
+        # Rewriting an edge needs authority over the edge it replaces too.
+        _authorize_edge(decl, op.author, _EDGE.decode(raw))
     _save_edge(tx, op.edge, op.author)
 
 
@@ -811,7 +820,9 @@ def _notify(
     at: datetime,
 ) -> None:
     ref, field, value, version = change
-    note_id = f"note-{_digest(tx.world, cause, rule, ref, field, agent)}"
+    # One notification per change per agent, whichever rule or subscription
+    # selected it first (the id leaves the rule out on purpose).
+    note_id = f"note-{_digest(tx.world, cause, ref, field, agent)}"
     if tx.get(_inbox_key(tx.world, agent, note_id)) is not None:
         return  # the same change reached this agent twice within one op
     message = Notification(

@@ -205,7 +205,9 @@ def apply_change(
             Outgoing(
                 subject=bucket_put(VIEWS, bucket_key(world, agent)),
                 message=ViewReply(view=view),
-                msg_id=f"view:{world}:{agent}:{digest.decode()}",
+                # The change's sequence makes each push unique: a view that
+                # returns to earlier bytes is still written (not de-duplicated).
+                msg_id=f"view:{world}:{agent}:{ctx.seq}:{digest.decode()}",
             )
         )
     return Step(writes=writes, out=out)

@@ -313,3 +313,36 @@ async def test_views_are_small_and_kept_current_in_the_bucket(
     assert stored is not None
     assert [w.fields["kind"].value for w in stored.work] == ["replan_request"]
     assert Edge in (type(e) for e in stored.edges)
+
+
+async def test_a_write_that_changes_nothing_reports_the_version_it_kept(
+    nats_url: str, tmp_path: Path
+) -> None:
+    world = unique_world("noop")
+    async with (
+        running(all_actors(), url=nats_url, data=tmp_path),
+        worldline.connect(nats_url, world=world, agent="ada") as ada,
+    ):
+        await ada.declare(crew(world))
+        first = await ada.write(PILOT, "phase", "sla")
+        again = await ada.write(PILOT, "phase", "sla")
+        assert again == first
+        moved = await ada.write(PILOT, "phase", "contract", expect_version=again)
+        assert moved > first
+
+
+async def test_an_edge_cannot_be_taken_over_by_reusing_its_id(
+    nats_url: str, tmp_path: Path
+) -> None:
+    world = unique_world("takeover")
+    async with (
+        running(all_actors(), url=nats_url, data=tmp_path),
+        worldline.connect(nats_url, world=world, agent="henry") as henry,
+        worldline.connect(nats_url, world=world, agent="zora") as zora,
+    ):
+        await henry.declare(crew(world))
+        with pytest.raises(worldline.Rejected) as caught:
+            await zora.link("rel-1", "collaborates_on", "agent:zora", PILOT)
+        assert caught.value.code == "unauthorized"
+        edges = {e.id: e for e in (await zora.read_world()).edges}
+    assert edges["rel-1"].source == "agent:spock"
