@@ -350,3 +350,17 @@ def test_a_closed_pipe_is_not_a_crash(up: Up) -> None:
         err = proc.stderr.read().decode()
         assert proc.wait(timeout=30) == 0
     assert "Traceback" not in err
+
+
+def test_an_actor_against_an_unreachable_bus_exits_4(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [WORLDLINE, "actor", "fusion", "--nats", "nats://127.0.0.1:1", "--data",
+         str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )  # fmt: skip
+    assert result.returncode == 4
+    assert "Traceback" not in result.stderr
+    assert "cannot reach NATS" in result.stderr
