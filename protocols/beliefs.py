@@ -58,8 +58,9 @@ class Evidence(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 
 
 class BeliefEdge(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """A typed relation between two beliefs, with its own posterior (a claim about the
-    graph's structure: a depends_on link can be strong or tentative)."""
+    """A typed relation between two beliefs with its own confidence (a claim about the
+    graph's structure: a depends_on link can be strong or tentative). The confidence
+    is stated by whoever writes the edge; the last write wins."""
 
     id: Ident
     type: EdgeType

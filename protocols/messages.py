@@ -139,7 +139,9 @@ class Belief(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     text: BeliefText
     type: BeliefType
     confidence: Confidence | None = None  # None for goals and gaps: no probability
-    evidence_weight: Annotated[float, msgspec.Meta(ge=0.0)] = 0.0  # effective sources
+    # How much evidence stands behind it: kind-weighted, decayed, trusted (one fresh
+    # measurement counts 4.0, see docs/belief-math.md).
+    evidence_weight: Annotated[float, msgspec.Meta(ge=0.0)] = 0.0
     uncertainty: Annotated[float, msgspec.Meta(ge=0.0)] | None = None  # posterior sd
     label: str = ""
     flags: tuple[str, ...] = ()  # derived: stale, stable, contradicted, uncertain

@@ -224,7 +224,7 @@ def normalize(text: str) -> tuple[str, bool]:
     """(key, negated): the content-word stems in sorted order, and whether the
     statement is negated (an odd number of negations)."""
     lowered = text.lower().replace("n't", " not").replace("\u2019", "'")
-    words = _WORD.findall(lowered)
+    words = [w.rstrip(".'-") for w in _WORD.findall(lowered)]
     negated = sum(w in NEGATIONS for w in words) % 2 == 1
     content = sorted(
         {_stem(w) for w in words if w not in STOP | NEGATIONS | HEDGES and _stem(w)}
@@ -243,7 +243,7 @@ def classify(sentence: str) -> Reading:
     """Type and polarity of one statement: a question is a gap, risk language a risk,
     a hedge an assumption, anything else a claim."""
     key, negated = normalize(sentence)
-    words = set(_WORD.findall(sentence.lower()))
+    words = {w.rstrip(".'-") for w in _WORD.findall(sentence.lower())}
     kind: BeliefKind
     if sentence.rstrip().endswith("?"):
         kind = "gap"

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Final
 
 import msgspec
 
+from actors.extractor.text import normalize
 from actors.fusion import model
 from actors.runtime.errors import InvalidInput
 from actors.runtime.memory import Overlay
@@ -241,7 +242,12 @@ def _add(reader: Reader, op: AddBelief, ctx: Context, shard: tuple[int, int]) ->
         raise InvalidInput(
             f"a {op.type} carries no probability; add it without a confidence"
         )
-    return _emit(reader, ctx, _new_belief(op, op.confidence), op.op_id, op.at, shard)
+    # A hand-entered negation ("Export does not check auth") keeps its polarity, so
+    # the extractor's restatements of it support it rather than refute it.
+    fused = msgspec.structs.replace(
+        _new_belief(op, op.confidence), negated=normalize(op.text)[1]
+    )
+    return _emit(reader, ctx, fused, op.op_id, op.at, shard)
 
 
 def _with_evidence(

@@ -227,8 +227,9 @@ def effective_confidence(
 ) -> dict[str, float]:
     """Confidence after dependencies (P9): a claim that ``depends_on`` an assumption
     is scaled by (1 - strength * (1 - effective(assumption))), strength being the
-    edge's own posterior. Evaluated by fixed-point iteration (cycles converge or stop
-    after ``rounds``); beliefs without dependencies keep their confidence."""
+    edge's own confidence (stated when the edge is written; not fused from
+    evidence). Evaluated by fixed-point iteration (cycles converge or stop after
+    ``rounds``); beliefs without dependencies keep their confidence."""
     ids = sorted(confidence)
     if not ids:
         return {}
@@ -262,9 +263,10 @@ def effective_confidence(
 def influence(
     ids: Sequence[str], edges: Iterable[BeliefEdge], *, damping: float = 0.85
 ) -> dict[str, float]:
-    """Load-bearing influence by sparse power iteration: a belief that others rest on
-    (``depends_on``, ``derived_from``) or that backs them (``supports``) passes them
-    its weight, PageRank style. Scores sum to 1."""
+    """Load-bearing influence by sparse power iteration, PageRank style: a belief
+    collects weight from the beliefs that rest on it (``depends_on``,
+    ``derived_from``) and from those it backs (``supports``), so what much else
+    stands on ranks highest. Scores sum to 1."""
     ordered = sorted(set(ids))
     n = len(ordered)
     if n == 0:

@@ -184,7 +184,7 @@ def list_beliefs(reader: Reader, world: str, request: ListBeliefs) -> BeliefList
 
 
 def contradictions(
-    reader: Reader, world: str, beliefs: list[Belief]
+    reader: Reader, world: str, beliefs: list[Belief], at: datetime | None = None
 ) -> list[Contradiction]:
     """Explicit ``contradicts`` edges and split evidence, as first-class objects."""
     active = {b.id for b in beliefs if b.status == "active"}
@@ -201,7 +201,9 @@ def contradictions(
     for b in beliefs:
         if b.id in active and b.confidence is not None and "contradicted" in b.flags:
             record = _RECORD.decode(reader.get(_key(world, b.id)) or b"")
-            reading = model.read(b.prior, record.evidence, record.trust, b.updated_at)
+            clock = at or b.updated_at
+            seen = [e for e in record.evidence if e.observed_at <= clock]
+            reading = model.read(b.prior, seen, record.trust, clock)
             total = reading.support + reading.refute
             if total > 0 and min(reading.support, reading.refute) > 0:
                 found.append(

@@ -66,7 +66,7 @@ def serve(reader: Reader, request: ProjectorRpc, world: str) -> Message:
                 belief_edges=beliefs.belief_edges(reader, world),
                 gaps=[b for b in active if b.type == "gap"],
                 goals=[b for b in active if b.type == "goal"],
-                contradictions=beliefs.contradictions(reader, world, every),
+                contradictions=beliefs.contradictions(reader, world, every, at),
             )
         case GetView(agent=agent):
             return ViewReply(

@@ -14,7 +14,12 @@ import msgspec
 import pytest
 
 from actors.materializer import crew
-from actors.materializer.core import conflict_key, last_change_key, last_op_key
+from actors.materializer.core import (
+    conflict_key,
+    last_change_key,
+    last_op_key,
+    unchanged_key,
+)
 from actors.runtime.memory import MemoryState, state_hash
 from actors.runtime.spec import Context, Outgoing
 from protocols.messages import (
@@ -616,7 +621,9 @@ def test_a_no_op_write_changes_no_version_and_propagates_nothing() -> None:
     version = c.version(PROJECT, "phase")
     out = c.set("ada", PROJECT, "phase", "build", at=T0 + timedelta(days=2))
     assert out == []
-    assert changed_keys(before, c.st.data) == {last_op_key(W)}
+    # Only bookkeeping changes: the last op, and the version the write kept.
+    assert changed_keys(before, c.st.data) == {last_op_key(W), unchanged_key(W, c.seq)}
+    assert c.st.get(unchanged_key(W, c.seq)) == str(version).encode()
     assert c.version(PROJECT, "phase") == version
     assert c.must(PROJECT).version == version
     out = c.upsert("ada", COMPANY, {"name": "Acme"}, at=T0 + timedelta(days=3))

@@ -229,3 +229,30 @@ def test_a_first_negated_statement_is_believed_as_written() -> None:
     assert update.belief.text == "Export does not check auth."
     assert update.belief.confidence is not None
     assert update.belief.confidence > 0.5
+
+
+@pytest.mark.parametrize(
+    ("sentence", "kind", "negated"),
+    [("It is not.", "claim", True), ("This is a risk.", "risk", False),
+     ("The cache is warm, I guess.", "assumption", False)],
+)  # fmt: skip
+def test_a_word_at_the_end_of_a_sentence_still_counts(
+    sentence: str, kind: str, negated: bool
+) -> None:
+    reading = classify(sentence)
+    assert (reading.type, reading.negated) == (kind, negated)
+    assert "." not in reading.key
+
+
+def test_a_hand_entered_negation_is_supported_by_its_restatement() -> None:
+    from protocols.messages import AddBelief
+
+    state = MemoryState()
+    text = "Export does not check auth."
+    add = AddBelief(op_id="op-a", author="alice", at=T0,
+                    belief_id=belief_id(W, text), text=text)  # fmt: skip
+    ctx = Context(world=W, author="alice", subject=ops(W, "alice"), seq=1, now=T0)
+    state.apply(fusion.handle(state, add, ctx))
+    (update,) = _fuse(state, extract(observe(text)), 2)
+    assert update.belief.confidence is not None
+    assert update.belief.confidence > 0.5
