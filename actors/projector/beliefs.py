@@ -44,7 +44,7 @@ __all__ = [
 
 _RECORD = msgspec.msgpack.Decoder(BeliefChanged)
 _EDGE = msgspec.msgpack.Decoder(BeliefEdge)
-LOAD_BEARING: float = 2.0  # influence at least twice the uniform share
+LOAD_BEARING: int = 2  # beliefs resting on it (depends_on, derived_from)
 
 
 def _key(world: str, belief_id: str) -> bytes:
@@ -69,11 +69,38 @@ def apply_belief(
 def apply_edge(
     reader: Reader, change: BeliefEdgeChanged, ctx: Context
 ) -> dict[bytes, bytes | None]:
+    """Keep the newest version of the edge, and index it by both ends so a read
+    walks only the edges that touch the beliefs it reads."""
     key = _edge_key(ctx.world, change.edge.id)
     raw = reader.get(key)
-    if raw is not None and _EDGE.decode(raw).version >= change.edge.version:
-        return {}
-    return {key: encode(change.edge)}
+    writes: dict[bytes, bytes | None] = {}
+    if raw is not None:
+        old = _EDGE.decode(raw)
+        if old.version >= change.edge.version:
+            return {}
+        writes[_end_key(ctx.world, "from", old.source, old.id)] = None
+        writes[_end_key(ctx.world, "to", old.target, old.id)] = None
+    edge = change.edge
+    writes[key] = encode(edge)
+    if not edge.removed:
+        writes[_end_key(ctx.world, "from", edge.source, edge.id)] = b""
+        writes[_end_key(ctx.world, "to", edge.target, edge.id)] = b""
+    return writes
+
+
+def _end_key(world: str, end: str, belief_id: str, edge_id: str) -> bytes:
+    return f"bedge{end}/{world}/{belief_id}/{edge_id}".encode()
+
+
+def _touching(reader: Reader, world: str, end: str, belief_id: str) -> list[BeliefEdge]:
+    """Edges whose ``end`` ("from" or "to") is ``belief_id``, from the index."""
+    prefix = f"bedge{end}/{world}/{belief_id}/".encode()
+    found = []
+    for key, _ in reader.scan(prefix):
+        raw = reader.get(_edge_key(world, key[len(prefix) :].decode()))
+        if raw is not None:
+            found.append(_EDGE.decode(raw))
+    return found
 
 
 def _records(reader: Reader, world: str) -> list[BeliefChanged]:
@@ -82,10 +109,6 @@ def _records(reader: Reader, world: str) -> list[BeliefChanged]:
 
 def belief_edges(reader: Reader, world: str) -> list[BeliefEdge]:
     """The world's belief edges that are not removed."""
-    return _edges(reader, world)
-
-
-def _edges(reader: Reader, world: str) -> list[BeliefEdge]:
     found = [_EDGE.decode(raw) for _, raw in reader.scan(f"bedge/{world}/".encode())]
     return [e for e in found if not e.removed]
 
@@ -114,59 +137,91 @@ def _at_clock(record: BeliefChanged, at: datetime | None) -> Belief:
     )
 
 
-def world_beliefs(reader: Reader, world: str, at: datetime | None) -> list[Belief]:
-    """Every belief of ``world`` read at ``at``, with what only the whole graph can
-    say: effective confidence after dependencies, load-bearing and risky labels,
-    contradiction by explicit edge, and supersession."""
-    records = _records(reader, world)
-    edges = _edges(reader, world)
-    beliefs = {r.belief.id: _at_clock(r, at) for r in records}
-    scored = {
-        b.id: b.confidence
-        for b in beliefs.values()
-        if b.confidence is not None and b.status == "active"
-    }
-    effective = model.effective_confidence(scored, edges)
-    weight = model.influence(list(scored), edges)
-    uniform = 1.0 / max(len(scored), 1)
-    dependents = {e.target for e in edges if e.type in ("depends_on", "derived_from")}
-    contradicted = {
-        end
-        for e in edges
-        if e.type == "contradicts" and e.confidence >= 0.5
-        for end in (e.source, e.target)
-    }
-    superseded = {e.target: e.at for e in edges if e.type == "supersedes"}
-    out = []
-    for belief_id in sorted(beliefs):
-        b = beliefs[belief_id]
-        flags = list(b.flags)
-        if belief_id in contradicted and "contradicted" not in flags:
-            flags.append("contradicted")
-        label = b.label
-        if not label and belief_id in dependents:
-            if weight.get(belief_id, 0.0) >= LOAD_BEARING * uniform:
-                label = "load-bearing"
-            if b.type == "assumption" and "uncertain" in flags:
-                label = "risky-assumption"
-        until = b.valid_until
-        if belief_id in superseded and until is None:
-            until = superseded[belief_id]
-        out.append(
-            msgspec.structs.replace(
-                b,
-                flags=tuple(flags),
-                label=label,
-                effective_confidence=effective.get(belief_id),
-                valid_until=until,
+class _Reads:
+    """Beliefs read at one clock, each at most once per request."""
+
+    def __init__(self, reader: Reader, world: str, at: datetime | None) -> None:
+        self.reader = reader
+        self.world = world
+        self.at = at
+        self.memo: dict[str, Belief | None] = {}
+
+    def belief(self, belief_id: str) -> Belief | None:
+        if belief_id not in self.memo:
+            raw = self.reader.get(_key(self.world, belief_id))
+            self.memo[belief_id] = (
+                None if raw is None else _at_clock(_RECORD.decode(raw), self.at)
             )
-        )
-    return out
+        return self.memo[belief_id]
+
+
+MAX_CLOSURE: int = 10_000  # dependency closure walked for one belief's effective value
+
+
+def _annotate(reads: _Reads, belief_id: str) -> Belief | None:
+    """The belief at the clock, with what its neighbourhood says: effective
+    confidence through its ``depends_on`` closure, contradiction by explicit edge,
+    supersession, and the load-bearing / risky-assumption labels (two or more
+    beliefs rest on it). Only edges touching the walked beliefs are read."""
+    belief = reads.belief(belief_id)
+    if belief is None:
+        return None
+    world, reader = reads.world, reads.reader
+    outgoing = _touching(reader, world, "from", belief_id)
+    incoming = _touching(reader, world, "to", belief_id)
+    closure: list[BeliefEdge] = []
+    seen = {belief_id}
+    frontier = [e for e in outgoing if e.type == "depends_on"]
+    while frontier and len(seen) < MAX_CLOSURE:
+        edge = frontier.pop()
+        closure.append(edge)
+        if edge.target not in seen:
+            seen.add(edge.target)
+            frontier += [
+                e
+                for e in _touching(reader, world, "from", edge.target)
+                if e.type == "depends_on"
+            ]
+    scored = {}
+    for node in sorted(seen):
+        b = reads.belief(node)
+        if b is not None and b.confidence is not None and b.status == "active":
+            scored[node] = b.confidence
+    effective = model.effective_confidence(scored, closure).get(belief_id)
+    flags = list(belief.flags)
+    if "contradicted" not in flags and any(
+        e.type == "contradicts" and e.confidence >= 0.5 for e in outgoing + incoming
+    ):
+        flags.append("contradicted")
+    dependents = sum(e.type in ("depends_on", "derived_from") for e in incoming)
+    label = belief.label
+    if not label and dependents >= LOAD_BEARING:
+        label = "load-bearing"
+        if belief.type == "assumption" and "uncertain" in flags:
+            label = "risky-assumption"
+    until = belief.valid_until
+    superseded = [e.at for e in incoming if e.type == "supersedes" and e.at]
+    if until is None and superseded:
+        until = min(t for t in superseded if t is not None)
+    return msgspec.structs.replace(
+        belief,
+        flags=tuple(flags),
+        label=label,
+        effective_confidence=effective,
+        valid_until=until,
+    )
+
+
+def world_beliefs(reader: Reader, world: str, at: datetime | None) -> list[Belief]:
+    """Every belief of ``world`` read at ``at``, annotated (see :func:`_annotate`)."""
+    reads = _Reads(reader, world, at)
+    ids = [key.decode().rsplit("/", 1)[1] for key, _ in reader.scan(_key(world, ""))]
+    return [b for i in ids if (b := _annotate(reads, i)) is not None]
 
 
 def get(reader: Reader, world: str, belief_id: str, at: datetime | None) -> BeliefReply:
-    found = [b for b in world_beliefs(reader, world, at) if b.id == belief_id]
-    return BeliefReply(belief=found[0] if found else None)
+    """One belief, annotated, reading only its own neighbourhood."""
+    return BeliefReply(belief=_annotate(_Reads(reader, world, at), belief_id))
 
 
 def list_beliefs(reader: Reader, world: str, request: ListBeliefs) -> BeliefListReply:
@@ -195,7 +250,7 @@ def contradictions(
             strength=e.confidence,
             trace=(e.source, e.target, e.id),
         )
-        for e in _edges(reader, world)
+        for e in belief_edges(reader, world)
         if e.type == "contradicts" and e.source in active and e.target in active
     ]
     for b in beliefs:
@@ -229,7 +284,9 @@ def trace(reader: Reader, world: str, belief_id: str) -> TraceReply:
         record.trust,
         probabilistic=record.belief.type not in NO_PROBABILITY,
     )
-    edges = [e for e in _edges(reader, world) if belief_id in (e.source, e.target)]
+    edges = _touching(reader, world, "from", belief_id) + _touching(
+        reader, world, "to", belief_id
+    )
     return TraceReply(
         belief=record.belief,
         steps=[TraceStep(evidence=e, before=b, after=a) for e, b, a in steps],
