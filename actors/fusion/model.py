@@ -99,6 +99,14 @@ class Reading:
     flags: tuple[str, ...]
 
 
+def _trust_of(item: Evidence, trust: Mapping[str, float]) -> float:
+    """The source's trust times the reporting agent's, counted once when the agent
+    is itself the source (``agent:<name>`` reporting its own output)."""
+    agent = f"agent:{item.author}"
+    factor = trust.get(item.source, 1.0)
+    return factor if item.source == agent else factor * trust.get(agent, 1.0)
+
+
 def _contributions(
     evidence: Sequence[Evidence], trust: Mapping[str, float], now: datetime
 ) -> tuple[np.ndarray, np.ndarray, list[str], np.ndarray]:
@@ -108,9 +116,7 @@ def _contributions(
     weights = np.array([KIND_WEIGHT[e.kind] for e in items], dtype=np.float64)
     ages = np.array([(now - e.observed_at).total_seconds() for e in items])
     halves = np.array([HALF_LIFE_DAYS[e.kind] * DAY for e in items])
-    trusted = np.array(
-        [trust.get(e.source, 1.0) * trust.get(f"agent:{e.author}", 1.0) for e in items]
-    )
+    trusted = np.array([_trust_of(e, trust) for e in items])
     decayed = weights * np.power(0.5, np.maximum(ages, 0.0) / halves) * trusted
     raw = weights * trusted
     keys = sorted({(e.source, e.direction) for e in items})

@@ -706,3 +706,15 @@ def test_trajectory_steps_in_observed_order_from_the_prior() -> None:
     assert moves[0] < 0.0  # the refutation
     assert moves[1] > 0.0  # the measurement
     assert moves[2] > 0.0
+
+
+def test_an_agents_trust_counts_once_when_it_is_also_the_source() -> None:
+    now = datetime(2026, 2, 1, tzinfo=UTC)
+    own = Evidence(id="e1", belief_id="b", direction="supports", kind="citation",
+                   source="agent:zora", observed_at=now, author="zora")  # fmt: skip
+    other = Evidence(id="e2", belief_id="b", direction="supports", kind="citation",
+                     source="blog", observed_at=now, author="zora")  # fmt: skip
+    trust = {"agent:zora": 0.5}
+    assert model.read(None, [own], trust, now).support == pytest.approx(1.0)
+    assert model.read(None, [other], trust, now).support == pytest.approx(1.0)
+    assert model.read(None, [own], {}, now).support == pytest.approx(2.0)
