@@ -24,6 +24,7 @@ from protocols.beliefs import (
     TraceStep,
 )
 from protocols.world import Edge, Entity, EntityRef, FieldName, Value, WorldDecl
+from protocols.worldview import Worldview
 
 __all__ = [
     "BELIEF_TYPES",
@@ -46,6 +47,7 @@ __all__ = [
     "AddEdge",
     "AddEvidence",
     "AgentView",
+    "Before",
     "Belief",
     "BeliefChanged",
     "BeliefEdgeChanged",
@@ -107,6 +109,7 @@ __all__ = [
     "WorkAssigned",
     "WorldDeclared",
     "WorldReply",
+    "WorldviewReply",
     "encode",
 ]
 
@@ -549,6 +552,20 @@ class TraceReply(Message, tag="rpc.trace_reply.v1", kw_only=True, frozen=True):
     edges: list[BeliefEdge] = msgspec.field(default_factory=list)
 
 
+class Before(Message, tag="rpc.before.v1", kw_only=True, frozen=True):
+    """Ask for the worldview before a move, evaluated at the caller's clock."""
+
+    agent: Token
+    query: Annotated[str, msgspec.Meta(max_length=4096)]
+    at: datetime  # the clock: passed in, never sampled by the projector
+
+
+class WorldviewReply(Message, tag="rpc.worldview.v1", kw_only=True, frozen=True):
+    """The worldview (see protocols.worldview)."""
+
+    view: Worldview
+
+
 class GetView(Message, tag="rpc.get_view.v1", kw_only=True, frozen=True):
     """Ask for one agent's startup view."""
 
@@ -622,9 +639,15 @@ class RpcError(Message, tag="rpc.error.v1", kw_only=True, frozen=True):
     message: str
 
 
-ProjectorRpc = GetBelief | ListBeliefs | ReadWorld | GetView | TraceBelief
+ProjectorRpc = GetBelief | ListBeliefs | ReadWorld | GetView | TraceBelief | Before
 ProjectorReply = (
-    BeliefReply | BeliefListReply | WorldReply | ViewReply | TraceReply | RpcError
+    BeliefReply
+    | BeliefListReply
+    | WorldReply
+    | ViewReply
+    | TraceReply
+    | WorldviewReply
+    | RpcError
 )
 MaterializerRpc = StateHash | OpStatus
 MaterializerReply = StateHashReply | OpStatusReply | RpcError

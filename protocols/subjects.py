@@ -109,7 +109,15 @@ def dlq(world: str, actor: str) -> str:
 
 
 RpcVerb = Literal[
-    "get", "list", "read", "view", "trace", "state_hash", "op_status", "sim.status"
+    "get",
+    "list",
+    "read",
+    "view",
+    "trace",
+    "before",
+    "state_hash",
+    "op_status",
+    "sim.status",
 ]
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import msgspec
@@ -19,6 +19,7 @@ from protocols.messages import (
     FUSION_INBOX,
     AddBelief,
     AddEvidence,
+    Before,
     Belief,
     BeliefListReply,
     BeliefReply,
@@ -35,10 +36,14 @@ from protocols.messages import (
     TraceBelief,
     TraceReply,
     WorldReply,
+    WorldviewReply,
 )
 from protocols.subjects import dlq, obs
 from worldline.crew import CrewMixin, validated
 from worldline.errors import BadRequest, NotApplied, Rejected
+
+if TYPE_CHECKING:
+    from protocols.worldview import Worldview
 
 __all__ = ["BeliefMixin"]
 
@@ -299,6 +304,16 @@ class BeliefMixin(CrewMixin):
         if not isinstance(reply, WorldReply):
             raise BadRequest(f"unexpected reply to read: {reply!r}")
         return reply
+
+    async def before(self, query: str, *, at: datetime | None = None) -> Worldview:
+        """The worldview for the move ``query``: six bounded, traced slices and the
+        prompt rendered from them. The clock is this call's (or ``at``), passed to
+        the projector, so the same state, query and clock give the same bytes."""
+        request = Before(agent=self.agent, query=query, at=at or _now())
+        reply = await self._request("before", request)
+        if not isinstance(reply, WorldviewReply):
+            raise BadRequest(f"unexpected reply to before: {reply!r}")
+        return reply.view
 
     async def trace(self, belief_id: str) -> TraceReply:
         """The provenance chain: every evidence item, its source and observation, and

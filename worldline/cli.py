@@ -317,6 +317,17 @@ def _read(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
     return run
 
 
+def _before(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
+    async def run(world: World) -> None:
+        view = await world.before(args.query, at=args.at)
+        if args.json:  # canonical: sorted keys, so equal views are equal bytes
+            sys.stdout.write(msgspec.json.encode(view, order="sorted").decode() + "\n")
+        else:
+            sys.stdout.write(view.prompt)
+
+    return run
+
+
 def _get(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
     async def run(world: World) -> None:
         belief = await world.get(args.id, at=args.at)
@@ -507,6 +518,7 @@ CLIENT_VERBS: dict[str, Callable[[argparse.Namespace], Callable[[World], Any]]] 
     "trust": _trust,
     "trace": _trace,
     "read": _read,
+    "before": _before,
     "world.load": _world_load,
     "world.show": _world_show,
     "write": _write,
@@ -680,6 +692,12 @@ def parser() -> argparse.ArgumentParser:
     )
     after.add_argument("file", help="a text file, or - for standard input")
     after.add_argument("--source", default="", help=argparse.SUPPRESS)
+
+    before = verbs.add_parser(
+        "before", parents=[client], help="the worldview to read before a move"
+    )
+    before.add_argument("query", help="the move about to be made")
+    before.add_argument("--at", type=_instant, default=None, help="evaluate at")
 
     trace = verbs.add_parser("trace", parents=[client], help="a belief's provenance")
     trace.add_argument("id")

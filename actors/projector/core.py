@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from actors.projector import beliefs, views
+from actors.projector import beliefs, views, worldview
 from actors.runtime.spec import Step
 from protocols.messages import (
+    Before,
     BeliefChanged,
     BeliefEdgeChanged,
     GetBelief,
@@ -23,6 +24,7 @@ from protocols.messages import (
     TraceBelief,
     ViewReply,
     WorldReply,
+    WorldviewReply,
 )
 
 if TYPE_CHECKING:
@@ -68,6 +70,18 @@ def serve(reader: Reader, request: ProjectorRpc, world: str) -> Message:
                 goals=[b for b in active if b.type == "goal"],
                 contradictions=beliefs.contradictions(reader, world, every, at),
             )
+        case Before(agent=agent, query=query, at=at):
+            every = beliefs.world_beliefs(reader, world, at)
+            active = [b for b in every if b.status == "active"]
+            scene = worldview.Scene(
+                world=world,
+                decl=views.declaration(reader, world),
+                beliefs=active,
+                edges=beliefs.belief_edges(reader, world),
+                contradictions=beliefs.contradictions(reader, world, every, at),
+                view=views.build_view(reader, world, agent),
+            )
+            return WorldviewReply(view=worldview.project(scene, agent, query, at))
         case GetView(agent=agent):
             return ViewReply(
                 view=views.build_view(reader, world, agent),

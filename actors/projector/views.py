@@ -28,7 +28,13 @@ from protocols.messages import (
 from protocols.subjects import VIEWS, bucket_key, bucket_put
 from protocols.world import AGENT, WORK, Edge, Entity, WorldDecl, agent_ref, ref_name
 
-__all__ = ["apply_change", "build_view", "read_world", "replica_version"]
+__all__ = [
+    "apply_change",
+    "build_view",
+    "declaration",
+    "read_world",
+    "replica_version",
+]
 
 _DECL = msgspec.msgpack.Decoder(WorldDecl)
 _ENTITY = msgspec.msgpack.Decoder(Entity)
@@ -36,6 +42,11 @@ _EDGE = msgspec.msgpack.Decoder(Edge)
 _INBOX = msgspec.msgpack.Decoder(InboxChanged)
 CLOSED = frozenset({"done", "cancelled"})
 PRINCIPAL = "user"  # entity type of the humans the crew works for
+
+
+def declaration(reader: Reader, world: str) -> WorldDecl | None:
+    """The world's declaration as this replica holds it."""
+    return _decl(reader, world)
 
 
 def _decl(reader: Reader, world: str) -> WorldDecl | None:
