@@ -588,6 +588,7 @@ class AgentView(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     goals: list[str] = msgspec.field(default_factory=list)
     constraints: list[str] = msgspec.field(default_factory=list)
     principals: list[Entity] = msgspec.field(default_factory=list)  # user entities
+    worldview: Worldview | None = None  # standing: its goals and work as the query
 
 
 class ViewReply(Message, tag="rpc.view.v1", kw_only=True, frozen=True):

@@ -38,6 +38,7 @@ __all__ = [
     "author_of",
     "bucket_key",
     "bucket_put",
+    "bucket_stream",
     "channel_of",
     "check_name",
     "derived",
@@ -236,6 +237,11 @@ BUCKETS: Final = (VIEWS, PRESENCE)
 def bucket_key(world: str, agent: str) -> str:
     """Key of an agent's entry in a bucket (views, presence)."""
     return f"{world}.{agent}"
+
+
+def bucket_stream(bucket: BucketSpec) -> str:
+    """The JetStream stream that holds a key/value bucket."""
+    return f"KV_{bucket.bucket}"
 
 
 def bucket_put(bucket: BucketSpec, key: str) -> str:

@@ -328,6 +328,19 @@ def _before(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
     return run
 
 
+def _watch(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
+    async def run(world: World) -> None:
+        async for view in world.watch(args.of):
+            if args.json:
+                sys.stdout.write(msgspec.json.encode(view, order="sorted").decode())
+                sys.stdout.write("\n")
+            elif view.worldview is not None:
+                sys.stdout.write(view.worldview.prompt + "\n")
+            sys.stdout.flush()
+
+    return run
+
+
 def _get(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
     async def run(world: World) -> None:
         belief = await world.get(args.id, at=args.at)
@@ -519,6 +532,7 @@ CLIENT_VERBS: dict[str, Callable[[argparse.Namespace], Callable[[World], Any]]] 
     "trace": _trace,
     "read": _read,
     "before": _before,
+    "watch": _watch,
     "world.load": _world_load,
     "world.show": _world_show,
     "write": _write,
@@ -698,6 +712,11 @@ def parser() -> argparse.ArgumentParser:
     )
     before.add_argument("query", help="the move about to be made")
     before.add_argument("--at", type=_instant, default=None, help="evaluate at")
+
+    watch = verbs.add_parser(
+        "watch", parents=[client], help="stream this agent's view as it changes"
+    )
+    watch.add_argument("of", nargs="?", default=None, help="agent (default: --agent)")
 
     trace = verbs.add_parser("trace", parents=[client], help="a belief's provenance")
     trace.add_argument("id")

@@ -51,6 +51,8 @@ from protocols.subjects import (
     VIEWS,
     RpcVerb,
     bucket_key,
+    bucket_put,
+    bucket_stream,
     inbox_in,
     ops,
 )
@@ -169,6 +171,14 @@ class CrewMixin:
             f"op {op.op_id} is recorded at sequence {seq} but was not applied within "
             f"{self.timeout:g}s; is the materializer running (`worldline up`)?"
         )
+
+    async def sync(self) -> int:
+        """Catch up with everyone's writes: later reads from replicas wait until they
+        hold every change the materializer has applied so far. Returns that fence."""
+        reply = await self._request("op_status", OpStatus(seq=0))
+        if isinstance(reply, OpStatusReply):
+            self._fence = max(self._fence, reply.fence)
+        return self._fence
 
     async def declare(self, declaration: WorldDecl) -> int:
         """Declare the world (or re-declare it, as an admin); return the op sequence."""
@@ -294,6 +304,31 @@ class CrewMixin:
         except nats.js.errors.KeyNotFoundError:
             return None
         return None if entry.value is None else _VIEW_VALUE.decode(entry.value).view
+
+    async def watch(self, agent: str | None = None) -> AsyncIterator[AgentView]:
+        """The agent's startup view with its standing worldview: the latest one at
+        once, then each one the projector publishes (only when its bytes change)."""
+        subject = bucket_put(VIEWS, bucket_key(self.world, agent or self.agent))
+        config = api.ConsumerConfig(
+            ack_policy=api.AckPolicy.NONE,
+            deliver_policy=api.DeliverPolicy.LAST_PER_SUBJECT,
+            inactive_threshold=60.0,
+        )
+        sub = await self._js.pull_subscribe(
+            subject, stream=bucket_stream(VIEWS), config=config
+        )
+        try:
+            while True:
+                try:
+                    msgs = await sub.fetch(16, timeout=1.0)
+                except TimeoutError:
+                    continue
+                for msg in msgs:
+                    view = _VIEW_VALUE.decode(msg.data).view
+                    if view is not None:
+                        yield view
+        finally:
+            await sub.unsubscribe()
 
     async def state_hash(self) -> StateHashReply:
         """The live materializer's hash of this world's state."""

@@ -43,7 +43,9 @@ def handle(reader: Reader, change: ProjectorInbox, ctx: Context) -> Step:
             writes = beliefs.apply_edge(reader, change, ctx)
         case _:
             return views.apply_change(reader, change, ctx)
-    return Step(writes=writes)
+    if not writes:
+        return Step()
+    return views.refresh_all(reader, writes, ctx)
 
 
 def serve(reader: Reader, request: ProjectorRpc, world: str) -> Message:

@@ -8,11 +8,14 @@ State keys: ``decl/<w>``, ``entity/<w>/<ref>``, ``edge/<w>/<id>``,
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 
 import msgspec
 
+from actors.fusion import model
+from actors.projector import beliefs, worldview
 from actors.runtime.memory import Overlay
 from actors.runtime.spec import Context, Outgoing, Reader, Step
 from protocols.messages import (
@@ -33,7 +36,10 @@ __all__ = [
     "build_view",
     "declaration",
     "read_world",
+    "refresh",
+    "refresh_all",
     "replica_version",
+    "standing_scene",
 ]
 
 _DECL = msgspec.msgpack.Decoder(WorldDecl)
@@ -89,7 +95,9 @@ def read_world(reader: Reader, world: str, entity_type: str | None) -> WorldRepl
     )
 
 
-def build_view(reader: Reader, world: str, agent: str) -> AgentView | None:
+def build_view(
+    reader: Reader, world: str, agent: str, *, scene: worldview.Scene | None = None
+) -> AgentView | None:
     """``agent``'s startup view: itself, its edges and their other ends, its open
     work, its inbox summary, what it may write, the world's goals and constraints,
     and the principals (``user`` entities: whose focus everyone follows)."""
@@ -113,7 +121,7 @@ def build_view(reader: Reader, world: str, agent: str) -> AgentView | None:
         may_write = sorted(
             {p for g in decl.authority.grants if agent in g.agents for p in g.fields}
         )
-    return AgentView(
+    view = AgentView(
         world=world,
         agent=agent,
         me=_entity(reader, world, me),
@@ -127,6 +135,13 @@ def build_view(reader: Reader, world: str, agent: str) -> AgentView | None:
         constraints=[f"{c.id}: {c.text}" for c in decl.intent.constraints],
         principals=_entities(reader, world, PRINCIPAL),
     )
+    # The standing worldview: this agent's goals and open work as the query.
+    scene = scene or standing_scene(reader, world)
+    focus = " ".join(
+        [g.text for g in decl.intent.goals] + [str(_field(w, "goal")) for w in work]
+    )
+    standing = worldview.standing(dataclasses.replace(scene, view=view), agent, focus)
+    return msgspec.structs.replace(view, worldview=standing)
 
 
 def _seq_of(change: EntityChanged | EdgeChanged | WorldDeclared | InboxChanged) -> int:
@@ -200,10 +215,34 @@ def apply_change(
         case InboxChanged(agent=agent):
             writes[f"inboxsum/{world}/{agent}".encode()] = encode(change)
             affected.add(agent)
+    return refresh(reader, writes, ctx, affected)
+
+
+def refresh_all(
+    reader: Reader, writes: dict[bytes, bytes | None], ctx: Context
+) -> Step:
+    """A belief changed: every agent's standing worldview may read differently."""
     overlay = Overlay(reader, writes)
+    if _decl(overlay, ctx.world) is None:
+        return Step(writes=writes)
+    agents = {ref_name(e.id) for e in _entities(overlay, ctx.world, AGENT)}
+    return refresh(reader, writes, ctx, agents)
+
+
+def refresh(
+    reader: Reader,
+    writes: dict[bytes, bytes | None],
+    ctx: Context,
+    agents: set[str],
+) -> Step:
+    """Rebuild ``agents``' views as they will read once ``writes`` commit, and push
+    each one whose bytes changed to the ``wl-views`` bucket."""
+    world = ctx.world
+    overlay = Overlay(reader, writes)
+    scene = standing_scene(overlay, world) if agents else None
     out = []
-    for agent in sorted(affected):
-        view = build_view(overlay, world, agent)
+    for agent in sorted(agents):
+        view = build_view(overlay, world, agent, scene=scene)
         if view is None:
             continue
         payload = encode(ViewReply(view=view))
@@ -222,3 +261,19 @@ def apply_change(
             )
         )
     return Step(writes=writes, out=out)
+
+
+def standing_scene(reader: Reader, world: str) -> worldview.Scene:
+    """Everything a standing worldview reads, computed once for all agents: beliefs
+    as last changed (no clock: a standing view moves only when the state does)."""
+    every = beliefs.world_beliefs(reader, world, None)
+    active = [b for b in every if b.status == "active"]
+    edges = beliefs.belief_edges(reader, world)
+    return worldview.Scene(
+        world=world,
+        decl=_decl(reader, world),
+        beliefs=active,
+        edges=edges,
+        contradictions=beliefs.contradictions(reader, world, every, None),
+        influence=model.influence([b.id for b in active], edges),
+    )

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final
 
 import msgspec
@@ -25,8 +26,6 @@ from protocols.messages import AgentView, Belief
 from protocols.worldview import Leaf, Worldview
 
 if TYPE_CHECKING:
-    from datetime import datetime
-
     from protocols.beliefs import BeliefEdge, Contradiction
     from protocols.world import WorldDecl
 
@@ -35,6 +34,7 @@ __all__ = ["CAP", "CUT", "MAX_TOKENS", "Scene", "bound", "project", "render"]
 Weight = Callable[[Belief], float]
 
 CUT: Final = 0.5  # keep items worth at least half the leader
+BASE: Final = 0.1  # relevance floor: an unrelated belief still ranks by its weight
 CAP: Final = 7  # and never more than this many per slice
 FLOOR: Final = 1  # and always the top one
 MAX_TOKENS: Final = 2000
@@ -145,7 +145,7 @@ def _current(scene: Scene, weight: Weight, relevance: _Relevance) -> list[Leaf]:
         if b.type == "goal":
             continue
         rel = relevance(b.text)
-        score = w(b) * (0.5 + rel)
+        score = w(b) * (BASE + rel)
         trace = (b.id, *sorted(depends.get(b.id, ())))
         leaves.append(_belief_leaf(b, score, trace))
     for c in scene.contradictions:
@@ -155,7 +155,7 @@ def _current(scene: Scene, weight: Weight, relevance: _Relevance) -> list[Leaf]:
                 id="contradiction:" + "+".join(c.beliefs),
                 kind="contradiction",
                 text=f"contradiction ({c.kind}): {text}",
-                score=c.strength * (0.5 + relevance(text)) * 2,
+                score=c.strength * (BASE + relevance(text)) * 2,
                 trace=c.trace,
             )
         )
@@ -170,12 +170,12 @@ def _moves(scene: Scene, weight: Weight, relevance: _Relevance) -> list[Leaf]:
             continue
         rel = relevance(b.text)
         if b.type == "gap":
-            value = w(b) * 0.5 * (0.5 + rel)
+            value = w(b) * 0.5 * (BASE + rel)
             text = f"Answer the open question: {b.text}"
         elif b.uncertainty is not None:
             # Expected information gain from the fusion core's numbers: how much the
             # belief matters times how unsure the world is about it.
-            value = w(b) * b.uncertainty * (0.5 + rel)
+            value = w(b) * b.uncertainty * (BASE + rel)
             verb = "Adjudicate" if "contradicted" in b.flags else "Gather evidence on"
             text = f"{verb}: {b.text}"
         else:
@@ -201,7 +201,7 @@ def _limiting(scene: Scene, weight: Weight, to_goals: _Relevance) -> Leaf | None
         if b.type == "goal":
             continue
         doubt = 0.5 if b.uncertainty is None else b.uncertainty
-        score = w(b) * doubt * (0.5 + to_goals(b.text))
+        score = w(b) * doubt * (BASE + to_goals(b.text))
         leaf = _belief_leaf(b, score, (b.id,))
         if best is None or (leaf.score, leaf.id) > (best.score, best.id):
             best = leaf
@@ -378,6 +378,32 @@ def _clarity(current: Sequence[Leaf], scene: Scene) -> float:
     conflicts = sum(leaf.kind == "contradiction" for leaf in current) / len(current)
     gaps = sum(leaf.kind == "gap" for leaf in current) / len(current)
     return round(max(0.0, sureness * (1 - conflicts) * (1 - gaps)), 6)
+
+
+EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def standing(scene: Scene, agent: str, focus: str) -> Worldview:
+    """The agent's standing worldview: its goals and work as the query, the beliefs
+    as last changed, and as its clock the newest change among the beliefs it shows.
+    A change to a belief it does not show leaves its bytes as they were."""
+    view = project(scene, agent, focus, EPOCH)
+    shown = {
+        item
+        for name in (
+            "environment",
+            "current",
+            "intent",
+            "policy",
+            "affordances",
+            "moves",
+        )
+        for leaf in getattr(view, name)
+        for item in leaf.trace
+    }
+    times = [b.updated_at for b in scene.beliefs if b.id in shown]
+    at = max(times) if times else EPOCH
+    return _fit(msgspec.structs.replace(view, at=at))
 
 
 def render(view: Worldview) -> str:

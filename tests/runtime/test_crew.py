@@ -166,6 +166,7 @@ async def test_concurrent_writers_lose_no_update(nats_url: str, tmp_path: Path) 
             for agent in writers:
                 tg.start_soon(write, agent)
         async with worldline.connect(nats_url, world=world, agent="henry") as henry:
+            await henry.sync()  # read what the other writers wrote
             state = await henry.read_world(entity_type="company")
     applied = [a for a, o in outcomes.items() if o == "applied"]
     assert len(outcomes) == len(writers)  # each write is applied or rejected: 0 lost
@@ -236,7 +237,7 @@ async def test_unauthorized_write_is_rejected_and_changes_nothing(
         worldline.connect(nats_url, world=world, agent="zora") as zora,
     ):
         await henry.declare(crew(world))
-        before = await zora.read_world()
+        before = await henry.read_world()  # henry declared: his reads are fenced
         with pytest.raises(worldline.Rejected) as caught:
             await zora.write("user:henry", "intent", "whatever zora wants")
         assert caught.value.code == "unauthorized"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 import msgspec
@@ -13,8 +14,14 @@ import pytest
 
 import worldline
 from actors.registry import build
+from protocols.messages import AgentView
 from tests.runtime.test_crew import crew
-from tests.support import running, unique_world
+from tests.support import all_actors, running, unique_world
+
+if TYPE_CHECKING:
+    from anyio.streams.memory import MemoryObjectReceiveStream
+
+    from protocols.worldview import Worldview
 
 pytestmark = pytest.mark.nats
 
@@ -72,3 +79,76 @@ async def test_before_is_byte_identical_across_replicas_and_rebuilds(
     assert view["at"].startswith("2026-12-01T00:00:00")
     assert view["tokens"] < 2000
     assert 1 <= len(view["moves"]) <= 7
+
+
+async def test_watch_gets_changes_the_view_depends_on_and_not_others(
+    nats_url: str, tmp_path: Path
+) -> None:
+    world = unique_world("watch")
+    async with running(all_actors(), url=nats_url, data=tmp_path):
+        async with worldline.connect(nats_url, world=world, agent="ada") as ada:
+            await ada.declare(crew(world))
+            relevant = await ada.add("Soteria pilots convert once the SLA is signed",
+                                     confidence=0.6)  # fmt: skip
+            unrelated = [
+                await ada.add(f"The cafeteria menu rotates on day {i}", confidence=0.5)
+                for i in range(9)
+            ]
+            await ada.sync()
+        send, receive = anyio.create_memory_object_stream[AgentView](100)
+        async with (
+            worldline.connect(nats_url, world=world, agent="spock") as spock,
+            send,
+            receive,
+            anyio.create_task_group() as tg,
+        ):
+
+            async def pump() -> None:
+                async for view in spock.watch():
+                    await send.send(view)
+
+            tg.start_soon(pump)
+            with anyio.fail_after(10):
+                first = await receive.receive()
+            latest = await _quiet(receive, first)
+            assert latest.worldview is not None
+            shown = _traced(latest.worldview)
+            assert relevant.id in shown
+            assert not shown & {b.id for b in unrelated}
+            # A belief the view does not show changes: nothing is pushed.
+            await ada_evidence(nats_url, world, unrelated[3].id)
+            assert await _quiet(receive, latest) == latest
+            # A belief the view shows changes: the change reaches the stream.
+            await ada_evidence(nats_url, world, relevant.id)
+            with anyio.fail_after(10):
+                changed = await receive.receive()
+            assert changed != latest
+            assert changed.worldview is not None
+            assert relevant.id in _traced(changed.worldview)
+            tg.cancel_scope.cancel()
+
+
+def _traced(view: Worldview) -> set[str]:
+    return {
+        item
+        for name in ("current", "intent", "moves")
+        for leaf in getattr(view, name)
+        for item in leaf.trace
+    }
+
+
+async def _quiet(
+    receive: MemoryObjectReceiveStream[AgentView], latest: AgentView
+) -> AgentView:
+    """The last view published until the stream stays quiet for a second."""
+    while True:
+        with anyio.move_on_after(1.0):
+            latest = await receive.receive()
+            continue
+        return latest
+
+
+async def ada_evidence(nats_url: str, world: str, belief_id: str) -> None:
+    async with worldline.connect(nats_url, world=world, agent="ada") as ada:
+        await ada.evidence(belief_id, direction="refutes", kind="measurement",
+                           source="crm")  # fmt: skip
