@@ -24,7 +24,7 @@ from protocols.beliefs import (
     TraceStep,
 )
 from protocols.world import Edge, Entity, EntityRef, FieldName, Value, WorldDecl
-from protocols.worldview import Worldview
+from protocols.worldview import Leaf, Worldview
 
 __all__ = [
     "BELIEF_TYPES",
@@ -535,6 +535,7 @@ class WorldReply(Message, tag="rpc.world.v1", kw_only=True, frozen=True):
     gaps: list[Belief] = msgspec.field(default_factory=list)  # open gaps
     goals: list[Belief] = msgspec.field(default_factory=list)
     contradictions: list[Contradiction] = msgspec.field(default_factory=list)
+    moves: list[Leaf] = msgspec.field(default_factory=list)  # ranked next moves
 
 
 class TraceBelief(Message, tag="rpc.trace.v1", kw_only=True, frozen=True):

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 __all__ = [
     "apply_belief",
     "apply_edge",
+    "as_of",
     "belief_edges",
     "contradictions",
     "get",
@@ -217,6 +218,14 @@ def world_beliefs(reader: Reader, world: str, at: datetime | None) -> list[Belie
     reads = _Reads(reader, world, at)
     ids = [key.decode().rsplit("/", 1)[1] for key, _ in reader.scan(_key(world, ""))]
     return [b for i in ids if (b := _annotate(reads, i)) is not None]
+
+
+def as_of(belief: Belief, at: datetime) -> Belief:
+    """The belief's status as it stood at ``at``: a belief retracted, resolved or
+    superseded later was still active then."""
+    if belief.valid_until is not None and belief.valid_until > at:
+        return msgspec.structs.replace(belief, status="active", valid_until=None)
+    return belief
 
 
 def get(reader: Reader, world: str, belief_id: str, at: datetime | None) -> BeliefReply:

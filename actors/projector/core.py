@@ -60,7 +60,15 @@ def serve(reader: Reader, request: ProjectorRpc, world: str) -> Message:
         case ReadWorld(entity_type=entity_type, at=at):
             crew = views.read_world(reader, world, entity_type)
             every = beliefs.world_beliefs(reader, world, at)
+            if at is not None:  # the world model as it stood at ``at``
+                every = [beliefs.as_of(b, at) for b in every if b.created_at <= at]
             active = [b for b in every if b.status == "active"]
+            scene = worldview.Scene(
+                world=world,
+                decl=crew.declaration,
+                beliefs=active,
+                edges=beliefs.belief_edges(reader, world),
+            )
             return WorldReply(
                 declaration=crew.declaration,
                 entities=crew.entities,
@@ -71,6 +79,7 @@ def serve(reader: Reader, request: ProjectorRpc, world: str) -> Message:
                 gaps=[b for b in active if b.type == "gap"],
                 goals=[b for b in active if b.type == "goal"],
                 contradictions=beliefs.contradictions(reader, world, every, at),
+                moves=worldview.ranked_moves(scene),
             )
         case Before(agent=agent, query=query, at=at):
             every = beliefs.world_beliefs(reader, world, at)

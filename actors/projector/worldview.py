@@ -29,7 +29,17 @@ if TYPE_CHECKING:
     from protocols.beliefs import BeliefEdge, Contradiction
     from protocols.world import WorldDecl
 
-__all__ = ["CAP", "CUT", "MAX_TOKENS", "Scene", "bound", "project", "render"]
+__all__ = [
+    "CAP",
+    "CUT",
+    "MAX_TOKENS",
+    "Scene",
+    "bound",
+    "project",
+    "ranked_moves",
+    "render",
+    "standing",
+]
 
 Weight = Callable[[Belief], float]
 
@@ -192,6 +202,18 @@ def _moves(scene: Scene, weight: Weight, relevance: _Relevance) -> list[Leaf]:
             )
         )
     return leaves
+
+
+def ranked_moves(scene: Scene) -> list[Leaf]:
+    """The world's next moves with no particular query: bounded, by information
+    value (what ``read()`` reports)."""
+    n = max(len(scene.beliefs), 1)
+    influence = scene.influence or model.influence(
+        [b.id for b in scene.beliefs], scene.edges
+    )
+    return bound(
+        _moves(scene, lambda b: influence.get(b.id, 1.0 / n) * n, _Relevance("", ""))
+    )
 
 
 def _limiting(scene: Scene, weight: Weight, to_goals: _Relevance) -> Leaf | None:

@@ -206,6 +206,12 @@ async def test_bad_evidence_is_rejected_and_nothing_is_half_applied(
                                source="x")  # fmt: skip
         after = await ada.get(belief.id)
         chain = await ada.trace(belief.id)
+        now_world = await ada.read()
+        then_world = await ada.read(at=belief.created_at)
+    # read(at=T) is the world model as it stood at T: then the belief was active.
+    assert belief.id not in {b.id for b in now_world.beliefs}
+    assert belief.id in {b.id for b in then_world.beliefs}
+    assert [m.trace for m in then_world.moves] == [(belief.id,)]
     assert after is not None
     assert after.evidence_count == 0
     assert after.valid_until is not None
