@@ -85,8 +85,14 @@ class _Relevance:
         self.words = set(normalize(query)[0].split())
         self.vector = embedding.embed(query)
         self.focus = set(normalize(focus)[0].split())
+        self.memo: dict[str, float] = {}  # slices ask about the same texts
 
     def __call__(self, text: str) -> float:
+        if text not in self.memo:
+            self.memo[text] = self._score(text)
+        return self.memo[text]
+
+    def _score(self, text: str) -> float:
         words = set(normalize(text)[0].split())
         keyword = len(words & self.words) / len(words | self.words) if words else 0.0
         semantic = max(0.0, embedding.cosine(self.vector, embedding.embed(text)))
@@ -395,7 +401,9 @@ def _clarity(current: Sequence[Leaf], scene: Scene) -> float:
     claims = [leaf for leaf in current if leaf.confidence is not None]
     if not claims:
         return 0.0
-    sureness = sum(abs((leaf.confidence or 0.5) - 0.5) * 2 for leaf in claims)
+    sureness = sum(
+        abs(leaf.confidence - 0.5) * 2 for leaf in claims if leaf.confidence is not None
+    )
     sureness /= len(claims)
     conflicts = sum(leaf.kind == "contradiction" for leaf in current) / len(current)
     gaps = sum(leaf.kind == "gap" for leaf in current) / len(current)

@@ -49,11 +49,13 @@ from protocols.messages import (
 from protocols.subjects import (
     MATERIALIZER_IN,
     MATERIALIZER_OPS_IN,
+    RpcVerb,
     author_of,
     check_name,
     derived,
     obs,
     ops,
+    rpc_pattern,
     state,
     world_of,
 )
@@ -512,7 +514,11 @@ def test_pipeline_add_belief_reaches_the_projector() -> None:
             == []
         )
 
-    assert len(projector_spec.services) == 5
+    verbs: tuple[RpcVerb, ...] = ("get", "list", "read", "view", "trace", "before")
+    assert len(projector_spec.services) == len(verbs) == 6
+    assert [svc.subject for svc in projector_spec.services] == [
+        rpc_pattern(verb) for verb in verbs
+    ]
     request = PROJECTOR_RPC.decode(encode(GetBelief(belief_id="b-pipe")))
     for service in projector_spec.services:
         reply = service.serve(projector_st, request, W1)

@@ -49,6 +49,7 @@ from protocols.messages import (
     AddEdge,
     AddEvidence,
     AgentView,
+    Before,
     Belief,
     BeliefChanged,
     BeliefEdgeChanged,
@@ -91,6 +92,7 @@ from protocols.messages import (
     WorkAssigned,
     WorldDeclared,
     WorldReply,
+    WorldviewReply,
     encode,
 )
 from protocols.subjects import ops
@@ -114,6 +116,7 @@ from protocols.world import (
     WorldDecl,
     WorldInfo,
 )
+from protocols.worldview import Leaf, Worldview
 
 GOLDEN_DIR: Final = Path(__file__).resolve().parent.parent / "golden"
 REGEN: Final = os.environ.get("WORLDLINE_REGEN_GOLDEN") == "1"
@@ -238,6 +241,64 @@ BELIEF_EDGE: Final = BeliefEdge(
     author="alice",
     version=13,
     at=T2,
+)
+
+WORLDVIEW: Final = Worldview(
+    world="crew",
+    agent="spock",
+    query="Should we deploy the cache fix today?",
+    at=T1,
+    environment=[
+        Leaf(id="crew", kind="world", text="crew: software", score=2.0, trace=("crew",))
+    ],
+    current=[
+        Leaf(
+            id="b-0123456789abcdef",
+            kind="claim",
+            text="The cache is invalidated on every deploy.",
+            score=1.25,
+            confidence=0.75,
+            flags=("stable", "uncertain"),
+            trace=("b-0123456789abcdef", "b-fedcba9876543210"),
+        ),
+        Leaf(
+            id="b-gap-1",
+            kind="gap",
+            text="Why is the cache cold?",
+            score=0.5,
+            trace=("b-gap-1",),
+        ),
+    ],
+    affordances=[
+        Leaf(
+            id="deploy",
+            kind="needs-approval",
+            text="Deploy to prod.",
+            score=1.5,
+            status="flagged",
+            trace=("budget",),
+        )
+    ],
+    moves=[
+        Leaf(
+            id="move:b-0123456789abcdef",
+            kind="move",
+            text="Gather evidence on: The cache is invalidated on every deploy.",
+            score=0.125,
+            confidence=0.75,
+            trace=("b-0123456789abcdef",),
+        )
+    ],
+    limiting=Leaf(
+        id="b-0123456789abcdef",
+        kind="claim",
+        text="The cache is invalidated on every deploy.",
+        score=0.0625,
+        trace=("b-0123456789abcdef",),
+    ),
+    clarity=0.5,
+    prompt="# Worldview for spock in crew\n",
+    tokens=8,
 )
 
 SAMPLES: Final[tuple[Message, ...]] = (
@@ -416,6 +477,8 @@ SAMPLES: Final[tuple[Message, ...]] = (
         steps=[TraceStep(evidence=EVIDENCE, before=0.5, after=0.75)],
         edges=[BELIEF_EDGE],
     ),
+    Before(agent="spock", query="Should we deploy the cache fix today?", at=T1),
+    WorldviewReply(view=WORLDVIEW),
 )
 
 
@@ -473,6 +536,8 @@ DECODERS: Final[dict[type[Message], tuple[Any, ...]]] = {
     BeliefEdgeChanged: (PROJECTOR_INBOX.decode,),
     TraceBelief: (PROJECTOR_RPC.decode,),
     TraceReply: (PROJECTOR_REPLY.decode,),
+    Before: (PROJECTOR_RPC.decode,),
+    WorldviewReply: (PROJECTOR_REPLY.decode,),
 }
 
 
