@@ -58,6 +58,7 @@ def build(store: Store, n: int) -> None:
     fill = Input(projector_in("bench"), PROJECTOR_INBOX, _replica_only)
     subject = state(WORLD, "belief")
     batch: list[Delivery] = []
+    seq = 0  # one increasing stream sequence, as the change feed would number them
     for i in range(n):
         text = f"{WORDS[i % 10]} {WORDS[(i * 7) % 10]} statement {i}"
         belief = Belief(
@@ -82,9 +83,9 @@ def build(store: Store, n: int) -> None:
                 author="a",
             )
         ]
-        batch.append(
-            Delivery(i + 1, subject, encode(BeliefChanged(belief=belief, evidence=ev)))
-        )
+        seq += 1
+        change = BeliefChanged(belief=belief, evidence=ev)
+        batch.append(Delivery(seq, subject, encode(change)))
         if i % 10 == 9:
             edge = BeliefEdge(
                 id=f"d{i}",
@@ -94,9 +95,8 @@ def build(store: Store, n: int) -> None:
                 confidence=0.7,
                 version=n + i,
             )
-            batch.append(
-                Delivery(n + i + 1, subject, encode(BeliefEdgeChanged(edge=edge)))
-            )
+            seq += 1
+            batch.append(Delivery(seq, subject, encode(BeliefEdgeChanged(edge=edge))))
         if len(batch) >= 2000:
             store.apply_batch(fill, batch, AT)
             batch = []
@@ -112,6 +112,10 @@ def measure(n: int, samples: int) -> tuple[float, float, float]:
     with tempfile.TemporaryDirectory() as tmp:
         store = Store(Path(tmp) / "projector", actor="projector")
         build(store, n)
+        with store.reader() as reader:
+            held = sum(1 for _ in reader.scan(f"belief/{WORLD}/".encode()))
+        if held != n:
+            raise SystemExit(f"the replica holds {held} beliefs, not {n}")
         request = Before(agent="ada", query="audit the export auth path", at=AT)
         timings, raw = [], []
         for _ in range(samples):
