@@ -5,8 +5,6 @@ retract/resolve, relate (belief edges), trust. Mixed into
 from __future__ import annotations
 
 import hashlib
-import uuid
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
@@ -39,24 +37,18 @@ from protocols.messages import (
     WorldviewReply,
 )
 from protocols.subjects import dlq, obs
-from worldline.crew import CrewMixin, validated
+from worldline.crew import CrewMixin, new_id, utc_now, validated
 from worldline.errors import BadRequest, NotApplied, Rejected
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from protocols.worldview import Worldview
 
 __all__ = ["BeliefMixin"]
 
 _DEAD_LETTER = msgspec.msgpack.Decoder(DeadLetter)
 Flag = Literal["stale", "stable", "contradicted", "uncertain"]
-
-
-def _new_id(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:16]}"
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
 
 
 class BeliefMixin(CrewMixin):
@@ -117,9 +109,9 @@ class BeliefMixin(CrewMixin):
         if type in ("goal", "gap") and confidence is not None:
             raise BadRequest(f"a {type} carries no probability; drop the confidence")
         op = AddBelief(
-            op_id=_new_id("op"),
+            op_id=new_id("op"),
             author=self.agent,
-            at=_now(),
+            at=utc_now(),
             # By default the id is the normalized text's, so the extractor's later
             # restatements of it become evidence for this belief, not duplicates.
             belief_id=id or belief_id_for(self.world, text),
@@ -147,9 +139,9 @@ class BeliefMixin(CrewMixin):
             BadRequest: an unknown direction or kind, or a malformed field.
             Rejected: no such belief, or the belief is retracted.
         """
-        at = _now()
+        at = utc_now()
         item = Evidence(
-            id=id or _new_id("ev"),
+            id=id or new_id("ev"),
             belief_id=belief_id,
             direction=direction,
             kind=kind,
@@ -159,7 +151,7 @@ class BeliefMixin(CrewMixin):
             artifact=artifact,
             author=self.agent,
         )
-        op = AddEvidence(op_id=_new_id("op"), author=self.agent, at=at, evidence=item)
+        op = AddEvidence(op_id=new_id("op"), author=self.agent, at=at, evidence=item)
         return await self._through_fusion(op, belief_id)
 
     async def retract(self, belief_id: str, reason: str = "") -> Belief:
@@ -174,9 +166,9 @@ class BeliefMixin(CrewMixin):
         self, belief_id: str, how: Literal["retracted", "resolved"], reason: str
     ) -> Belief:
         op = CloseBelief(
-            op_id=_new_id("op"),
+            op_id=new_id("op"),
             author=self.agent,
-            at=_now(),
+            at=utc_now(),
             belief_id=belief_id,
             how=how,
             reason=reason,
@@ -187,9 +179,9 @@ class BeliefMixin(CrewMixin):
         """Scale ``source``'s contribution (``agent:<name>`` for an agent's) by
         ``value``; ``lock`` keeps others from changing it. Returns the op sequence."""
         op = SetTrust(
-            op_id=_new_id("op"),
+            op_id=new_id("op"),
             author=self.agent,
-            at=_now(),
+            at=utc_now(),
             source=source,
             trust=value,
             lock=lock,
@@ -220,13 +212,13 @@ class BeliefMixin(CrewMixin):
     ) -> int:
         """Add a typed edge between two beliefs with its own confidence."""
         edge = BeliefEdge(
-            id=id or _new_id("be"),
+            id=id or new_id("be"),
             type=type,
             source=source,
             target=target,
             confidence=confidence,
         )
-        op = LinkBeliefs(op_id=_new_id("op"), author=self.agent, at=_now(), edge=edge)
+        op = LinkBeliefs(op_id=new_id("op"), author=self.agent, at=utc_now(), edge=edge)
         return await self._submit(op)
 
     # --- observations ---------------------------------------------------------------
@@ -252,7 +244,7 @@ class BeliefMixin(CrewMixin):
             Observe(
                 obs_id=f"obs-{digest}",
                 author=self.agent,
-                at=_now(),
+                at=utc_now(),
                 source=source,
                 text=text,
                 role=role,
@@ -309,7 +301,7 @@ class BeliefMixin(CrewMixin):
         """The worldview for the move ``query``: six bounded, traced slices and the
         prompt rendered from them. The clock is this call's (or ``at``), passed to
         the projector, so the same state, query and clock give the same bytes."""
-        request = Before(agent=self.agent, query=query, at=at or _now())
+        request = Before(agent=self.agent, query=query, at=at or utc_now())
         reply = await self._request("before", request)
         if not isinstance(reply, WorldviewReply):
             raise BadRequest(f"unexpected reply to before: {reply!r}")

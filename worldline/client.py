@@ -8,12 +8,10 @@ agent now reads.
 
 from __future__ import annotations
 
-import uuid
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 import anyio
-import msgspec
 import nats.errors
 from nats.js import api
 
@@ -22,7 +20,6 @@ from protocols.messages import (
     MATERIALIZER_REPLY,
     PROJECTOR_REPLY,
     SIMULATOR_REPLY,
-    DeadLetter,
     Message,
     RpcError,
     encode,
@@ -40,16 +37,11 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_URL", "World", "connect"]
 
 DEFAULT_URL = "nats://127.0.0.1:4222"
-_DEAD_LETTER = msgspec.msgpack.Decoder(DeadLetter)
 _REPLIES: dict[str, Any] = {
     "op_status": MATERIALIZER_REPLY,
     "state_hash": MATERIALIZER_REPLY,
     "sim.status": SIMULATOR_REPLY,
 }
-
-
-def _new_id(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:16]}"
 
 
 class World(BeliefMixin):

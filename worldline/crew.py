@@ -66,7 +66,14 @@ if TYPE_CHECKING:
     from nats.aio.msg import Msg
     from nats.js import JetStreamContext
 
-__all__ = ["CrewMixin", "ExportRecord", "InboxItem", "validated"]
+__all__ = [
+    "CrewMixin",
+    "ExportRecord",
+    "InboxItem",
+    "new_id",
+    "utc_now",
+    "validated",
+]
 
 T = TypeVar("T", bound=msgspec.Struct)
 
@@ -74,11 +81,13 @@ log = logging.getLogger("worldline.sdk")
 _VIEW_VALUE = msgspec.msgpack.Decoder(ViewReply)
 
 
-def _new_id(prefix: str) -> str:
+def new_id(prefix: str) -> str:
+    """A fresh random id with a readable prefix (op-, ev-, b-...)."""
     return f"{prefix}-{uuid.uuid4().hex[:16]}"
 
 
-def _now() -> datetime:
+def utc_now() -> datetime:
+    """The client's clock: when an op or observation is made."""
     return datetime.now(UTC)
 
 
@@ -183,7 +192,7 @@ class CrewMixin:
     async def declare(self, declaration: WorldDecl) -> int:
         """Declare the world (or re-declare it, as an admin); return the op sequence."""
         op = DeclareWorld(
-            op_id=_new_id("op"), author=self.agent, at=_now(), declaration=declaration
+            op_id=new_id("op"), author=self.agent, at=utc_now(), declaration=declaration
         )
         return await self._submit(op)
 
@@ -201,9 +210,9 @@ class CrewMixin:
         changed, the version it already had when the value was the same.
         ``expect_version=0`` means the field must not exist yet."""
         op = SetField(
-            op_id=_new_id("op"),
+            op_id=new_id("op"),
             author=self.agent,
-            at=_now(),
+            at=utc_now(),
             entity=entity,
             field=field,
             value=value,
@@ -215,9 +224,9 @@ class CrewMixin:
     async def upsert(self, entity: str, fields: dict[str, Value]) -> int:
         """Create ``entity`` or set several of its fields."""
         op = UpsertEntity(
-            op_id=_new_id("op"),
+            op_id=new_id("op"),
             author=self.agent,
-            at=_now(),
+            at=utc_now(),
             entity=entity,
             fields=fields,
         )
@@ -226,13 +235,13 @@ class CrewMixin:
     async def link(self, edge_id: str, type: str, source: str, target: str) -> int:
         """Add a typed edge ``source -type-> target``."""
         edge = Edge(id=edge_id, type=type, source=source, target=target)
-        op = AddEdge(op_id=_new_id("op"), author=self.agent, at=_now(), edge=edge)
+        op = AddEdge(op_id=new_id("op"), author=self.agent, at=utc_now(), edge=edge)
         return await self._submit(op)
 
     async def unlink(self, edge_id: str) -> int:
         """Remove an edge."""
         op = RemoveEdge(
-            op_id=_new_id("op"), author=self.agent, at=_now(), edge_id=edge_id
+            op_id=new_id("op"), author=self.agent, at=utc_now(), edge_id=edge_id
         )
         return await self._submit(op)
 
@@ -251,9 +260,9 @@ class CrewMixin:
     ) -> int:
         """File or update a work request (``work:<work_id>``)."""
         op = PutWork(
-            op_id=_new_id("op"),
+            op_id=new_id("op"),
             author=self.agent,
-            at=_now(),
+            at=utc_now(),
             work_id=work_id,
             work_kind=kind,
             assigned_to=assigned_to,
@@ -371,9 +380,9 @@ class CrewMixin:
             await item._msg.ack_sync()
         await self._submit(
             AckInbox(
-                op_id=_new_id("op"),
+                op_id=new_id("op"),
                 author=self.agent,
-                at=_now(),
+                at=utc_now(),
                 message_ids=[item.message.id for item in items],
             )
         )
@@ -382,7 +391,7 @@ class CrewMixin:
         """Ephemeral status (expires after the bucket's TTL; never in the log)."""
         kv = await self._js.key_value(PRESENCE.bucket)
         value = validated(
-            Presence(agent=self.agent, status=status, task=task, at=_now())
+            Presence(agent=self.agent, status=status, task=task, at=utc_now())
         )
         await kv.put(bucket_key(self.world, self.agent), encode(value))
 
