@@ -90,7 +90,7 @@ def serve(reader: Reader, request: ProjectorRpc, world: str) -> Message:
                 beliefs=active,
                 edges=beliefs.belief_edges(reader, world),
                 contradictions=beliefs.contradictions(reader, world, every, at),
-                view=views.build_view(reader, world, agent),
+                view=views.build_view(reader, world, agent, standing=False),
             )
             return WorldviewReply(view=worldview.project(scene, agent, query, at))
         case GetView(agent=agent):

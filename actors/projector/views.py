@@ -96,11 +96,17 @@ def read_world(reader: Reader, world: str, entity_type: str | None) -> WorldRepl
 
 
 def build_view(
-    reader: Reader, world: str, agent: str, *, scene: worldview.Scene | None = None
+    reader: Reader,
+    world: str,
+    agent: str,
+    *,
+    scene: worldview.Scene | None = None,
+    standing: bool = True,
 ) -> AgentView | None:
     """``agent``'s startup view: itself, its edges and their other ends, its open
     work, its inbox summary, what it may write, the world's goals and constraints,
-    and the principals (``user`` entities: whose focus everyone follows)."""
+    and the principals (``user`` entities: whose focus everyone follows); with
+    ``standing``, also its standing worldview (its goals and work as the query)."""
     decl = _decl(reader, world)
     if decl is None:
         return None
@@ -135,13 +141,14 @@ def build_view(
         constraints=[f"{c.id}: {c.text}" for c in decl.intent.constraints],
         principals=_entities(reader, world, PRINCIPAL),
     )
-    # The standing worldview: this agent's goals and open work as the query.
+    if not standing:
+        return view
     scene = scene or standing_scene(reader, world)
     focus = " ".join(
         [g.text for g in decl.intent.goals] + [str(_field(w, "goal")) for w in work]
     )
-    standing = worldview.standing(dataclasses.replace(scene, view=view), agent, focus)
-    return msgspec.structs.replace(view, worldview=standing)
+    current = worldview.standing(dataclasses.replace(scene, view=view), agent, focus)
+    return msgspec.structs.replace(view, worldview=current)
 
 
 def _seq_of(change: EntityChanged | EdgeChanged | WorldDeclared | InboxChanged) -> int:
