@@ -8,12 +8,16 @@ State keys: ``belief/<w>/<id>`` -> ``BeliefChanged`` (belief, evidence, trust);
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 import msgspec
 
 from actors.fusion import model
 from actors.fusion.core import NO_PROBABILITY
+from actors.projector import index
+from actors.projector import worldview as worldview_model
+from actors.runtime.memory import Overlay
 from protocols.beliefs import BeliefEdge, Contradiction, TraceStep
 from protocols.messages import (
     Belief,
@@ -30,6 +34,8 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from actors.runtime.spec import Context, Reader
+    from protocols.messages import AgentView
+    from protocols.world import WorldDecl
 
 __all__ = [
     "apply_belief",
@@ -59,12 +65,26 @@ def _edge_key(world: str, edge_id: str) -> bytes:
 def apply_belief(
     reader: Reader, change: BeliefChanged, ctx: Context
 ) -> dict[bytes, bytes | None]:
-    """Keep the newest version of the belief (and its evidence)."""
+    """Keep the newest version of the belief (and its evidence), and its card and
+    ranks in the index."""
     key = _key(ctx.world, change.belief.id)
     raw = reader.get(key)
     if raw is not None and _RECORD.decode(raw).belief.version >= change.belief.version:
         return {}
-    return {key: encode(change)}
+    writes: dict[bytes, bytes | None] = {key: encode(change)}
+    _reindex(reader, ctx.world, change.belief, writes)
+    return writes
+
+
+def _reindex(
+    reader: Reader, world: str, belief: Belief, writes: dict[bytes, bytes | None]
+) -> None:
+    overlay = Overlay(reader, writes)
+    edges = _touching(overlay, world, "from", belief.id) + _touching(
+        overlay, world, "to", belief.id
+    )
+    weight = index.local_influence(belief.id, edges)
+    index.index_writes(overlay, world, belief, weight, writes)
 
 
 def apply_edge(
@@ -86,6 +106,14 @@ def apply_edge(
     if not edge.removed:
         writes[_end_key(ctx.world, "from", edge.source, edge.id)] = b""
         writes[_end_key(ctx.world, "to", edge.target, edge.id)] = b""
+    # The ends' local influence moved: re-rank them.
+    ends = {edge.source, edge.target}
+    if raw is not None:
+        ends |= {old.source, old.target}
+    for end in sorted(ends):
+        held = index.card(Overlay(reader, writes), ctx.world, end)
+        if held is not None:
+            _reindex(reader, ctx.world, held.belief, writes)
     return writes
 
 
@@ -251,6 +279,16 @@ def contradictions(
     reader: Reader, world: str, beliefs: list[Belief], at: datetime | None = None
 ) -> list[Contradiction]:
     """Explicit ``contradicts`` edges and split evidence, as first-class objects."""
+    return _contradictions(reader, world, beliefs, belief_edges(reader, world), at)
+
+
+def _contradictions(
+    reader: Reader,
+    world: str,
+    beliefs: list[Belief],
+    edges: list[BeliefEdge],
+    at: datetime | None,
+) -> list[Contradiction]:
     active = {b.id for b in beliefs if b.status == "active"}
     found = [
         Contradiction(
@@ -259,7 +297,7 @@ def contradictions(
             strength=e.confidence,
             trace=(e.source, e.target, e.id),
         )
-        for e in belief_edges(reader, world)
+        for e in sorted(edges, key=lambda e: e.id)
         if e.type == "contradicts" and e.source in active and e.target in active
     ]
     for b in beliefs:
@@ -300,4 +338,48 @@ def trace(reader: Reader, world: str, belief_id: str) -> TraceReply:
         belief=record.belief,
         steps=[TraceStep(evidence=e, before=b, after=a) for e, b, a in steps],
         edges=edges,
+    )
+
+
+def decision_scene(
+    reader: Reader,
+    world: str,
+    *,
+    decl: WorldDecl | None,
+    view: AgentView | None,
+    query: str,
+    focus: str,
+    at: datetime | None,
+) -> worldview_model.Scene:
+    """The scene a decision view is projected from, read from the index: a bounded
+    candidate set (see :func:`actors.projector.index.candidates`), ranked by the
+    cards' stored readings, then the survivors read at the clock ``at`` and
+    projected again. What it costs does not grow with the number of beliefs."""
+    cards = index.candidates(reader, world, query, focus)
+    n = max(len(cards), 1)
+    influence = {c.belief.id: c.weight / n for c in cards}
+    features = {c.belief.text: (frozenset(c.stems), index.vector_of(c)) for c in cards}
+    ids = {c.belief.id for c in cards}
+    edges: dict[str, BeliefEdge] = {}
+    for belief_id in sorted(ids):
+        for end in ("from", "to"):
+            for e in _touching(reader, world, end, belief_id):
+                edges[e.id] = e
+    shown = [c.belief for c in cards]
+    found = _contradictions(reader, world, shown, list(edges.values()), at)
+    first = worldview_model.Scene(
+        world=world,
+        decl=decl,
+        beliefs=shown,
+        edges=sorted(edges.values(), key=lambda e: e.id),
+        contradictions=found,
+        view=view,
+        influence=influence,
+        features=features,
+    )
+    kept = worldview_model.kept_beliefs(first, query, focus)
+    reads = _Reads(reader, world, at)
+    survivors = [b for i in sorted(kept) if (b := _annotate(reads, i)) is not None]
+    return dataclasses.replace(
+        first, beliefs=[b for b in survivors if b.status == "active"]
     )

@@ -82,15 +82,16 @@ def serve(reader: Reader, request: ProjectorRpc, world: str) -> Message:
                 moves=worldview.ranked_moves(scene),
             )
         case Before(agent=agent, query=query, at=at):
-            every = beliefs.world_beliefs(reader, world, at)
-            active = [b for b in every if b.status == "active"]
-            scene = worldview.Scene(
-                world=world,
-                decl=views.declaration(reader, world),
-                beliefs=active,
-                edges=beliefs.belief_edges(reader, world),
-                contradictions=beliefs.contradictions(reader, world, every, at),
-                view=views.build_view(reader, world, agent, standing=False),
+            decl = views.declaration(reader, world)
+            agent_view = views.build_view(reader, world, agent, standing=False)
+            scene = beliefs.decision_scene(
+                reader,
+                world,
+                decl=decl,
+                view=agent_view,
+                query=query,
+                focus=views.focus_of(decl, agent_view) if decl else "",
+                at=at,
             )
             return WorldviewReply(view=worldview.project(scene, agent, query, at))
         case GetView(agent=agent):

@@ -8,13 +8,11 @@ State keys: ``decl/<w>``, ``entity/<w>/<ref>``, ``edge/<w>/<id>``,
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import hashlib
 
 import msgspec
 
-from actors.fusion import model
 from actors.projector import beliefs, worldview
 from actors.runtime.memory import Overlay
 from actors.runtime.spec import Context, Outgoing, Reader, Step
@@ -35,11 +33,11 @@ __all__ = [
     "apply_change",
     "build_view",
     "declaration",
+    "focus_of",
     "read_world",
     "refresh",
     "refresh_all",
     "replica_version",
-    "standing_scene",
 ]
 
 _DECL = msgspec.msgpack.Decoder(WorldDecl)
@@ -96,12 +94,7 @@ def read_world(reader: Reader, world: str, entity_type: str | None) -> WorldRepl
 
 
 def build_view(
-    reader: Reader,
-    world: str,
-    agent: str,
-    *,
-    scene: worldview.Scene | None = None,
-    standing: bool = True,
+    reader: Reader, world: str, agent: str, *, standing: bool = True
 ) -> AgentView | None:
     """``agent``'s startup view: itself, its edges and their other ends, its open
     work, its inbox summary, what it may write, the world's goals and constraints,
@@ -143,12 +136,20 @@ def build_view(
     )
     if not standing:
         return view
-    scene = scene or standing_scene(reader, world)
-    focus = " ".join(
+    focus = focus_of(decl, view)
+    scene = beliefs.decision_scene(
+        reader, world, decl=decl, view=view, query=focus, focus=focus, at=None
+    )
+    current = worldview.standing(scene, agent, focus)
+    return msgspec.structs.replace(view, worldview=current)
+
+
+def focus_of(decl: WorldDecl, view: AgentView | None) -> str:
+    """What an agent is after: the world's goals and its own open work."""
+    work = view.work if view else []
+    return " ".join(
         [g.text for g in decl.intent.goals] + [str(_field(w, "goal")) for w in work]
     )
-    current = worldview.standing(dataclasses.replace(scene, view=view), agent, focus)
-    return msgspec.structs.replace(view, worldview=current)
 
 
 def _seq_of(change: EntityChanged | EdgeChanged | WorldDeclared | InboxChanged) -> int:
@@ -246,10 +247,9 @@ def refresh(
     each one whose bytes changed to the ``wl-views`` bucket."""
     world = ctx.world
     overlay = Overlay(reader, writes)
-    scene = standing_scene(overlay, world) if agents else None
     out = []
     for agent in sorted(agents):
-        view = build_view(overlay, world, agent, scene=scene)
+        view = build_view(overlay, world, agent)
         if view is None:
             continue
         payload = encode(ViewReply(view=view))
@@ -268,19 +268,3 @@ def refresh(
             )
         )
     return Step(writes=writes, out=out)
-
-
-def standing_scene(reader: Reader, world: str) -> worldview.Scene:
-    """Everything a standing worldview reads, computed once for all agents: beliefs
-    as last changed (no clock: a standing view moves only when the state does)."""
-    every = beliefs.world_beliefs(reader, world, None)
-    active = [b for b in every if b.status == "active"]
-    edges = beliefs.belief_edges(reader, world)
-    return worldview.Scene(
-        world=world,
-        decl=_decl(reader, world),
-        beliefs=active,
-        edges=edges,
-        contradictions=beliefs.contradictions(reader, world, every, None),
-        influence=model.influence([b.id for b in active], edges),
-    )

@@ -26,6 +26,8 @@ from protocols.messages import AgentView, Belief
 from protocols.worldview import Leaf, Worldview
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from protocols.beliefs import BeliefEdge, Contradiction
     from protocols.world import WorldDecl
 
@@ -35,6 +37,7 @@ __all__ = [
     "MAX_TOKENS",
     "Scene",
     "bound",
+    "kept_beliefs",
     "project",
     "ranked_moves",
     "render",
@@ -62,6 +65,8 @@ class Scene:
     contradictions: Sequence[Contradiction] = ()
     view: AgentView | None = None  # the agent's crew view, if the world is declared
     influence: dict[str, float] = field(default_factory=dict)
+    # Precomputed relevance features by text (stems, embedding), from the index.
+    features: dict[str, tuple[frozenset[str], np.ndarray]] = field(default_factory=dict)
 
 
 def bound(leaves: Sequence[Leaf]) -> list[Leaf]:
@@ -81,10 +86,16 @@ class _Relevance:
     """Hybrid relevance of a text to the query: keyword overlap, hashing-embedding
     cosine, and proximity to the agent's goals and work."""
 
-    def __init__(self, query: str, focus: str) -> None:
+    def __init__(
+        self,
+        query: str,
+        focus: str,
+        features: dict[str, tuple[frozenset[str], np.ndarray]] | None = None,
+    ) -> None:
         self.words = set(normalize(query)[0].split())
         self.vector = embedding.embed(query)
         self.focus = set(normalize(focus)[0].split())
+        self.features = features or {}
         self.memo: dict[str, float] = {}  # slices ask about the same texts
 
     def __call__(self, text: str) -> float:
@@ -93,9 +104,14 @@ class _Relevance:
         return self.memo[text]
 
     def _score(self, text: str) -> float:
-        words = set(normalize(text)[0].split())
+        if text in self.features:
+            stems, vector = self.features[text]
+            words = set(stems)
+        else:
+            words = set(normalize(text)[0].split())
+            vector = embedding.embed(text)
         keyword = len(words & self.words) / len(words | self.words) if words else 0.0
-        semantic = max(0.0, embedding.cosine(self.vector, embedding.embed(text)))
+        semantic = max(0.0, embedding.cosine(self.vector, vector))
         near = len(words & self.focus) / len(words) if words else 0.0
         return (keyword + semantic + near) / 3.0
 
@@ -109,7 +125,7 @@ def project(scene: Scene, agent: str, query: str, at: datetime) -> Worldview:
         for w in (scene.view.work if scene.view else [])
         for f in w.fields.values()
     )
-    relevance = _Relevance(query, f"{goals_text} {work_text}")
+    relevance = _Relevance(query, f"{goals_text} {work_text}", scene.features)
     n = max(len(scene.beliefs), 1)
     influence = scene.influence or model.influence(
         [b.id for b in scene.beliefs], scene.edges
@@ -120,7 +136,9 @@ def project(scene: Scene, agent: str, query: str, at: datetime) -> Worldview:
 
     current = bound(_current(scene, weight, relevance))
     moves = bound(_moves(scene, weight, relevance))
-    limiting = _limiting(scene, weight, _Relevance(goals_text, goals_text))
+    limiting = _limiting(
+        scene, weight, _Relevance(goals_text, goals_text, scene.features)
+    )
     view = Worldview(
         world=scene.world,
         agent=agent,
@@ -208,6 +226,23 @@ def _moves(scene: Scene, weight: Weight, relevance: _Relevance) -> list[Leaf]:
             )
         )
     return leaves
+
+
+def kept_beliefs(scene: Scene, query: str, focus: str) -> set[str]:
+    """The beliefs a projection of ``scene`` would show (in current, moves or as the
+    limiting factor): the survivors a decision scene reads again at its clock."""
+    view = project(scene, "-", query, EPOCH)
+    ids = {b.id for b in scene.beliefs}
+    kept = {
+        item
+        for leaves in (view.current, view.moves, view.intent)
+        for leaf in leaves
+        for item in leaf.trace
+        if item in ids
+    }
+    if view.limiting is not None:
+        kept.add(view.limiting.id)
+    return kept
 
 
 def ranked_moves(scene: Scene) -> list[Leaf]:

@@ -1,0 +1,161 @@
+"""The projector's incremental index: a small card per belief and ranked keys, kept
+current by the change feed, so a decision view reads a bounded candidate set instead
+of the whole store.
+
+Per belief (active, not a goal): ``card/<w>/<id>`` (the belief without its evidence,
+its local influence, its stems and its embedding), ``rw/<w>/<rank>/<id>`` by influence,
+``rm/<w>/<rank>/<id>`` by influence x doubt (what a move on it is worth), and
+``tok/<w>/<stem>/<rank>/<id>`` per content stem. Goals are listed under
+``goal/<w>/<id>``. Ranks are inverted fixed-width numbers, so a forward cursor scan
+reads the best first, ties by id.
+
+Local influence is 1 plus the confidence of every edge that rests on the belief
+(``depends_on`` and ``derived_from`` pointing at it, ``supports`` leaving it): what the
+projector can keep current from the edges that touch one belief.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+import msgspec
+import numpy as np
+
+from actors.extractor.text import normalize
+from actors.fusion import embedding
+from protocols.messages import Belief, encode
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from actors.runtime.spec import Reader
+    from protocols.beliefs import BeliefEdge
+
+__all__ = [
+    "Card",
+    "candidates",
+    "card",
+    "index_writes",
+    "local_influence",
+    "vector_of",
+]
+
+MAX_STEMS: Final = 16  # indexed per belief
+TOP: Final = 32  # best by influence, and best by move value
+PER_STEM: Final = 16  # per query stem
+PER_FOCUS_STEM: Final = 8  # per goal or work stem
+MAX_QUERY_STEMS: Final = 12
+GOALS: Final = 32
+
+
+class Card(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag="card.v1"):
+    """What ranking needs of a belief, without its evidence."""
+
+    belief: Belief
+    weight: float  # local influence
+    stems: tuple[str, ...]
+    vector: bytes  # float32 hashing embedding of the text
+
+
+_CARD = msgspec.msgpack.Decoder(Card)
+
+
+def _rank(score: float) -> str:
+    return f"{max(0, 10**12 - round(score * 10**6)):013d}"
+
+
+def _doubt(belief: Belief) -> float:
+    return 0.5 if belief.uncertainty is None else belief.uncertainty
+
+
+def local_influence(belief_id: str, edges: Iterable[BeliefEdge]) -> float:
+    """1 + the confidence of each edge that rests on ``belief_id``."""
+    weight = 1.0
+    for e in edges:
+        if e.removed:
+            continue
+        if (e.type in ("depends_on", "derived_from") and e.target == belief_id) or (
+            e.type == "supports" and e.source == belief_id
+        ):
+            weight += e.confidence
+    return weight
+
+
+def card(reader: Reader, world: str, belief_id: str) -> Card | None:
+    raw = reader.get(f"card/{world}/{belief_id}".encode())
+    return None if raw is None else _CARD.decode(raw)
+
+
+def vector_of(c: Card) -> np.ndarray:
+    return np.frombuffer(c.vector, dtype=np.float32).astype(np.float64)
+
+
+def _keys(world: str, c: Card) -> list[bytes]:
+    b = c.belief
+    if b.status != "active":
+        return []
+    if b.type == "goal":
+        return [f"goal/{world}/{b.id}".encode()]
+    keys = [
+        f"rw/{world}/{_rank(c.weight)}/{b.id}".encode(),
+        f"rm/{world}/{_rank(c.weight * _doubt(b))}/{b.id}".encode(),
+    ]
+    keys += [f"tok/{world}/{s}/{_rank(c.weight)}/{b.id}".encode() for s in c.stems]
+    return keys
+
+
+def index_writes(
+    reader: Reader,
+    world: str,
+    belief: Belief,
+    weight: float,
+    writes: dict[bytes, bytes | None],
+) -> None:
+    """Add to ``writes`` the card and index keys of ``belief`` at ``weight``,
+    replacing the keys of its previous card."""
+    old = card(reader, world, belief.id)
+    if old is not None:
+        for key in _keys(world, old):
+            writes[key] = None
+        if old.belief.text == belief.text:
+            stems, vector = old.stems, old.vector
+        else:
+            stems, vector = _features(belief.text)
+    else:
+        stems, vector = _features(belief.text)
+    new = Card(belief=belief, weight=weight, stems=stems, vector=vector)
+    writes[f"card/{world}/{belief.id}".encode()] = encode(new)
+    for key in _keys(world, new):
+        writes[key] = b""
+
+
+def _features(text: str) -> tuple[tuple[str, ...], bytes]:
+    stems = tuple(sorted(set(normalize(text)[0].split())))[:MAX_STEMS]
+    vector = embedding.embed(text).astype(np.float32).tobytes()
+    return stems, vector
+
+
+def _first(reader: Reader, prefix: bytes, limit: int) -> list[str]:
+    found = []
+    for key, _ in reader.scan(prefix):
+        found.append(key.decode().rsplit("/", 1)[1])
+        if len(found) >= limit:
+            break
+    return found
+
+
+def candidates(reader: Reader, world: str, query: str, focus: str) -> list[Card]:
+    """A bounded set of cards worth ranking for ``query``: the most influential, the
+    most worth a move, those sharing the query's stems, those near the agent's goals
+    and work, and the goals themselves. Its size does not grow with the store."""
+    ids: dict[str, None] = {}
+    for ranked, limit in ((f"rw/{world}/", TOP), (f"rm/{world}/", TOP)):
+        ids.update(dict.fromkeys(_first(reader, ranked.encode(), limit)))
+    for text, per in ((query, PER_STEM), (focus, PER_FOCUS_STEM)):
+        stems = sorted(set(normalize(text)[0].split()))[:MAX_QUERY_STEMS]
+        for stem in stems:
+            prefix = f"tok/{world}/{stem}/".encode()
+            ids.update(dict.fromkeys(_first(reader, prefix, per)))
+    ids.update(dict.fromkeys(_first(reader, f"goal/{world}/".encode(), GOALS)))
+    cards = [card(reader, world, i) for i in ids]
+    return [c for c in cards if c is not None]
