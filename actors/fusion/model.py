@@ -42,6 +42,7 @@ __all__ = [
     "decay",
     "effective_confidence",
     "influence",
+    "local_influence",
     "read",
     "trajectory",
 ]
@@ -309,3 +310,19 @@ def influence(
             break
         score = updated
     return dict(zip(ordered, (score / score.sum()).tolist(), strict=True))
+
+
+def local_influence(belief_id: str, edges: Iterable[BeliefEdge]) -> float:
+    """Influence a replica can keep current edge by edge: 1 plus the confidence of
+    every edge that rests on ``belief_id`` (``depends_on`` and ``derived_from``
+    pointing at it, ``supports`` leaving it). Same direction as :func:`influence`,
+    one hop deep; what decision views rank by."""
+    weight = 1.0
+    for e in edges:
+        if e.removed:
+            continue
+        if (e.type in ("depends_on", "derived_from") and e.target == belief_id) or (
+            e.type == "supports" and e.source == belief_id
+        ):
+            weight += e.confidence
+    return weight

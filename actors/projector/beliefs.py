@@ -83,7 +83,7 @@ def _reindex(
     edges = _touching(overlay, world, "from", belief.id) + _touching(
         overlay, world, "to", belief.id
     )
-    weight = index.local_influence(belief.id, edges)
+    weight = model.local_influence(belief.id, edges)
     index.index_writes(overlay, world, belief, weight, writes)
 
 
@@ -367,6 +367,14 @@ def decision_scene(
                 edges[e.id] = e
     shown = [c.belief for c in cards]
     found = _contradictions(reader, world, shown, list(edges.values()), at)
+    goals = {c.belief.id for c in cards if c.belief.type == "goal"}
+    near = frozenset(
+        end
+        for e in edges.values()
+        if not e.removed and {e.source, e.target} & goals
+        for end in (e.source, e.target)
+        if end not in goals
+    )
     first = worldview_model.Scene(
         world=world,
         decl=decl,
@@ -376,6 +384,7 @@ def decision_scene(
         view=view,
         influence=influence,
         features=features,
+        near=near,
     )
     kept = worldview_model.kept_beliefs(first, query, focus)
     reads = _Reads(reader, world, at)

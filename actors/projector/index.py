@@ -9,9 +9,8 @@ its local influence, its stems and its embedding), ``rw/<w>/<rank>/<id>`` by inf
 ``goal/<w>/<id>``. Ranks are inverted fixed-width numbers, so a forward cursor scan
 reads the best first, ties by id.
 
-Local influence is 1 plus the confidence of every edge that rests on the belief
-(``depends_on`` and ``derived_from`` pointing at it, ``supports`` leaving it): what the
-projector can keep current from the edges that touch one belief.
+Ranks use :func:`actors.fusion.model.local_influence`, which the projector can keep
+current from the edges that touch one belief.
 """
 
 from __future__ import annotations
@@ -26,17 +25,13 @@ from actors.fusion import embedding
 from protocols.messages import Belief, encode
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
-
     from actors.runtime.spec import Reader
-    from protocols.beliefs import BeliefEdge
 
 __all__ = [
     "Card",
     "candidates",
     "card",
     "index_writes",
-    "local_influence",
     "vector_of",
 ]
 
@@ -66,19 +61,6 @@ def _rank(score: float) -> str:
 
 def _doubt(belief: Belief) -> float:
     return 0.5 if belief.uncertainty is None else belief.uncertainty
-
-
-def local_influence(belief_id: str, edges: Iterable[BeliefEdge]) -> float:
-    """1 + the confidence of each edge that rests on ``belief_id``."""
-    weight = 1.0
-    for e in edges:
-        if e.removed:
-            continue
-        if (e.type in ("depends_on", "derived_from") and e.target == belief_id) or (
-            e.type == "supports" and e.source == belief_id
-        ):
-            weight += e.confidence
-    return weight
 
 
 def card(reader: Reader, world: str, belief_id: str) -> Card | None:

@@ -48,6 +48,7 @@ Weight = Callable[[Belief], float]
 
 CUT: Final = 0.5  # keep items worth at least half the leader
 BASE: Final = 0.1  # relevance floor: an unrelated belief still ranks by its weight
+NEAR: Final = 1 / 3  # a belief linked to a goal: as near as a full word match
 CAP: Final = 7  # and never more than this many per slice
 FLOOR: Final = 1  # and always the top one
 MAX_TOKENS: Final = 2000
@@ -65,6 +66,8 @@ class Scene:
     contradictions: Sequence[Contradiction] = ()
     view: AgentView | None = None  # the agent's crew view, if the world is declared
     influence: dict[str, float] = field(default_factory=dict)
+    # Beliefs one edge away from a goal: graph proximity to what the agent is after.
+    near: frozenset[str] = frozenset()
     # Precomputed relevance features by text (stems, embedding), from the index.
     features: dict[str, tuple[frozenset[str], np.ndarray]] = field(default_factory=dict)
 
@@ -178,7 +181,7 @@ def _current(scene: Scene, weight: Weight, relevance: _Relevance) -> list[Leaf]:
     for b in scene.beliefs:
         if b.type == "goal":
             continue
-        rel = relevance(b.text)
+        rel = relevance(b.text) + (NEAR if b.id in scene.near else 0.0)
         score = w(b) * (BASE + rel)
         trace = (b.id, *sorted(depends.get(b.id, ())))
         leaves.append(_belief_leaf(b, score, trace))
@@ -202,7 +205,7 @@ def _moves(scene: Scene, weight: Weight, relevance: _Relevance) -> list[Leaf]:
     for b in scene.beliefs:
         if b.type == "goal":
             continue
-        rel = relevance(b.text)
+        rel = relevance(b.text) + (NEAR if b.id in scene.near else 0.0)
         if b.type == "gap":
             value = w(b) * 0.5 * (BASE + rel)
             text = f"Answer the open question: {b.text}"
