@@ -385,6 +385,7 @@ def decision_scene(
         influence=influence,
         features=features,
         near=near,
+        recent=tuple(index.recent(reader, world)),
     )
     kept = worldview_model.kept_beliefs(first, query, focus)
     reads = _Reads(reader, world, at)

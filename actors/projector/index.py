@@ -32,6 +32,7 @@ __all__ = [
     "candidates",
     "card",
     "index_writes",
+    "recent",
     "vector_of",
 ]
 
@@ -41,6 +42,7 @@ PER_STEM: Final = 16  # per query stem
 PER_FOCUS_STEM: Final = 8  # per goal or work stem
 MAX_QUERY_STEMS: Final = 12
 GOALS: Final = 32
+RECENT: Final = 3  # recent changes a decision view considers
 
 
 class Card(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag="card.v1"):
@@ -81,6 +83,7 @@ def _keys(world: str, c: Card) -> list[bytes]:
     keys = [
         f"rw/{world}/{_rank(c.weight)}/{b.id}".encode(),
         f"rm/{world}/{_rank(c.weight * _doubt(b))}/{b.id}".encode(),
+        f"recent/{world}/{_rank(b.updated_at.timestamp() / 1e3)}/{b.id}".encode(),
     ]
     keys += [f"tok/{world}/{s}/{_rank(c.weight)}/{b.id}".encode() for s in c.stems]
     return keys
@@ -126,6 +129,11 @@ def _first(reader: Reader, prefix: bytes, limit: int) -> list[str]:
     return found
 
 
+def recent(reader: Reader, world: str, limit: int = RECENT) -> list[str]:
+    """The most recently changed beliefs, newest first."""
+    return _first(reader, f"recent/{world}/".encode(), limit)
+
+
 def candidates(reader: Reader, world: str, query: str, focus: str) -> list[Card]:
     """A bounded set of cards worth ranking for ``query``: the most influential, the
     most worth a move, those sharing the query's stems, those near the agent's goals
@@ -139,5 +147,6 @@ def candidates(reader: Reader, world: str, query: str, focus: str) -> list[Card]
             prefix = f"tok/{world}/{stem}/".encode()
             ids.update(dict.fromkeys(_first(reader, prefix, per)))
     ids.update(dict.fromkeys(_first(reader, f"goal/{world}/".encode(), GOALS)))
+    ids.update(dict.fromkeys(recent(reader, world)))
     cards = [card(reader, world, i) for i in ids]
     return [c for c in cards if c is not None]

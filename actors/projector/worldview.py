@@ -68,6 +68,7 @@ class Scene:
     influence: dict[str, float] = field(default_factory=dict)
     # Beliefs one edge away from a goal: graph proximity to what the agent is after.
     near: frozenset[str] = frozenset()
+    recent: tuple[str, ...] = ()  # the most recently changed beliefs, newest first
     # Precomputed relevance features by text (stems, embedding), from the index.
     features: dict[str, tuple[frozenset[str], np.ndarray]] = field(default_factory=dict)
 
@@ -182,9 +183,10 @@ def _current(scene: Scene, weight: Weight, relevance: _Relevance) -> list[Leaf]:
         if b.type == "goal":
             continue
         rel = relevance(b.text) + (NEAR if b.id in scene.near else 0.0)
-        score = w(b) * (BASE + rel)
-        trace = (b.id, *sorted(depends.get(b.id, ())))
-        leaves.append(_belief_leaf(b, score, trace))
+        leaf = _belief_leaf(b, 0.0, (b.id, *sorted(depends.get(b.id, ()))))
+        if b.id in scene.recent:  # among the latest changes: say so, rank as usual
+            leaf = msgspec.structs.replace(leaf, flags=(*leaf.flags, "changed"))
+        leaves.append(msgspec.structs.replace(leaf, score=w(b) * (BASE + rel)))
     for c in scene.contradictions:
         text = " vs ".join(c.beliefs)
         leaves.append(
