@@ -353,15 +353,19 @@ MaterializerInbox = PosteriorUpdate
 
 
 class Transition(Message, tag="derived.transition.v1", kw_only=True, frozen=True):
-    """A real action -> observation pair taken from a trace."""
+    """A real action -> observation pair taken from a trace (never a prediction)."""
 
-    id: Ident
-    lineage: Ident
-    task: str = ""
-    context: str = ""
-    action: str
-    observation: str
+    id: Ident  # content-derived: the same pair always has the same id
+    lineage: Ident  # the trace or conversation it came from
+    task: str = ""  # what the conversation was for (its first user message)
+    context: str = ""  # the conversation before the action, as text
+    action: str  # the assistant message or tool call
+    observation: str  # the next user message or the tool's result
+    # How action and observation were paired: by tool-call id, by tool name and
+    # order (no ids in the source: weaker), or as consecutive turns.
     pairing: Literal["id", "name-order", "turn"] = "turn"
+    source: str = ""  # file and position in it, e.g. "run.traj#7"
+    final: bool = False  # the observation is the last thing its trace recorded
 
 
 SimulatorInbox = Transition
