@@ -12,6 +12,7 @@ from actors.simulator.service import spec as simulator
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from pathlib import Path
 
     from actors.runtime.spec import ActorSpec
 
@@ -26,13 +27,22 @@ ACTORS: Final[dict[str, Callable[[], ActorSpec]]] = {
 }
 
 
-def build(name: str, *, replica: str = "0", shard: str = "0/1") -> ActorSpec:
+def build(
+    name: str,
+    *,
+    replica: str = "0",
+    shard: str = "0/1",
+    sim_index: Path | None = None,
+) -> ActorSpec:
     """The spec of actor ``name``; ``replica`` names a projector's own read replica,
-    ``shard`` (``I/N``) the belief shard a fusion instance owns."""
+    ``shard`` (``I/N``) the belief shard a fusion instance owns, ``sim_index`` the
+    transition index a simulator serves sessions from."""
     if name == "projector":
         return projector(replica)
     if name == "fusion":
         return fusion(shard)
+    if name == "simulator":
+        return simulator(sim_index)
     try:
         return ACTORS[name]()
     except KeyError:

@@ -11,7 +11,7 @@ read a newer peer's messages.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Final, Literal, get_args
+from typing import Annotated, Any, Final, Literal, get_args
 
 import msgspec
 
@@ -23,6 +23,7 @@ from protocols.beliefs import (
     EvidenceKind,
     TraceStep,
 )
+from protocols.simulator import Limits
 from protocols.world import Edge, Entity, EntityRef, FieldName, Value, WorldDecl
 from protocols.worldview import Leaf, Worldview
 
@@ -93,8 +94,15 @@ __all__ = [
     "RpcError",
     "SetField",
     "SetTrust",
+    "SimEnd",
+    "SimEnded",
+    "SimError",
+    "SimStart",
+    "SimStarted",
     "SimStatus",
     "SimStatusReply",
+    "SimStep",
+    "SimStepReply",
     "SimulatorInbox",
     "SimulatorReply",
     "SimulatorRpc",
@@ -514,6 +522,56 @@ class SimStatus(Message, tag="rpc.sim_status.v1", kw_only=True, frozen=True):
     """Ask the simulator what it holds."""
 
 
+class SimStart(Message, tag="rpc.sim_start.v1", kw_only=True, frozen=True):
+    """Open a world-model session for a task (lineages to keep out of retrieval)."""
+
+    task: str
+    context: str = ""
+    exclude_lineages: list[str] = msgspec.field(default_factory=list)
+
+
+class SimStarted(Message, tag="rpc.sim_started.v1", kw_only=True, frozen=True):
+    """An opened session: its opaque id, its limits, and the index it reads."""
+
+    session_id: str
+    limits: Limits
+    index: str  # the index manifest's id
+
+
+class SimStep(Message, tag="rpc.sim_step.v1", kw_only=True, frozen=True):
+    """One candidate action: an OpenAI-shaped assistant message."""
+
+    session_id: str
+    message: dict[str, Any]
+
+
+class SimStepReply(Message, tag="rpc.sim_step_reply.v1", kw_only=True, frozen=True):
+    """The predicted user (or environment) message, and whether the episode ended."""
+
+    message: dict[str, str]  # {"role": "user", "content": ...}
+    terminal: bool = False
+    grounding: list[str] = msgspec.field(default_factory=list)  # transition ids
+
+
+class SimEnd(Message, tag="rpc.sim_end.v1", kw_only=True, frozen=True):
+    """Close a session and drop its transcript."""
+
+    session_id: str
+
+
+class SimEnded(Message, tag="rpc.sim_ended.v1", kw_only=True, frozen=True):
+    """The session is gone."""
+
+    session_id: str
+
+
+class SimError(Message, tag="rpc.sim_error.v1", kw_only=True, frozen=True):
+    """A refused start or step, by stable name (a limit, a rejected message...)."""
+
+    name: str
+    message: str
+
+
 class SimStatusReply(Message, tag="rpc.sim_status_reply.v1", kw_only=True, frozen=True):
     """How many real transitions the simulator holds for the world."""
 
@@ -657,8 +715,10 @@ ProjectorReply = (
 )
 MaterializerRpc = StateHash | OpStatus
 MaterializerReply = StateHashReply | OpStatusReply | RpcError
-SimulatorRpc = SimStatus
-SimulatorReply = SimStatusReply | RpcError
+SimulatorRpc = SimStatus | SimStart | SimStep | SimEnd
+SimulatorReply = (
+    SimStatusReply | SimStarted | SimStepReply | SimEnded | SimError | RpcError
+)
 
 
 # --- dead letters: DLQ stream -> operators --------------------------------------------

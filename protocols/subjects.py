@@ -119,6 +119,9 @@ RpcVerb = Literal[
     "state_hash",
     "op_status",
     "sim.status",
+    "sim.start",
+    "sim.step",
+    "sim.end",
 ]
 
 

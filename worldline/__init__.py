@@ -6,7 +6,13 @@
 
 from protocols.messages import Belief
 from worldline.client import World, connect
-from worldline.errors import BadRequest, BusUnavailable, NotApplied, Rejected
+from worldline.errors import (
+    BadRequest,
+    BusUnavailable,
+    NotApplied,
+    Rejected,
+    SimulationError,
+)
 
 __all__ = [
     "BadRequest",
@@ -14,6 +20,7 @@ __all__ = [
     "BusUnavailable",
     "NotApplied",
     "Rejected",
+    "SimulationError",
     "World",
     "connect",
 ]

@@ -10,6 +10,7 @@ stream whose stored config cannot be updated, a replay that does not match);
 from __future__ import annotations
 
 import argparse
+import contextlib
 import getpass
 import logging
 import os
@@ -43,7 +44,13 @@ from protocols.world import Value, WorldDecl
 from worldline.client import DEFAULT_URL, World, connect
 from worldline.crew import ExportRecord
 from worldline.declaration import load_declaration
-from worldline.errors import BadRequest, BusUnavailable, NotApplied, Rejected
+from worldline.errors import (
+    BadRequest,
+    BusUnavailable,
+    NotApplied,
+    Rejected,
+    SimulationError,
+)
 from worldline.replay import ReplayResult, replay
 
 if TYPE_CHECKING:
@@ -107,7 +114,7 @@ async def _serve_until_signal(
 
 def _up(args: argparse.Namespace) -> int:
     data: Path = args.data
-    specs = [build(name) for name in ACTORS]
+    specs = [build(name, sim_index=args.sim_index) for name in ACTORS]
     server: EmbeddedNats | None = None
     url_file = data / URL_FILE
     declaration = load_declaration(args.world_file) if args.world_file else None
@@ -153,7 +160,9 @@ async def _declare_once(url: str, declaration: WorldDecl) -> None:
 
 
 def _actor(args: argparse.Namespace) -> int:
-    spec = build(args.name, replica=args.replica, shard=args.shard)
+    spec = build(
+        args.name, replica=args.replica, shard=args.shard, sim_index=args.index
+    )
     url = args.nats or default_url()
 
     async def ready() -> None:
@@ -543,6 +552,76 @@ CLIENT_VERBS: dict[str, Callable[[argparse.Namespace], Callable[[World], Any]]] 
 }
 
 
+def _sim_index(args: argparse.Namespace) -> int:
+    """Read traces, pair their transitions, and write a read-only index artifact."""
+    from actors.extractor.traces import UnknownTraceFormat, parse_trace
+    from actors.simulator import index as transition_index
+
+    transitions = []
+    issues = []
+    names = []
+    total = len(args.traces)
+    for number, path in enumerate(args.traces, start=1):
+        try:
+            parsed = parse_trace(path.name, path.read_bytes())
+        except OSError as exc:
+            raise BadRequest(f"cannot read {path}: {exc}") from exc
+        except UnknownTraceFormat as exc:
+            raise BadRequest(f"{path}: {exc}") from exc
+        transitions += parsed.transitions
+        issues += parsed.issues
+        names.append(path.name)
+        bar = "#" * (20 * number // total)
+        sys.stderr.write(
+            f"\r[{bar:<20}] {number}/{total} {path.name}: {parsed.format}, "
+            f"{len(parsed.transitions)} transitions, {len(parsed.issues)} issues"
+        )
+        sys.stderr.write("\n" if number == total else "")
+    built = transition_index.build(
+        transitions, sources=names, issues=issues, held_out=args.held_out
+    )
+    try:
+        transition_index.save(built, args.out)
+    except (OSError, ValueError) as exc:
+        raise BadRequest(f"cannot write the index to {args.out}: {exc}") from exc
+    manifest = built.manifest
+    _emit(
+        args,
+        manifest,
+        f"index {manifest.id[:12]} at {args.out}: {manifest.transitions} transitions "
+        f"from {len(names)} traces, {len(manifest.issues)} issues recorded",
+    )
+    return EXIT_OK
+
+
+def _sim_session(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
+    async def run(world: World) -> None:
+        started = await world.sim_start(
+            args.task, context=args.context, exclude_lineages=args.exclude
+        )
+        sys.stderr.write(f"session {started.session_id} (index {started.index[:12]})\n")
+        try:
+            for line in sys.stdin:
+                if not line.strip():
+                    continue
+                reply = await world.sim_step(started.session_id, line.rstrip("\n"))
+                if args.json:
+                    sys.stdout.write(msgspec.json.encode(reply).decode() + "\n")
+                else:
+                    print(f"user: {reply.message['content']}")
+                sys.stdout.flush()
+                if reply.terminal:
+                    return
+        finally:
+            with contextlib.suppress(SimulationError):  # ended by a terminal step
+                await world.sim_end(started.session_id)
+
+    return run
+
+
+CLIENT_VERBS["sim.session"] = _sim_session
+
+
 def _replay(args: argparse.Namespace) -> int:
     """Rebuild from an export file, or from the bus, and compare with the live hash."""
     if args.data is None:
@@ -641,6 +720,12 @@ def parser() -> argparse.ArgumentParser:
     )
     up.add_argument("--port", type=int, default=0, help="NATS port (default: free)")
     up.add_argument(
+        "--sim-index",
+        type=Path,
+        default=None,
+        help="serve simulator sessions from this transition index folder",
+    )
+    up.add_argument(
         "--world-file",
         type=Path,
         default=None,
@@ -653,6 +738,9 @@ def parser() -> argparse.ArgumentParser:
     actor.add_argument("--replica", default="0", help="projector replica name")
     actor.add_argument(
         "--shard", default="0/1", help="fusion: own belief shard I of N (e.g. 0/2)"
+    )
+    actor.add_argument(
+        "--index", type=Path, default=None, help="simulator: transition index folder"
     )
     actor.set_defaults(run=_actor)
 
@@ -802,6 +890,27 @@ def parser() -> argparse.ArgumentParser:
     )
     rep.set_defaults(run=_replay)
 
+    sim = verbs.add_parser("sim", help="the grounded simulator")
+    sim_verbs = sim.add_subparsers(dest="sim_verb", required=True, metavar="VERB")
+    index = sim_verbs.add_parser(
+        "index", help="pair real transitions from traces into a read-only index"
+    )
+    index.add_argument("traces", nargs="+", type=Path, help="trace files")
+    index.add_argument("--out", type=Path, required=True, help="a new folder")
+    index.add_argument(
+        "--held-out", type=float, default=0.2, help="share of lineages held out"
+    )
+    index.add_argument("--json", action="store_true")
+    index.set_defaults(run=_sim_index)
+    session = sim_verbs.add_parser(
+        "session",
+        parents=[client],
+        help="a world-model session: assistant messages on stdin, replies out",
+    )
+    session.add_argument("task")
+    session.add_argument("--context", default="")
+    session.add_argument("--exclude", nargs="*", default=[], help="lineages to skip")
+
     presence = verbs.add_parser(
         "presence", parents=[client], help="set ephemeral status (expires)"
     )
@@ -849,10 +958,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     verb_name = args.verb
     if verb_name == "world":
         verb_name = f"world.{args.world_verb}"
+    if verb_name == "sim":
+        verb_name = f"sim.{args.sim_verb}"
     try:
         return _run(args, verb_name)
     except BadRequest as exc:
         _fail(EXIT_USAGE, str(exc))
+    except SimulationError as exc:
+        _fail(EXIT_REJECTED, f"simulator refused: {exc}")
     except Rejected as exc:
         detail = ""
         if exc.current_version is not None:

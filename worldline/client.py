@@ -25,9 +25,9 @@ from protocols.messages import (
     encode,
 )
 from protocols.subjects import RpcVerb, check_name, rpc
-from worldline.beliefs import BeliefMixin
 from worldline.crew import validated
 from worldline.errors import BadRequest, BusUnavailable
+from worldline.sim import SimMixin
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -41,10 +41,13 @@ _REPLIES: dict[str, Any] = {
     "op_status": MATERIALIZER_REPLY,
     "state_hash": MATERIALIZER_REPLY,
     "sim.status": SIMULATOR_REPLY,
+    "sim.start": SIMULATOR_REPLY,
+    "sim.step": SIMULATOR_REPLY,
+    "sim.end": SIMULATOR_REPLY,
 }
 
 
-class World(BeliefMixin):
+class World(SimMixin):
     """One agent's handle on one world. Build it with :func:`connect`."""
 
     def __init__(self, nc: NATS, *, world: str, agent: str, timeout: float) -> None:

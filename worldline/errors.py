@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from actors.runtime.errors import BusUnavailable
 
-__all__ = ["BadRequest", "BusUnavailable", "NotApplied", "Rejected", "WorldlineError"]
+__all__ = [
+    "BadRequest",
+    "BusUnavailable",
+    "NotApplied",
+    "Rejected",
+    "SimulationError",
+    "WorldlineError",
+]
 
 
 class WorldlineError(Exception):
@@ -36,6 +43,16 @@ class Rejected(WorldlineError):
         self.code = code
         self.current_version = current_version
         self.current_value = current_value
+
+
+class SimulationError(WorldlineError):
+    """The simulator refused a start or a step, by stable ``name`` (a session limit,
+    a rejected message, an unknown session...); CLI exit 3."""
+
+    def __init__(self, name: str, message: str) -> None:
+        super().__init__(f"{name}: {message}")
+        self.name = name
+        self.message = message
 
 
 class NotApplied(WorldlineError, TimeoutError):

@@ -79,8 +79,15 @@ from protocols.messages import (
     RpcError,
     SetField,
     SetTrust,
+    SimEnd,
+    SimEnded,
+    SimError,
+    SimStart,
+    SimStarted,
     SimStatus,
     SimStatusReply,
+    SimStep,
+    SimStepReply,
     StateHash,
     StateHashReply,
     Statement,
@@ -95,6 +102,7 @@ from protocols.messages import (
     WorldviewReply,
     encode,
 )
+from protocols.simulator import Limits
 from protocols.subjects import ops
 from protocols.world import (
     Action,
@@ -472,6 +480,17 @@ SAMPLES: Final[tuple[Message, ...]] = (
     ),
     BeliefEdgeChanged(edge=BELIEF_EDGE),
     TraceBelief(belief_id="b-0123456789abcdef"),
+    SimStart(task="book a flight", context="user: hi", exclude_lineages=["lin-1"]),
+    SimStarted(session_id="sim-00ff", limits=Limits(sessions=8), index="ab" * 32),
+    SimStep(session_id="sim-00ff", message={"role": "assistant", "content": "Where?"}),
+    SimStepReply(
+        message={"role": "user", "content": "Lisbon"},
+        terminal=True,
+        grounding=["tr-1", "tr-2"],
+    ),
+    SimEnd(session_id="sim-00ff"),
+    SimEnded(session_id="sim-00ff"),
+    SimError(name="too_many_messages", message="the transcript holds 128 messages"),
     TraceReply(
         belief=BELIEF_A,
         steps=[TraceStep(evidence=EVIDENCE, before=0.5, after=0.75)],
@@ -536,6 +555,13 @@ DECODERS: Final[dict[type[Message], tuple[Any, ...]]] = {
     BeliefEdgeChanged: (PROJECTOR_INBOX.decode,),
     TraceBelief: (PROJECTOR_RPC.decode,),
     TraceReply: (PROJECTOR_REPLY.decode,),
+    SimStart: (SIMULATOR_RPC.decode,),
+    SimStarted: (SIMULATOR_REPLY.decode,),
+    SimStep: (SIMULATOR_RPC.decode,),
+    SimStepReply: (SIMULATOR_REPLY.decode,),
+    SimEnd: (SIMULATOR_RPC.decode,),
+    SimEnded: (SIMULATOR_REPLY.decode,),
+    SimError: (SIMULATOR_REPLY.decode,),
     Before: (PROJECTOR_RPC.decode,),
     WorldviewReply: (PROJECTOR_REPLY.decode,),
 }

@@ -1,0 +1,101 @@
+"""The grounded simulator over a real nats-server: sessions answer from real
+transitions, refuse by name, and keep excluded lineages out."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+
+import worldline
+from actors.registry import build
+from actors.simulator import index as transition_index
+from protocols.messages import Transition
+from tests.support import running, unique_world
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+pytestmark = pytest.mark.nats
+
+
+ASK = "Where would you like to fly?"
+BOOKED = "Booked, anything else?"
+
+
+def transition(
+    n: int, lineage: str, context: str, action: str, observation: str
+) -> Transition:
+    return Transition(
+        id=f"tr-{lineage}-{n}",
+        lineage=lineage,
+        task="book a flight",
+        context=context,
+        action=action,
+        observation=observation,
+        final=observation.startswith("Thanks"),
+    )
+
+
+def make_index(tmp_path: Path) -> Path:
+    # Contexts are written as a session renders its transcript ("role: text").
+    after_ask = f"assistant: {ASK}\nuser: To Lisbon, please."
+    transitions = [
+        transition(1, "lin-a", "", ASK, "To Lisbon, please."),
+        transition(2, "lin-a", after_ask, BOOKED, "Thanks, that's all."),
+        transition(1, "lin-b", "", ASK, "Madrid."),
+    ]
+    built = transition_index.build(transitions, held_out=0.0)
+    out = tmp_path / "index"
+    transition_index.save(built, out)
+    return out
+
+
+async def test_a_session_answers_from_real_transitions(
+    nats_url: str, tmp_path: Path
+) -> None:
+    world = unique_world("sim")
+    simulator = build("simulator", sim_index=make_index(tmp_path))
+    async with (
+        running([simulator], url=nats_url, data=tmp_path),
+        worldline.connect(nats_url, world=world, agent="eval") as w,
+    ):
+        started = await w.sim_start("book a flight")
+        first = await w.sim_step(started.session_id, ASK)
+        assert first.message["role"] == "user"
+        assert first.message["content"] in ("To Lisbon, please.", "Madrid.")
+        assert first.grounding
+        assert not first.terminal
+        last = await w.sim_step(started.session_id, BOOKED)
+        assert last.message["content"] == "Thanks, that's all."
+        assert last.terminal  # and the session is gone
+        with pytest.raises(worldline.SimulationError) as gone:
+            await w.sim_step(started.session_id, "Hello?")
+        assert gone.value.name == "unknown_session"
+        # Tool calls are refused before retrieval, by name.
+        other = await w.sim_start("book a flight")
+        call = {"role": "assistant", "content": "", "tool_calls": [{"id": "c1"}]}
+        with pytest.raises(worldline.SimulationError) as tool:
+            await w.sim_step(other.session_id, call)
+        assert tool.value.name == "tool_calls_unsupported"
+        # An excluded lineage is never what answers.
+        kept = await w.sim_start("book a flight", exclude_lineages=["lin-a"])
+        answer = await w.sim_step(kept.session_id, ASK)
+        assert answer.message["content"] == "Madrid."
+        assert all("lin-a" not in t for t in answer.grounding)
+        await w.sim_end(kept.session_id)
+        with pytest.raises(worldline.SimulationError):
+            await w.sim_end(kept.session_id)
+
+
+async def test_without_an_index_sessions_are_refused_by_name(
+    nats_url: str, tmp_path: Path
+) -> None:
+    world = unique_world("noindex")
+    async with (
+        running([build("simulator")], url=nats_url, data=tmp_path),
+        worldline.connect(nats_url, world=world, agent="eval") as w,
+    ):
+        with pytest.raises(worldline.SimulationError) as caught:
+            await w.sim_start("anything")
+    assert caught.value.name == "no_index"
