@@ -572,10 +572,11 @@ def _sim_index(args: argparse.Namespace) -> int:
         issues += parsed.issues
         names.append(path.name)
         bar = "#" * (20 * number // total)
-        sys.stderr.write(
-            f"\r[{bar:<20}] {number}/{total} {path.name}: {parsed.format}, "
+        line = (
+            f"[{bar:<20}] {number}/{total} {path.name}: {parsed.format}, "
             f"{len(parsed.transitions)} transitions, {len(parsed.issues)} issues"
         )
+        sys.stderr.write(f"\r{line:<120}")
         sys.stderr.write("\n" if number == total else "")
     built = transition_index.build(
         transitions, sources=names, issues=issues, held_out=args.held_out

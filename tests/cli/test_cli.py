@@ -317,12 +317,18 @@ def test_up_declares_a_world_file_once(tmp_path: Path) -> None:
     crew_file = _crew_file(tmp_path, world)
     for expected in (f"world: {world} declared by henry", f"world: {world} (already"):
         proc = subprocess.Popen(
-            [WORLDLINE, "up", "--data", str(tmp_path / "data"), "--world-file",
-             str(crew_file)],
+            [
+                WORLDLINE,
+                "up",
+                "--data",
+                str(tmp_path / "data"),
+                "--world-file",
+                str(crew_file),
+            ],
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             text=True,
-        )  # fmt: skip
+        )
         running = Up(proc, "", 0.0)
         try:
             assert proc.stdout is not None
@@ -354,13 +360,93 @@ def test_a_closed_pipe_is_not_a_crash(up: Up) -> None:
 
 def test_an_actor_against_an_unreachable_bus_exits_4(tmp_path: Path) -> None:
     result = subprocess.run(
-        [WORLDLINE, "actor", "fusion", "--nats", "nats://127.0.0.1:1", "--data",
-         str(tmp_path)],
+        [
+            WORLDLINE,
+            "actor",
+            "fusion",
+            "--nats",
+            "nats://127.0.0.1:1",
+            "--data",
+            str(tmp_path),
+        ],
         capture_output=True,
         text=True,
         timeout=30,
         check=False,
-    )  # fmt: skip
+    )
     assert result.returncode == 4
     assert "Traceback" not in result.stderr
     assert "cannot reach NATS" in result.stderr
+
+
+TRACES = Path("/work/shared/data/traces")
+
+
+def _traces() -> list[str]:
+    return sorted(str(p) for p in TRACES.glob("*/*") if p.suffix in (".json", ".traj"))
+
+
+def test_sim_index_then_a_session_through_up(tmp_path: Path) -> None:
+    index = tmp_path / "index"
+    built = subprocess.run(
+        [WORLDLINE, "sim", "index", *_traces(), "--out", str(index), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert built.returncode == 0, built.stderr
+    manifest = json.loads(built.stdout)
+    assert manifest["transitions"] == 28  # by hand: 2+3+3+4+0 toolbench, 5+11 swe-agent
+    assert len(manifest["issues"]) == 1
+    again = subprocess.run(
+        [WORLDLINE, "sim", "index", *_traces(), "--out", str(index)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert again.returncode == 2  # never written over
+    proc = subprocess.Popen(
+        [WORLDLINE, "up", "--data", str(tmp_path / "data"), "--sim-index", str(index)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    running = Up(proc, "", 0.0)
+    try:
+        assert proc.stdout is not None
+        running.url = proc.stdout.readline().split()[1]
+        assert proc.stdout.readline() == "ready\n"
+        env = {**os.environ, "WORLDLINE_NATS": running.url, "WORLDLINE_WORLD": "sim"}
+        session = subprocess.run(
+            [WORLDLINE, "sim", "session", "fix the failing test", "--json"],
+            input="Let me look at the repository structure first.\n",
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env=env,
+            check=False,
+        )
+        assert session.returncode == 0, session.stderr
+        reply = json.loads(session.stdout.splitlines()[0])
+        assert reply["message"]["role"] == "user"
+        assert reply["message"]["content"]
+        assert reply["grounding"]
+    finally:
+        assert _stop(running) == 0
+
+
+def test_an_unknown_trace_format_is_named(tmp_path: Path) -> None:
+    odd = tmp_path / "odd.json"
+    odd.write_text('{"not": "a trace"}')
+    result = subprocess.run(
+        [WORLDLINE, "sim", "index", str(odd), "--out", str(tmp_path / "i")],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert "odd.json" in result.stderr
+    assert "SWE-agent .traj" in result.stderr  # names what it expected
