@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.support import unique_world
+from tests.support import SHARED_TRACES, unique_world
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -379,7 +379,7 @@ def test_an_actor_against_an_unreachable_bus_exits_4(tmp_path: Path) -> None:
     assert "cannot reach NATS" in result.stderr
 
 
-TRACES = Path("/work/shared/data/traces")
+TRACES = SHARED_TRACES
 
 
 def _traces() -> list[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from contextlib import asynccontextmanager
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import anyio
@@ -14,11 +15,10 @@ from actors.runtime.supervise import run_actors
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence
-    from pathlib import Path
 
     from actors.runtime.spec import ActorSpec
 
-__all__ = ["all_actors", "running", "unique_world"]
+__all__ = ["SHARED_TRACES", "all_actors", "running", "unique_world"]
 
 
 def unique_world(prefix: str = "t") -> str:
@@ -40,3 +40,10 @@ async def running(
         await tg.start(partial(run_actors, specs, url=url, data=data))
         yield
         tg.cancel_scope.cancel()
+
+
+# The real traces live in the workspace's shared folder, beside the checkout (as CI lays
+# it out too): ``<checkout>/../shared/data/traces``. Tests only read them.
+SHARED_TRACES = (
+    Path(__file__).resolve().parents[2].parent / "shared" / "data" / "traces"
+)
