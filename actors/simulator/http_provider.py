@@ -194,8 +194,8 @@ def _unfenced(text: str) -> str:
         return text
     inner = text[3:-3]
     first, newline, rest = inner.partition("\n")
-    if newline and first.strip().isalnum() or not first.strip():
-        inner = rest
+    if newline and (not first.strip() or first.strip().isalnum()):
+        inner = rest  # drop the fence's language tag line
     return inner.strip()
 
 
@@ -208,7 +208,12 @@ def parse_completion(body: bytes) -> tuple[str, bool]:
     completion, an object without a string observation, a non-boolean terminal, an
     empty observation) raises ``SessionError("provider_failed", ...)``.
     """
-    content = _content(body).strip()
+    return _answer(_content(body))
+
+
+def _answer(text: str) -> tuple[str, bool]:
+    """The (observation, terminal) in the model's message content."""
+    content = text.strip()
     candidate = _unfenced(content)
     if not candidate.startswith("{"):
         if not content:
@@ -249,8 +254,8 @@ class HttpProvider:
     default) and must return a context-managed response with ``status`` and
     ``read``. Cost counters, kept apart from any candidate's: ``calls`` (requests
     sent), ``failures`` (of those, how many raised ``provider_failed``),
-    ``prompt_chars`` and ``completion_chars`` (characters of message content sent
-    and received).
+    ``prompt_chars`` and ``completion_chars`` (characters of message content sent,
+    and of the model's message content received).
     """
 
     def __init__(
@@ -290,7 +295,9 @@ class HttpProvider:
         messages = grounded_messages(session.task, context, action, examples)
         body = self._post(messages)
         try:
-            observation, terminal = parse_completion(body)
+            content = _content(body)
+            self.completion_chars += len(content)
+            observation, terminal = _answer(content)
         except SessionError:
             self.failures += 1
             raise
@@ -322,7 +329,6 @@ class HttpProvider:
         except SessionError:
             self.failures += 1
             raise
-        self.completion_chars += len(body.decode("utf-8", "replace"))
         return body
 
     def _send(self, request: urllib.request.Request) -> bytes:
