@@ -8,7 +8,9 @@ Sessions live in this process's memory only (the seed's rule: ending or expiring
 session removes its transcript), so run one simulator per deployment while sessions
 are in use: a queue group of several would send a session's steps to replicas that do
 not hold it. Predictions come from a read-only index artifact (``--index DIR``, built
-by ``worldline sim index``) through the local, deterministic provider.
+by ``worldline sim index``) through the local, deterministic provider, or through an
+OpenAI-compatible endpoint when ``WORLDLINE_LLM_URL`` and ``WORLDLINE_LLM_MODEL`` are
+set (its failures fail the step by name; there is no silent fallback).
 """
 
 from __future__ import annotations
@@ -19,9 +21,10 @@ from typing import TYPE_CHECKING
 from actors.runtime.consume import Clock, utcnow
 from actors.runtime.spec import ActorSpec, Input, Reader, Service
 from actors.simulator import core
+from actors.simulator.http_provider import HttpConfig, HttpProvider
 from actors.simulator.index import load
 from actors.simulator.provider import LocalProvider
-from actors.simulator.sessions import SessionError, Sessions
+from actors.simulator.sessions import Provider, SessionError, Sessions
 from protocols.messages import (
     SIMULATOR_INBOX,
     SIMULATOR_RPC,
@@ -58,7 +61,13 @@ class SessionService:
         rng: random.Random | None = None,
     ) -> None:
         self.index = index
-        self.provider = None if index is None else LocalProvider(index)
+        self.provider: Provider | None = None
+        if index is not None:
+            # Off by default: WORLDLINE_LLM_URL (and _MODEL, _KEY) select a model.
+            config = HttpConfig.from_env()
+            self.provider = (
+                LocalProvider(index) if config is None else HttpProvider(index, config)
+            )
         self.sessions = Sessions(limits, rng=rng or random.SystemRandom())
         self.clock = clock
 

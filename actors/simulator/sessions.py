@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Prediction",
+    "Provider",
     "Session",
     "SessionError",
     "Sessions",
