@@ -623,6 +623,23 @@ def _sim_session(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]
 CLIENT_VERBS["sim.session"] = _sim_session
 
 
+def _sim_run(args: argparse.Namespace) -> int:
+    """Run (or resume) an evaluation plan: one immutable rollout per task."""
+    from actors.runtime.consume import utcnow
+    from actors.simulator.evaluate import PlanError, run_plan
+
+    try:
+        report = run_plan(args.plan, now=utcnow)
+    except PlanError as exc:
+        raise BadRequest(str(exc)) from exc
+    _emit(
+        args,
+        {"summary": report.summary(), "rollouts": [str(p) for p in report.rollouts]},
+        report.summary(),
+    )
+    return EXIT_OK
+
+
 def _replay(args: argparse.Namespace) -> int:
     """Rebuild from an export file, or from the bus, and compare with the live hash."""
     if args.data is None:
@@ -903,6 +920,12 @@ def parser() -> argparse.ArgumentParser:
     )
     index.add_argument("--json", action="store_true")
     index.set_defaults(run=_sim_index)
+    run_plan = sim_verbs.add_parser(
+        "run", help="run or resume an evaluation plan (TOML): one rollout per task"
+    )
+    run_plan.add_argument("plan", type=Path)
+    run_plan.add_argument("--json", action="store_true")
+    run_plan.set_defaults(run=_sim_run)
     session = sim_verbs.add_parser(
         "session",
         parents=[client],

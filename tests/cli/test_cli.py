@@ -450,3 +450,52 @@ def test_an_unknown_trace_format_is_named(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "odd.json" in result.stderr
     assert "SWE-agent .traj" in result.stderr  # names what it expected
+
+
+def test_sim_run_writes_rollouts_then_resumes(tmp_path: Path) -> None:
+    index = tmp_path / "index"
+    subprocess.run(
+        [WORLDLINE, "sim", "index", *_traces(), "--out", str(index)],
+        capture_output=True,
+        timeout=60,
+        check=True,
+    )
+    plan = tmp_path / "plan.toml"
+    plan.write_text(
+        '[run]\nid = "r1"\nindex = "index"\nout = "runs"\nbudget_steps = 10\n'
+        '[candidate]\nkind = "scripted"\n'
+        '[[tasks]]\nid = "t1"\ntask = "Find the customs agency contact"\n'
+        'actions = ["transitaires_for_transitaires({})"]\n'
+        '[[tasks]]\nid = "t2"\ntask = "Same, with tools"\ntools = ["transitaires"]\n'
+    )
+    first = subprocess.run(
+        [WORLDLINE, "sim", "run", str(plan)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert first.returncode == 0, first.stderr
+    assert "2 cells" in first.stdout
+    assert "tools_unsupported 1" in first.stdout
+    rollouts = sorted((tmp_path / "runs" / "rollouts").iterdir())
+    assert [p.name for p in rollouts] == ["t1.json", "t2.json"]
+    again = subprocess.run(
+        [WORLDLINE, "sim", "run", str(plan)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert again.returncode == 0, again.stderr
+    assert "2 resumed" in again.stdout
+    plan.write_text(plan.read_text().replace("budget_steps = 10", "budget_steps = 9"))
+    changed = subprocess.run(
+        [WORLDLINE, "sim", "run", str(plan)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert changed.returncode == 2
+    assert "Traceback" not in changed.stderr
