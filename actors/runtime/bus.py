@@ -8,6 +8,7 @@ silently keeping the old config.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +33,7 @@ __all__ = [
     "ensure_consumer",
     "ensure_streams",
     "publish_all",
+    "resume_consumer",
 ]
 
 log = logging.getLogger("worldline.bus")
@@ -181,6 +183,23 @@ async def ensure_consumer(js: JetStreamContext, spec: ConsumerSpec) -> None:
             "message; applied sequences in LMDB keep that safe) and restart the actor."
         ) from exc
     log.warning("durable %s updated to its declaration: %s", spec.durable, diffs)
+
+
+async def resume_consumer(
+    js: JetStreamContext, spec: ConsumerSpec, start_seq: int
+) -> None:
+    """(Re)create a durable this process owns so delivery starts at ``start_seq``.
+
+    The owner's store records every sequence it applied (acks come only after that
+    commit), so starting right after it loses nothing and repeats nothing: whatever
+    the old durable had delivered but not seen acked comes first, in stream order.
+    """
+    with contextlib.suppress(nats.js.errors.NotFoundError):
+        await js.delete_consumer(spec.stream.name, spec.durable)
+    config = _consumer_config(spec)
+    config.deliver_policy = api.DeliverPolicy.BY_START_SEQUENCE
+    config.opt_start_seq = max(start_seq, 1)
+    await js.add_consumer(spec.stream.name, config)
 
 
 async def publish_all(js: JetStreamContext, items: list[OutboxItem]) -> None:

@@ -28,6 +28,7 @@ from actors.runtime.bus import (
     ensure_consumer,
     ensure_streams,
     publish_all,
+    resume_consumer,
 )
 from actors.runtime.errors import StoreError
 from actors.runtime.store import Delivery, OutboxItem, Store
@@ -95,7 +96,7 @@ async def run_actor(
             await ensure_buckets(js, BUCKETS)
             async with anyio.create_task_group() as tg:
                 for inp in spec.inputs:
-                    await tg.start(_consume, js, store, spec, inp, clock, batch)
+                    await tg.start(_consume, nc, store, spec, inp, clock, batch)
                 for service in spec.services:
                     await tg.start(_serve, nc, store, service)
                 log.info("%s: consuming", spec.instance)
@@ -121,7 +122,7 @@ async def _close(nc: NATS) -> None:
 
 
 async def _consume(
-    js: JetStreamContext,
+    nc: NATS,
     store: Store,
     spec: ActorSpec,
     inp: Input[Any],
@@ -130,13 +131,19 @@ async def _consume(
     *,
     task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
-    await ensure_consumer(js, inp.consumer)
-    sub = await js.pull_subscribe_bind(
-        durable=inp.consumer.durable, stream=inp.consumer.stream.name
-    )
+    js = nc.jetstream()
+    sub = await _bind(js, store, inp)
     await _publish_committed(js, store, store.pending_outbox())
+    reconnects = nc.stats["reconnects"]
     task_status.started()
     while True:
+        if inp.skip_applied and nc.stats["reconnects"] != reconnects:
+            # Fetches answered while we were away are lost in flight; JetStream would
+            # redeliver them only after ack_wait, behind newer messages. Rebind at
+            # the store's applied sequence so the order stays the stream's.
+            reconnects = nc.stats["reconnects"]
+            await _unbind(sub)
+            sub = await _bind(js, store, inp)
         try:
             msgs = await sub.fetch(batch, timeout=FETCH_TIMEOUT)
         except TimeoutError:  # nats-py raises both its own and the builtin kind
@@ -156,14 +163,44 @@ async def _consume(
             log.exception(
                 "%s: batch not applied; it will be redelivered", spec.instance
             )
-            # Back off first, then nak without delay: JetStream redelivers naked
-            # messages before newer ones, so sequences keep arriving in order.
             await anyio.sleep(1.0)
-            for m in msgs:
-                await m.nak()
+            if inp.skip_applied:  # start again right after what the store holds
+                await _unbind(sub)
+                sub = await _bind(js, store, inp)
+            else:
+                for m in msgs:
+                    await m.nak()
             continue
         await _publish_committed(js, store, result.outbox)
         await _settle(msgs, result.accepted)
+
+
+async def _bind(js: JetStreamContext, store: Store, inp: Input[Any]) -> Any:
+    """Bind the input's pull subscription.
+
+    A durable this process owns (``skip_applied``) is re-created to start right after
+    the last sequence its store applied: the store, not the server's ack state, says
+    where to resume. Messages fetched by a process that died before committing are
+    then delivered again first, in stream order, instead of after ``ack_wait`` behind
+    newer ones (which the applied-sequence check would have skipped: lost).
+    Replicas that share a durable keep it as declared.
+    """
+    if inp.skip_applied:
+        start = await anyio.to_thread.run_sync(store.applied_seq, inp.consumer.durable)
+        await resume_consumer(js, inp.consumer, start + 1)
+    else:
+        await ensure_consumer(js, inp.consumer)
+    return await js.pull_subscribe_bind(
+        durable=inp.consumer.durable, stream=inp.consumer.stream.name
+    )
+
+
+async def _unbind(sub: Any) -> None:
+    with anyio.CancelScope(shield=True), anyio.move_on_after(SHUTDOWN_GRACE):
+        try:
+            await sub.unsubscribe()
+        except nats.errors.Error as exc:
+            log.debug("unsubscribe failed: %s", exc)
 
 
 async def _settle(msgs: list[Msg], accepted: list[bool]) -> None:

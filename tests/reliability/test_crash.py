@@ -1,0 +1,162 @@
+"""Crash test (short version runs in CI): kill -9 ``worldline up`` while a writer
+streams ops, restart it on the same data, and compare the live state hash with a clean
+replay of the log. Nothing acknowledged may be lost, nothing applied twice.
+
+The long run is ``WORLDLINE_CRASH_ROUNDS=100 python -m pytest tests/reliability``.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import anyio
+import nats
+import pytest
+from nats.js import api
+
+from protocols.beliefs import Evidence
+from protocols.messages import AddBelief, AddEvidence, SetField, encode
+from protocols.subjects import ops
+from tests.runtime.test_crew import CREW_TOML
+
+pytestmark = pytest.mark.crash
+
+WORLDLINE = str(Path(sys.executable).parent / "worldline")
+ROUNDS = int(os.environ.get("WORLDLINE_CRASH_ROUNDS", "3"))
+WORLD = "crash"
+PILOT = "project:soteria-pilot-conversion"
+
+
+def _op(i: int, at: datetime) -> AddBelief | AddEvidence | SetField:
+    if i % 3 == 0:
+        return AddBelief(
+            op_id=f"op-b{i}",
+            author="ada",
+            at=at,
+            belief_id=f"b-{i}",
+            text=f"belief number {i} about the pilot",
+        )
+    if i % 3 == 1:
+        evidence = Evidence(
+            id=f"ev-{i}",
+            belief_id=f"b-{i - 1}",
+            direction="supports",
+            kind="citation",
+            source=f"s{i % 5}",
+            observed_at=at,
+            author="ada",
+        )
+        return AddEvidence(op_id=f"op-e{i}", author="ada", at=at, evidence=evidence)
+    return SetField(
+        op_id=f"op-s{i}",
+        author="ada",
+        at=at,
+        entity=PILOT,
+        field="status",
+        value=f"v{i}",
+    )
+
+
+def _start(data: Path, world_file: Path) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(
+        [WORLDLINE, "up", "--data", str(data), "--world-file", str(world_file)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert proc.stdout is not None
+    lines = [proc.stdout.readline() for _ in range(3)]
+    assert lines[-1] == "ready\n", lines
+    return proc, lines[0].split()[1]
+
+
+async def _write(url: str, first: int, count: int, acked: list[str]) -> None:
+    nc = await nats.connect(url, max_reconnect_attempts=0)
+    js = nc.jetstream()
+    at = datetime.now(UTC)
+    try:
+        for i in range(first, first + count):
+            op = _op(i, at)
+            await js.publish(
+                ops(WORLD, "ada"),
+                encode(op),
+                timeout=2,
+                headers={api.Header.MSG_ID: op.op_id},
+            )
+            acked.append(op.op_id)
+    except (nats.errors.Error, OSError, TimeoutError):
+        pass  # the server went down mid-write: what was acknowledged counts
+    finally:
+        await nc.close()
+
+
+async def _round(
+    url: str, first: int, acked: list[str], delay: float, pid: int
+) -> None:
+    """Write ops, and kill -9 worldline (and so its nats-server) ``delay`` in."""
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_write, url, first, 400, acked)
+        await anyio.sleep(delay)
+        os.kill(pid, signal.SIGKILL)
+
+
+def test_kill_9_mid_write_loses_and_doubles_nothing(tmp_path: Path) -> None:
+    world_file = tmp_path / "crew.toml"
+    world_file.write_text(
+        CREW_TOML.read_text().replace('id = "enterprise"', f'id = "{WORLD}"', 1)
+    )
+    data = tmp_path / "data"
+    rng = random.Random(ROUNDS)
+    acked: list[str] = []
+    kills = 0
+    for round_ in range(ROUNDS):
+        proc, url = _start(data, world_file)
+
+        delay = rng.uniform(0.02, 0.4)
+        anyio.run(_round, url, round_ * 1000, acked, delay, proc.pid, backend="asyncio")
+        proc.wait()
+        if proc.stdout:
+            proc.stdout.close()
+        kills += 1
+    proc, url = _start(data, world_file)
+    env = {**os.environ, "WORLDLINE_NATS": url, "WORLDLINE_WORLD": WORLD}
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            replayed = subprocess.run(
+                [WORLDLINE, "replay", "--json"],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            )
+            if '"match":true' in replayed.stdout or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        exported = subprocess.run(
+            [WORLDLINE, "export"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=15)
+        if proc.stdout:
+            proc.stdout.close()
+    logged = [line for line in exported.stdout.splitlines() if '"op-' in line]
+    ids = [line.split('"op_id":"', 1)[1].split('"', 1)[0] for line in logged]
+    print(f"crash: {kills} kills, {len(acked)} ops acknowledged, {len(ids)} in the log")
+    assert set(acked) <= set(ids)  # nothing acknowledged was lost
+    assert len(ids) == len(set(ids))  # nothing recorded twice
+    assert '"match":true' in replayed.stdout, replayed.stdout  # applied exactly once
