@@ -411,9 +411,15 @@ class CrewMixin:
             deliver_policy=api.DeliverPolicy.ALL,
             inactive_threshold=30.0,
         )
-        sub = await self._js.pull_subscribe(
-            ops(self.world, "*"), stream=OPS.name, config=config
-        )
+        try:
+            sub = await self._js.pull_subscribe(
+                ops(self.world, "*"), stream=OPS.name, config=config
+            )
+        except nats.js.errors.NotFoundError as exc:
+            raise BusUnavailable(
+                "this server holds no worldline op log; start the actors "
+                "(`worldline up`) or point --nats at the right server"
+            ) from exc
         try:
             while True:
                 try:

@@ -12,6 +12,7 @@ import contextlib
 import logging
 from typing import TYPE_CHECKING, Any
 
+import anyio
 import nats
 import nats.errors
 import nats.js.errors
@@ -202,13 +203,23 @@ async def resume_consumer(
     await js.add_consumer(spec.stream.name, config)
 
 
+PUBLISH_TIMEOUT = 5.0  # seconds to wait for a batch's PubAcks before retrying it
+
+
 async def publish_all(js: JetStreamContext, items: list[OutboxItem]) -> None:
-    """Publish pipelined, each with its Nats-Msg-Id, and wait for every PubAck."""
-    futures = [
-        await js.publish_async(
-            item.subject, item.payload, headers={api.Header.MSG_ID: item.msg_id}
-        )
-        for item in items
-    ]
-    for future in futures:
-        await future
+    """Publish pipelined, each with its Nats-Msg-Id, and wait for every PubAck.
+
+    Raises:
+        TimeoutError: not every PubAck came back in time (a server that died after
+            receiving a publish never answers it); the caller retries the batch, and
+            the Msg-Ids make the retry harmless.
+    """
+    with anyio.fail_after(PUBLISH_TIMEOUT):
+        futures = [
+            await js.publish_async(
+                item.subject, item.payload, headers={api.Header.MSG_ID: item.msg_id}
+            )
+            for item in items
+        ]
+        for future in futures:
+            await future

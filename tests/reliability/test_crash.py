@@ -7,6 +7,7 @@ The long run is ``WORLDLINE_CRASH_ROUNDS=100 python -m pytest tests/reliability`
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import signal
@@ -94,7 +95,8 @@ async def _write(url: str, first: int, count: int, acked: list[str]) -> None:
     except (nats.errors.Error, OSError, TimeoutError):
         pass  # the server went down mid-write: what was acknowledged counts
     finally:
-        await nc.close()
+        with contextlib.suppress(nats.errors.Error, OSError):
+            await nc.close()
 
 
 async def _round(
@@ -160,3 +162,116 @@ def test_kill_9_mid_write_loses_and_doubles_nothing(tmp_path: Path) -> None:
     assert set(acked) <= set(ids)  # nothing acknowledged was lost
     assert len(ids) == len(set(ids))  # nothing recorded twice
     assert '"match":true' in replayed.stdout, replayed.stdout  # applied exactly once
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _actor(name: str, url: str, data: Path) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        [WORLDLINE, "actor", name, "--nats", url, "--data", str(data)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert proc.stdout is not None
+    assert "consuming" in proc.stdout.readline()
+    return proc
+
+
+def _kill(proc: subprocess.Popen[str]) -> None:
+    if proc.poll() is None:
+        os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    if proc.stdout:
+        proc.stdout.close()
+
+
+def test_kill_9_of_single_actors_and_of_the_server(tmp_path: Path) -> None:
+    from actors.runtime.embedded import EmbeddedNats
+
+    port = _free_port()
+    server = EmbeddedNats(tmp_path / "nats", port=port)
+    url = server.start()
+    data = tmp_path / "data"
+    names = ("fusion", "materializer", "projector")
+    actors = {name: _actor(name, url, data) for name in names}
+    acked: list[str] = []
+    rng = random.Random(7)
+    kills = 0
+    try:
+        decl = CREW_TOML.read_text().replace('id = "enterprise"', f'id = "{WORLD}"', 1)
+        (tmp_path / "crew.toml").write_text(decl)
+        env = {**os.environ, "WORLDLINE_NATS": url, "WORLDLINE_WORLD": WORLD}
+        subprocess.run(
+            [
+                WORLDLINE,
+                "world",
+                "load",
+                str(tmp_path / "crew.toml"),
+                "--agent",
+                "henry",
+            ],
+            env=env,
+            check=True,
+            timeout=60,
+            capture_output=True,
+        )
+        for round_ in range(ROUNDS + 1):
+            victim = "server" if round_ == ROUNDS else rng.choice(names)
+            pid = server.pid if victim == "server" else actors[victim].pid
+            assert pid is not None
+            delay = rng.uniform(0.02, 0.3)
+            anyio.run(_round, url, round_ * 1000, acked, delay, pid, backend="asyncio")
+            kills += 1
+            if victim == "server":
+                server.stop()  # reaps the killed process
+                server = EmbeddedNats(tmp_path / "nats", port=port)
+                server.start()
+            else:
+                _kill(actors[victim])
+                actors[victim] = _actor(victim, url, data)
+        deadline = time.monotonic() + 90
+        while True:
+            replayed = subprocess.run(
+                [WORLDLINE, "replay", "--json"],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            )
+            if '"match":true' in replayed.stdout or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        exported = subprocess.run(
+            [WORLDLINE, "export"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+    finally:
+        for proc in actors.values():
+            _kill(proc)
+        server.stop()
+    ids = [
+        line.split('"op_id":"', 1)[1].split('"', 1)[0]
+        for line in exported.stdout.splitlines()
+        if '"op_id":"op-' in line
+    ]
+    lost = set(acked) - set(ids)
+    print(
+        f"crash (actors + server): {kills} kills, {len(acked)} acknowledged, "
+        f"{len(lost)} lost, {len(ids) - len(set(ids))} doubled"
+    )
+    assert not lost
+    assert len(ids) == len(set(ids))
+    assert '"match":true' in replayed.stdout, replayed.stdout
