@@ -79,6 +79,7 @@ __all__ = [
     "Message",
     "Notification",
     "Observe",
+    "OpApplied",
     "OpStatus",
     "OpStatusReply",
     "OpsInbox",
@@ -416,6 +417,13 @@ class WorldDeclared(Message, tag="state.declared.v1", kw_only=True, frozen=True)
     version: int
 
 
+class OpApplied(Message, tag="state.op_applied.v1", kw_only=True, frozen=True):
+    """Every change of the op at OPS sequence ``seq`` precedes this on the feed: a
+    replica that has seen it holds the whole op (read fences wait for it)."""
+
+    seq: int
+
+
 class InboxChanged(Message, tag="state.inbox.v1", kw_only=True, frozen=True):
     """An agent's inbox summary: how many messages wait, and the newest few."""
 
@@ -428,6 +436,7 @@ class InboxChanged(Message, tag="state.inbox.v1", kw_only=True, frozen=True):
 ProjectorInbox = (
     BeliefChanged
     | BeliefEdgeChanged
+    | OpApplied
     | EntityChanged
     | EdgeChanged
     | WorldDeclared
@@ -731,8 +740,10 @@ class DeadLetter(Message, tag="dlq.dead_letter.v1", kw_only=True, frozen=True):
     subject: str
     stream_seq: int
     reason: str
-    payload: bytes
+    payload: bytes  # the input, cut when too big to travel (see payload_bytes)
     at: datetime
+    payload_bytes: int = 0  # set when the payload was cut: the input's full size
+    payload_sha256: str = ""  # and its digest (the input stays in its stream)
 
 
 # One reused decoder per inbox (msgspec: decoders are cheap to reuse, costly to build).

@@ -138,7 +138,7 @@ def _from_text(text: str, source: str, kind: EvidenceKind) -> list[Found]:
 def _from_json(text: str, source: str, kind: EvidenceKind) -> list[Found]:
     try:
         artifact = _JSON.decode(text)
-    except msgspec.MsgspecError as exc:
+    except (msgspec.MsgspecError, RecursionError) as exc:
         raise InvalidInput(
             f"JSON artifact not understood ({exc}); expected an object with "
             '"claims": [{"text": ...}], "evidence": [{"belief", "direction", '

@@ -30,11 +30,11 @@ from typing import Any, Final
 
 import msgspec
 
+from actors.fusion.core import NO_PROBABILITY
 from actors.materializer.core import (
     conflict_key,
     last_change_key,
     last_op_key,
-    load_belief,
     unchanged_key,
 )
 from actors.runtime.memory import Overlay
@@ -53,6 +53,7 @@ from protocols.messages import (
     InboxMessage,
     LinkBeliefs,
     Notification,
+    OpApplied,
     OpsInbox,
     PutWork,
     RejectCode,
@@ -254,14 +255,32 @@ class _Tx(Overlay):
             )
         if self.out:
             self.put(last_change_key(self.world), str(seq).encode())
+            # Last on the feed for this op: a replica that saw it holds all of it.
+            self.out.append(
+                Outgoing(
+                    state(self.world, "op"),
+                    OpApplied(seq=seq),
+                    f"state:{self.world}:op:{seq}",
+                )
+            )
         return Step(writes=self.writes, out=self.out)
 
 
 def handle(reader: Reader, op: OpsInbox, ctx: Context) -> Step:
     """Apply one crew op, or reject it with a reason code (never silently)."""
     last_op: dict[bytes, bytes | None] = {last_op_key(ctx.world): str(ctx.seq).encode()}
-    if isinstance(op, AddBelief | AddEvidence | Statement | SetTrust | CloseBelief):
-        # Beliefs reach the materializer through fusion's posteriors.
+    if isinstance(op, AddBelief | Statement):
+        # Beliefs reach the materializer through fusion's posteriors; what beliefs
+        # exist is noted from the record itself, so links are checked against the
+        # log's order, not against when posteriors happen to arrive.
+        if (
+            isinstance(op, Statement)
+            or op.type not in NO_PROBABILITY
+            or (op.confidence is None)
+        ):
+            last_op[known_key(ctx.world, op.belief_id)] = b""
+        return Step(writes=last_op)
+    if isinstance(op, AddEvidence | SetTrust | CloseBelief):
         return Step(writes=last_op)
     tx = _Tx(reader, ctx)
     tx.writes.update(last_op)
@@ -331,7 +350,7 @@ def _link_beliefs(tx: _Tx, op: LinkBeliefs) -> None:
     if edge.source == edge.target:
         raise Reject("invalid", f"edge {edge.id} links belief {edge.source} to itself")
     for end in (edge.source, edge.target):
-        if load_belief(tx, tx.world, end) is None:
+        if tx.get(known_key(tx.world, end)) is None:
             raise Reject(
                 "unknown_entity",
                 f"no belief {end} in world {tx.world!r} (edge {edge.id}); add it first",
@@ -350,6 +369,11 @@ def _link_beliefs(tx: _Tx, op: LinkBeliefs) -> None:
             f"state:{tx.world}:belief_edge:{edge.id}:{seq}",
         )
     )
+
+
+def known_key(world: str, belief_id: str) -> bytes:
+    """A belief the op log has created (whether or not its posterior arrived)."""
+    return f"known/{world}/{belief_id}".encode()
 
 
 def belief_edge_key(world: str, edge_id: str) -> bytes:

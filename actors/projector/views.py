@@ -21,6 +21,7 @@ from protocols.messages import (
     EdgeChanged,
     EntityChanged,
     InboxChanged,
+    OpApplied,
     ViewReply,
     WorldDeclared,
     WorldReply,
@@ -152,18 +153,6 @@ def focus_of(decl: WorldDecl, view: AgentView | None) -> str:
     )
 
 
-def _seq_of(change: EntityChanged | EdgeChanged | WorldDeclared | InboxChanged) -> int:
-    match change:
-        case EntityChanged(entity=entity):
-            return entity.version
-        case EdgeChanged(edge=edge):
-            return edge.version
-        case WorldDeclared(version=version):
-            return version
-        case InboxChanged(seq=seq):
-            return seq
-
-
 def _field(entity: Entity, name: str) -> object:
     state = entity.fields.get(name)
     return None if state is None else state.value
@@ -183,17 +172,19 @@ def _agents_touching(reader: Reader, world: str, refs: set[str]) -> set[str]:
 
 def apply_change(
     reader: Reader,
-    change: EntityChanged | EdgeChanged | WorldDeclared | InboxChanged,
+    change: EntityChanged | EdgeChanged | WorldDeclared | InboxChanged | OpApplied,
     ctx: Context,
 ) -> Step:
     """Keep the change in the replica, then refresh the views of affected agents."""
     world = ctx.world
     writes: dict[bytes, bytes | None] = {}
     affected: set[str] = set()
-    seq = _seq_of(change)
-    if seq > replica_version(reader, world):
-        writes[f"version/{world}".encode()] = str(seq).encode()
     match change:
+        case OpApplied(seq=seq):
+            # The whole op is in: only now may a read fenced at it be answered.
+            if seq > replica_version(reader, world):
+                writes[f"version/{world}".encode()] = str(seq).encode()
+            return Step(writes=writes)
         case EntityChanged(entity=entity):
             key = f"entity/{world}/{entity.id}".encode()
             old = _entity(reader, world, entity.id)

@@ -259,6 +259,8 @@ def _answer(store: Store, service: Service[Any], subject: str, data: bytes) -> M
         request = service.decoder.decode(data)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         return RpcError(code="invalid", message=f"bad request on {subject}: {exc}")
+    except RecursionError:
+        return RpcError(code="invalid", message=f"bad request on {subject}: too deep")
     try:
         with store.reader() as reader:
             return service.serve(reader, request, world_of(subject))

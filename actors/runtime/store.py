@@ -12,6 +12,7 @@ the runtime), never across an ``await``: py-lmdb binds them to their thread.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -161,14 +162,7 @@ class Store:
                         accepted.append(True)
                         continue
                     accepted.append(False)
-                    letter = DeadLetter(
-                        actor=self.actor,
-                        subject=d.subject,
-                        stream_seq=d.seq,
-                        reason=reason,
-                        payload=d.data,
-                        at=now,
-                    )
+                    letter = dead_letter(self.actor, d, reason, now)
                     stage(
                         dlq(_world_or_unknown(d.subject), self.actor),
                         f"dlq:{inp.consumer.durable}:{d.seq}",
@@ -196,6 +190,8 @@ class Store:
             message = inp.decoder.decode(d.data)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             return f"undecodable: {exc}"
+        except RecursionError:
+            return "undecodable: nested too deeply to decode"
         try:
             ctx = Context(
                 world=world_of(d.subject),
@@ -237,6 +233,35 @@ class Store:
         with self._env.begin(write=True, db=self._outbox) as txn:
             for key in keys:
                 txn.delete(key, db=self._outbox)
+
+
+MAX_LETTER_PAYLOAD = 512 * 1024  # bytes of the input a dead letter carries
+
+
+def dead_letter(actor: str, d: Delivery, reason: str, now: Any) -> DeadLetter:
+    """The dead letter for ``d``. An input too big to travel again inside a letter
+    (the bus caps a message at 1 MiB) is cut, with its size and sha256 recorded; the
+    whole input stays in its own stream at ``stream_seq``, so nothing is lost."""
+    payload = d.data
+    if len(payload) <= MAX_LETTER_PAYLOAD:
+        return DeadLetter(
+            actor=actor,
+            subject=d.subject,
+            stream_seq=d.seq,
+            reason=reason,
+            payload=payload,
+            at=now,
+        )
+    return DeadLetter(
+        actor=actor,
+        subject=d.subject,
+        stream_seq=d.seq,
+        reason=reason[:4096],
+        payload=payload[:MAX_LETTER_PAYLOAD],
+        at=now,
+        payload_bytes=len(payload),
+        payload_sha256=hashlib.sha256(payload).hexdigest(),
+    )
 
 
 def encode_item(subject: str, msg_id: str, payload: bytes) -> bytes:

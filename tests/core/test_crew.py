@@ -20,6 +20,7 @@ from actors.materializer.core import (
     last_op_key,
     unchanged_key,
 )
+from actors.materializer.crew import known_key
 from actors.runtime.memory import MemoryState, state_hash
 from actors.runtime.spec import Context, Outgoing
 from protocols.messages import (
@@ -1037,14 +1038,15 @@ def test_an_agent_cannot_ack_another_agents_messages() -> None:
 # --- beliefs pass through ---------------------------------------------------------
 
 
-def test_add_belief_only_advances_the_last_applied_op() -> None:
+def test_add_belief_notes_the_belief_and_advances_the_last_applied_op() -> None:
     c = declared()
     before = dict(c.st.data)
     out = c.send(
         AddBelief(op_id="op-b", author="ada", at=T0, belief_id="b1", text="Risky.")
     )
     assert out == []
-    assert changed_keys(before, c.st.data) == {last_op_key(W)}
+    # Links are checked against what the log created, not against posteriors.
+    assert changed_keys(before, c.st.data) == {last_op_key(W), known_key(W, "b1")}
     assert c.st.get(last_op_key(W)) == str(c.seq).encode()
 
 
@@ -1121,5 +1123,5 @@ def test_state_feed_msg_ids_are_unique_within_an_op() -> None:
             rules=[],
         )
     )
-    assert len(out) == 1 + 3 + 1
+    assert len(out) == 1 + 3 + 1 + 1  # declared, 3 entities, 1 edge, op applied
     assert len({item.msg_id for item in out}) == len(out)
