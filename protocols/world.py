@@ -181,14 +181,15 @@ class Rule(_Decl, frozen=True):
     work_kind: Text = ""
     goal: Text = "{entity}.{field} is now {value}"  # template for the work goal
     priority: Annotated[int, msgspec.Meta(ge=0, le=9)] = 3
-    due_in_hours: Annotated[float, msgspec.Meta(ge=0)] | None = None
+    due_in_hours: Annotated[float, msgspec.Meta(ge=0, le=87_600)] | None = None
 
 
 class Dampening(_Decl, frozen=True):
     """Limits that make propagation terminate and stay quiet."""
 
     depth: Annotated[int, msgspec.Meta(ge=0, le=16)] = 2  # rule-caused change chains
-    dedupe_window: Annotated[float, msgspec.Meta(ge=0)] = 3600.0  # seconds per target
+    # seconds per (rule, entity, agent); at most ten years
+    dedupe_window: Annotated[float, msgspec.Meta(ge=0, le=315_360_000)] = 3600.0
     max_fanout: Annotated[int, msgspec.Meta(ge=1)] = 256  # agents per rule firing
 
 

@@ -44,6 +44,11 @@ def parse_declaration(text: str, *, source: str = "<declaration>") -> WorldDecl:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise BadRequest(f"{source}: not valid TOML: {exc}") from exc
+    except RecursionError as exc:
+        raise BadRequest(
+            f"{source}: nested too deeply to read; a world declaration is a few "
+            "levels of tables and lists"
+        ) from exc
     unknown = _unknown_keys(raw, WorldDecl, "")
     if unknown:
         path, key = unknown

@@ -107,7 +107,12 @@ class SessionService:
                     index=self.index.manifest.id,
                 )
             case SimStep():
-                assert self.provider is not None  # a session exists only with one
+                if self.provider is None:
+                    raise SessionError(
+                        "no_index",
+                        "this simulator has no index, so it holds no sessions; start "
+                        "it with --index DIR",
+                    )
                 reply, prediction = self.sessions.step(
                     world, request.session_id, request.message, now, self.provider
                 )
