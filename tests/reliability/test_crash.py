@@ -99,6 +99,34 @@ async def _write(url: str, first: int, count: int, acked: list[str]) -> None:
             await nc.close()
 
 
+def _settle(
+    env: dict[str, str], wait: float
+) -> tuple[subprocess.CompletedProcess[str], subprocess.CompletedProcess[str]]:
+    """Replay until the live state matches (or ``wait`` runs out), then export."""
+    deadline = time.monotonic() + wait
+    while True:
+        replayed = subprocess.run(
+            [WORLDLINE, "replay", "--json"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        if '"match":true' in replayed.stdout or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    exported = subprocess.run(
+        [WORLDLINE, "export"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return replayed, exported
+
+
 async def _round(
     url: str, first: int, acked: list[str], delay: float, pid: int
 ) -> None:
@@ -130,27 +158,7 @@ def test_kill_9_mid_write_loses_and_doubles_nothing(tmp_path: Path) -> None:
     proc, url = _start(data, world_file)
     env = {**os.environ, "WORLDLINE_NATS": url, "WORLDLINE_WORLD": WORLD}
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            replayed = subprocess.run(
-                [WORLDLINE, "replay", "--json"],
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=60,
-                check=False,
-            )
-            if '"match":true' in replayed.stdout or time.monotonic() > deadline:
-                break
-            time.sleep(1)
-        exported = subprocess.run(
-            [WORLDLINE, "export"],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        )
+        replayed, exported = _settle(env, 60)
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=15)
@@ -237,27 +245,7 @@ def test_kill_9_of_single_actors_and_of_the_server(tmp_path: Path) -> None:
             else:
                 _kill(actors[victim])
                 actors[victim] = _actor(victim, url, data)
-        deadline = time.monotonic() + 90
-        while True:
-            replayed = subprocess.run(
-                [WORLDLINE, "replay", "--json"],
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=60,
-                check=False,
-            )
-            if '"match":true' in replayed.stdout or time.monotonic() > deadline:
-                break
-            time.sleep(1)
-        exported = subprocess.run(
-            [WORLDLINE, "export"],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        )
+        replayed, exported = _settle(env, 90)
     finally:
         for proc in actors.values():
             _kill(proc)
