@@ -513,17 +513,8 @@ def _tool_result(
                 f"tool result for call id {call_id!r} matches no earlier unanswered "
                 "tool call",
             )
-        elif not call.usable:
-            b.issue(i, f"tool result answers the malformed call at #{call.index}")
-        elif problem is None:
-            b.emit(
-                action_index=call.index,
-                context=call.context,
-                action=call.action,
-                observation_index=i,
-                observation=text,
-                pairing="id",
-            )
+        else:
+            _answer(b, call, i, text, problem, "id", "tool result")
 
 
 def _function_result(
@@ -544,9 +535,21 @@ def _function_result(
     if not queue:
         b.issue(i, f"function result for {fname!r} matches no earlier unanswered call")
         return
-    call = queue.popleft()
+    _answer(b, queue.popleft(), i, text, problem, "name-order", "function result")
+
+
+def _answer(
+    b: _Builder,
+    call: _Call,
+    i: int,
+    text: str,
+    problem: str | None,
+    pairing: Literal["id", "name-order"],
+    what: str,
+) -> None:
+    """Pair a result with its call: a transition, or an issue if the call was bad."""
     if not call.usable:
-        b.issue(i, f"function result answers the malformed call at #{call.index}")
+        b.issue(i, f"{what} answers the malformed call at #{call.index}")
     elif problem is None:
         b.emit(
             action_index=call.index,
@@ -554,5 +557,5 @@ def _function_result(
             action=call.action,
             observation_index=i,
             observation=text,
-            pairing="name-order",
+            pairing=pairing,
         )
