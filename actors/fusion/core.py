@@ -49,10 +49,7 @@ __all__ = [
     "FusedBelief",
     "TrustSetting",
     "belief_key",
-    "beta_mean",
-    "beta_sd",
     "handle",
-    "prior",
     "shard_of",
 ]
 
@@ -94,18 +91,6 @@ def belief_key(world: str, belief_id: str) -> bytes:
 
 def _trust_key(world: str, source: str) -> bytes:
     return f"trust/{world}/{source}".encode()
-
-
-def prior(confidence: float, strength: float = PRIOR_STRENGTH) -> tuple[float, float]:
-    """Beta(alpha, beta) with mean ``confidence``, worth ``strength`` observations."""
-    return confidence * strength, (1.0 - confidence) * strength
-
-
-def beta_mean(alpha: float, beta: float) -> float:
-    return alpha / (alpha + beta)
-
-
-beta_sd = model.beta_sd
 
 
 def shard_of(belief_id: str, shards: int) -> int:

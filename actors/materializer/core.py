@@ -34,7 +34,6 @@ __all__ = [
     "handle",
     "last_change_key",
     "last_op_key",
-    "load_belief",
     "serve",
     "unchanged_key",
 ]
@@ -88,12 +87,6 @@ def handle(reader: Reader, update: PosteriorUpdate, ctx: Context) -> Step:
             )
         ],
     )
-
-
-def load_belief(reader: Reader, world: str, belief_id: str) -> BeliefChanged | None:
-    """The materializer's record of a belief (posterior, evidence, trust)."""
-    raw = reader.get(belief_key(world, belief_id))
-    return None if raw is None else _RECORD.decode(raw)
 
 
 def serve(reader: Reader, request: StateHash | OpStatus, world: str) -> Message:
