@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -19,6 +20,7 @@ import nats.js.errors
 from nats.js import JetStreamContext, api
 
 from actors.runtime.errors import BusUnavailable, ConfigDrift
+from protocols.subjects import bucket_stream
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -29,12 +31,14 @@ if TYPE_CHECKING:
     from protocols.subjects import BucketSpec, ConsumerSpec, StreamSpec
 
 __all__ = [
+    "REPLICAS_ENV",
     "connect",
     "ensure_buckets",
     "ensure_consumer",
     "ensure_streams",
     "publish_all",
     "resume_consumer",
+    "stream_replicas",
 ]
 
 log = logging.getLogger("worldline.bus")
@@ -43,8 +47,12 @@ log = logging.getLogger("worldline.bus")
 async def connect(url: str, *, name: str, connect_timeout: float = 2.0) -> NATS:
     """Connect to NATS; raise :class:`BusUnavailable` if it cannot be reached now.
 
-    Once connected, the client reconnects forever (an actor outlives a server restart).
+    ``url`` may list several servers, comma-separated (``nats://a:4222,nats://b:4222``,
+    the nodes of a cluster): the client connects to one of them and fails over to the
+    others (and to those the cluster advertises). Once connected, the client
+    reconnects forever (an actor outlives a server restart).
     """
+    servers = [part.strip() for part in url.split(",") if part.strip()] or [url]
 
     async def on_error(exc: Exception) -> None:
         if client:  # before the first connect, failure is reported once, below
@@ -61,7 +69,7 @@ async def connect(url: str, *, name: str, connect_timeout: float = 2.0) -> NATS:
 
     try:
         nc = await nats.connect(
-            url,
+            servers,
             name=name,
             connect_timeout=connect_timeout,
             allow_reconnect=True,
@@ -83,7 +91,30 @@ async def connect(url: str, *, name: str, connect_timeout: float = 2.0) -> NATS:
     return nc
 
 
-def _stream_config(spec: StreamSpec) -> api.StreamConfig:
+REPLICAS_ENV = "WORLDLINE_STREAM_REPLICAS"
+MAX_REPLICAS = 5  # JetStream's limit
+
+
+def stream_replicas() -> int:
+    """How many servers keep a copy of each stream and bucket, default 1.
+
+    Read from ``$WORLDLINE_STREAM_REPLICAS``; ``worldline up|actor --stream-replicas N``
+    sets it for the actors it runs.
+
+    Raises:
+        ValueError: the setting is not a whole number from 1 to 5.
+    """
+    text = os.environ.get(REPLICAS_ENV, "").strip() or "1"
+    value = int(text) if text.isdigit() else 0
+    if not 1 <= value <= MAX_REPLICAS:
+        raise ValueError(
+            f"{REPLICAS_ENV}={text!r} is not a replica count: use 1 (one server) to "
+            f"{MAX_REPLICAS}, at most the number of JetStream servers in the cluster"
+        )
+    return value
+
+
+def _stream_config(spec: StreamSpec, replicas: int) -> api.StreamConfig:
     return api.StreamConfig(
         name=spec.name,
         subjects=list(spec.subjects),
@@ -91,6 +122,7 @@ def _stream_config(spec: StreamSpec) -> api.StreamConfig:
         storage=api.StorageType.FILE,
         max_age=spec.max_age,
         duplicate_window=spec.duplicate_window,
+        num_replicas=replicas,
     )
 
 
@@ -105,19 +137,31 @@ def _differences(declared: Any, stored: Any, fields: Iterable[str]) -> list[str]
     return diffs
 
 
-async def ensure_streams(js: JetStreamContext, specs: Iterable[StreamSpec]) -> None:
-    """Create each stream, or bring an existing one in line with its declaration."""
+async def ensure_streams(
+    js: JetStreamContext, specs: Iterable[StreamSpec], *, replicas: int | None = None
+) -> None:
+    """Create each stream, or bring an existing one in line with its declaration.
+
+    Args:
+        replicas: copies JetStream keeps of each stream (default:
+            :func:`stream_replicas`).
+
+    Raises:
+        ConfigDrift: the server refused a declaration (for example more replicas than
+            the cluster has servers) or an update of a drifted stream.
+    """
+    replicas = stream_replicas() if replicas is None else replicas
     for spec in specs:
-        config = _stream_config(spec)
+        config = _stream_config(spec, replicas)
         try:
             info = await js.stream_info(spec.name)
         except nats.js.errors.NotFoundError:
-            await js.add_stream(config)
+            await _add_stream(js, config)
             continue
         diffs = _differences(
             config,
             info.config,
-            ("subjects", "retention", "max_age", "duplicate_window"),
+            ("subjects", "retention", "max_age", "duplicate_window", "num_replicas"),
         )
         if not diffs:
             continue
@@ -133,17 +177,60 @@ async def ensure_streams(js: JetStreamContext, specs: Iterable[StreamSpec]) -> N
         log.warning("stream %s updated to its declaration: %s", spec.name, diffs)
 
 
-async def ensure_buckets(js: JetStreamContext, specs: Iterable[BucketSpec]) -> None:
-    """Create each key/value bucket that does not exist yet."""
+async def _add_stream(js: JetStreamContext, config: api.StreamConfig) -> None:
+    try:
+        await js.add_stream(config)
+    except nats.js.errors.APIError as exc:
+        raise ConfigDrift(
+            f"the server refused to create stream {config.name} with "
+            f"{config.num_replicas} replica(s): {exc.description}. More than one "
+            "replica needs a JetStream cluster of at least that many servers: set "
+            f"{REPLICAS_ENV} (or --stream-replicas) to fit the deployment."
+        ) from exc
+
+
+async def ensure_buckets(
+    js: JetStreamContext, specs: Iterable[BucketSpec], *, replicas: int | None = None
+) -> None:
+    """Create each key/value bucket that does not exist yet, and bring the replica
+    count of an existing one in line (its other settings are never updated).
+
+    Raises:
+        ConfigDrift: the server refused the bucket or its replica change.
+    """
+    replicas = stream_replicas() if replicas is None else replicas
     for spec in specs:
         try:
             await js.key_value(spec.bucket)
         except nats.js.errors.BucketNotFoundError:
-            await js.create_key_value(
-                api.KeyValueConfig(
-                    bucket=spec.bucket, history=spec.history, ttl=spec.ttl or None
-                )
+            config = api.KeyValueConfig(
+                bucket=spec.bucket,
+                history=spec.history,
+                ttl=spec.ttl or None,
+                replicas=replicas,
             )
+            try:
+                await js.create_key_value(config)
+            except nats.js.errors.APIError as exc:
+                raise ConfigDrift(
+                    f"the server refused to create bucket {spec.bucket} with "
+                    f"{replicas} replica(s): {exc.description}. Set {REPLICAS_ENV} "
+                    "(or --stream-replicas) to at most the number of JetStream servers."
+                ) from exc
+            continue
+        stored = (await js.stream_info(bucket_stream(spec))).config
+        if stored.num_replicas == replicas:
+            continue
+        have, stored.num_replicas = stored.num_replicas, replicas
+        try:
+            await js.update_stream(stored)
+        except nats.js.errors.APIError as exc:
+            raise ConfigDrift(
+                f"bucket {spec.bucket} keeps {have} replica(s), declared {replicas}, "
+                f"and the server refused the update: {exc.description}. Set "
+                f"{REPLICAS_ENV} (or --stream-replicas) to fit the deployment."
+            ) from exc
+        log.warning("bucket %s updated: replicas %s -> %s", spec.bucket, have, replicas)
 
 
 def _consumer_config(spec: ConsumerSpec) -> api.ConsumerConfig:
