@@ -27,6 +27,7 @@ import anyio
 import msgspec
 
 from actors.registry import ACTORS, build
+from actors.runtime.bus import MAX_REPLICAS, REPLICAS_ENV
 from actors.runtime.embedded import EmbeddedNats
 from actors.runtime.errors import ActorError
 from actors.runtime.supervise import run_actors
@@ -112,7 +113,15 @@ async def _serve_until_signal(
             tg.cancel_scope.cancel()
 
 
+def _stream_replicas(args: argparse.Namespace) -> None:
+    """``--stream-replicas N`` holds for every actor this process runs (the runtime
+    reads it from the environment when it declares streams and buckets)."""
+    if args.stream_replicas is not None:
+        os.environ[REPLICAS_ENV] = str(args.stream_replicas)
+
+
 def _up(args: argparse.Namespace) -> int:
+    _stream_replicas(args)
     data: Path = args.data
     specs = [build(name, sim_index=args.sim_index) for name in ACTORS]
     server: EmbeddedNats | None = None
@@ -160,6 +169,7 @@ async def _declare_once(url: str, declaration: WorldDecl) -> None:
 
 
 def _actor(args: argparse.Namespace) -> int:
+    _stream_replicas(args)
     spec = build(
         args.name, replica=args.replica, shard=args.shard, sim_index=args.index
     )
@@ -706,6 +716,15 @@ def _confidence(text: str) -> float:
     return value
 
 
+def _replicas(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= MAX_REPLICAS:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a replica count: use 1 to {MAX_REPLICAS}, at most the "
+            "number of JetStream servers in the cluster"
+        )
+    return int(text)
+
+
 def _instant(text: str) -> datetime:
     try:
         value = datetime.fromisoformat(text)
@@ -731,6 +750,13 @@ def parser() -> argparse.ArgumentParser:
     )
     server.add_argument(
         "--nats", default=None, help="join this NATS instead of the embedded server"
+    )
+    server.add_argument(
+        "--stream-replicas",
+        type=_replicas,
+        default=None,
+        help=f"copies of each stream and bucket, 1-{MAX_REPLICAS} (env {REPLICAS_ENV}; "
+        "default 1; 3 on a 3-node cluster)",
     )
 
     up = verbs.add_parser(

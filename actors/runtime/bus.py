@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from protocols.subjects import BucketSpec, ConsumerSpec, StreamSpec
 
 __all__ = [
+    "MAX_REPLICAS",
     "REPLICAS_ENV",
     "connect",
     "ensure_buckets",
