@@ -4,10 +4,7 @@ the request it sends, the grounded prompt, parsing, loud failures and its counte
 from __future__ import annotations
 
 import json
-import threading
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, Final
 
 import pytest
@@ -21,6 +18,7 @@ from actors.simulator.http_provider import (
 from actors.simulator.index import TransitionIndex, build, retrieve
 from actors.simulator.sessions import Session, SessionError
 from protocols.messages import Transition
+from tests.support.fake_llm import Fake, Reply, completion, serve
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -69,111 +67,12 @@ def session(exclude: tuple[str, ...] = ()) -> Session:
     )
 
 
-def completion(content: str) -> bytes:
-    return json.dumps(
-        {
-            "id": "chatcmpl-1",
-            "object": "chat.completion",
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": content},
-                    "finish_reason": "stop",
-                }
-            ],
-            "usage": {"prompt_tokens": 10, "completion_tokens": 5},
-        }
-    ).encode()
-
-
-# --- the fake server -----------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Reply:
-    status: int = 200
-    body: bytes = completion('{"observation": "ok", "terminal": false}')
-    stall: bool = False  # wait (without answering) until the fixture ends
-
-
-@dataclass(frozen=True)
-class Recorded:
-    path: str
-    headers: dict[str, str]
-    body: bytes
-
-    def json(self) -> Any:
-        return json.loads(self.body)
-
-
-@dataclass
-class Fake:
-    url: str = ""
-    replies: list[Reply] = field(default_factory=list)
-    requests: list[Recorded] = field(default_factory=list)
-    release: threading.Event = field(default_factory=threading.Event)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def answer(self, *replies: Reply) -> None:
-        self.replies.extend(replies)
-
-    def take(self, recorded: Recorded) -> Reply:
-        with self.lock:
-            self.requests.append(recorded)
-            return self.replies.pop(0) if self.replies else Reply()
-
-
-class Server(ThreadingHTTPServer):
-    daemon_threads = False  # server_close() joins every handler thread
-    block_on_close = True
-
-
-def handler(fake: Fake) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            size = int(self.headers.get("Content-Length", "0"))
-            recorded = Recorded(
-                path=self.path,
-                headers={k.lower(): v for k, v in self.headers.items()},
-                body=self.rfile.read(size),
-            )
-            reply = fake.take(recorded)
-            if reply.stall:
-                fake.release.wait(10)
-                self.close_connection = True
-                return
-            self.send_response(reply.status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(reply.body)))
-            self.end_headers()
-            self.wfile.write(reply.body)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass  # keep the test output quiet
-
-    return Handler
-
-
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[Fake]:
-    """A fake OpenAI-compatible server on 127.0.0.1; stopped, its handler threads
-    joined and its socket closed when the test ends."""
+    """A fake OpenAI-compatible server on 127.0.0.1 (tests/support/fake_llm.py)."""
     monkeypatch.setenv("no_proxy", "127.0.0.1")  # never route the test via a proxy
-    state = Fake()
-    server = Server(("127.0.0.1", 0), handler(state))
-    thread = threading.Thread(
-        target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True
-    )
-    thread.start()
-    host, port = server.server_address[:2]
-    state.url = f"http://{host!s}:{port}/v1"
-    try:
+    with serve() as state:
         yield state
-    finally:
-        state.release.set()  # let a stalled handler return
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
 
 
 def provider(fake: Fake, **config: Any) -> HttpProvider:
