@@ -13,6 +13,7 @@ LMDB) runs shielded and bounded to a few seconds.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -31,6 +32,8 @@ from actors.runtime.bus import (
     resume_consumer,
 )
 from actors.runtime.errors import StoreError
+from actors.runtime.heartbeat import run_heartbeat
+from actors.runtime.metrics import Registry
 from actors.runtime.store import Delivery, OutboxItem, Store
 from protocols.messages import Message, RpcError, encode
 from protocols.subjects import BUCKETS, STREAMS, world_of
@@ -43,6 +46,7 @@ if TYPE_CHECKING:
     from nats.aio.msg import Msg
     from nats.js import JetStreamContext
 
+    from actors.runtime.metrics import ActorMetrics
     from actors.runtime.spec import ActorSpec, Input, Service
 
 __all__ = ["Clock", "run_actor", "utcnow"]
@@ -70,6 +74,7 @@ async def run_actor(
     data: Path,
     clock: Clock = utcnow,
     batch: int = FETCH_BATCH,
+    metrics: Registry | None = None,
     task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Run one actor until cancelled; report started once every input and service binds.
@@ -80,6 +85,8 @@ async def run_actor(
         data: the folder holding this actor's LMDB store (``data/<instance>``).
         clock: wall clock injected into every handler call.
         batch: messages fetched (and committed) per batch.
+        metrics: where this actor's counters go (one registry per process, served
+            on ``/metrics`` when asked); its heartbeat interval. Default: a private one.
 
     Raises:
         BusUnavailable: NATS cannot be reached.
@@ -94,11 +101,15 @@ async def run_actor(
             js = nc.jetstream()
             await ensure_streams(js, STREAMS)
             await ensure_buckets(js, BUCKETS)
+            registry = metrics or Registry()
+            stats = registry.actor(spec, now=clock())
             async with anyio.create_task_group() as tg:
                 for inp in spec.inputs:
-                    await tg.start(_consume, nc, store, spec, inp, clock, batch)
+                    await tg.start(_consume, nc, store, spec, inp, clock, batch, stats)
                 for service in spec.services:
                     await tg.start(_serve, nc, store, service)
+                interval = registry.heartbeat_interval
+                await tg.start(run_heartbeat, js, store, stats, interval, clock)
                 log.info("%s: consuming", spec.instance)
                 task_status.started()
         finally:
@@ -128,6 +139,7 @@ async def _consume(
     inp: Input[Any],
     clock: Clock,
     batch: int,
+    stats: ActorMetrics,
     *,
     task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
@@ -155,6 +167,7 @@ async def _consume(
         deliveries = [
             Delivery(m.metadata.sequence.stream, m.subject, m.data) for m in msgs
         ]
+        started = time.perf_counter()
         try:
             result = await anyio.to_thread.run_sync(
                 store.apply_batch, inp, deliveries, clock()
@@ -173,6 +186,9 @@ async def _consume(
             continue
         await _publish_committed(js, store, result.outbox)
         await _settle(msgs, result.accepted)
+        stats.record(
+            inp.consumer.durable, result.accepted, time.perf_counter() - started
+        )
 
 
 async def _bind(js: JetStreamContext, store: Store, inp: Input[Any]) -> Any:
