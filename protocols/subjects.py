@@ -9,6 +9,7 @@ its own subjects.
 from __future__ import annotations
 
 import re
+import zlib
 from dataclasses import dataclass
 from typing import Final, Literal
 
@@ -21,6 +22,7 @@ __all__ = [
     "EXTRACTOR_IN",
     "FUSION_IN",
     "INBOX",
+    "LEASES",
     "MATERIALIZER_IN",
     "MATERIALIZER_OPS_IN",
     "OBS",
@@ -29,6 +31,7 @@ __all__ = [
     "PRESENCE",
     "SIMULATOR_IN",
     "STATE",
+    "STATUS",
     "STREAMS",
     "VIEWS",
     "BucketSpec",
@@ -46,12 +49,16 @@ __all__ = [
     "fusion_in",
     "inbox",
     "inbox_in",
+    "lease_key",
+    "materializer_inputs",
     "obs",
     "ops",
+    "partition_of",
     "projector_in",
     "rpc",
     "rpc_pattern",
     "state",
+    "status_key",
     "world_of",
 ]
 
@@ -211,6 +218,34 @@ SIMULATOR_IN: Final = ConsumerSpec(
 MATERIALIZER_OPS_IN: Final = ConsumerSpec(OPS, "materializer-ops", f"{PREFIX}.*.ops.*")
 
 
+def materializer_inputs(
+    replica: str, index: int, count: int
+) -> tuple[ConsumerSpec, ConsumerSpec]:
+    """The (ops, posteriors) durables of one materializer replica of partition
+    ``index`` of ``count``. Every replica owns its durables: the active one and its
+    standbys all follow the log, each into its own store."""
+    suffix = f"-p{index}of{count}" if count > 1 else ""
+    if replica:
+        suffix += f"-{check_name('replica', replica)}"
+    if not suffix:
+        return MATERIALIZER_OPS_IN, MATERIALIZER_IN
+    return (
+        ConsumerSpec(OPS, f"materializer-ops{suffix}", MATERIALIZER_OPS_IN.filter_subject),
+        ConsumerSpec(DERIVED, f"materializer{suffix}", MATERIALIZER_IN.filter_subject),
+    )
+
+
+def partition_of(world: str, count: int) -> int:
+    """The materializer partition that owns ``world`` (crc32: the same on every
+    machine and run)."""
+    return zlib.crc32(world.encode()) % count
+
+
+def lease_key(actor: str, index: int, count: int) -> str:
+    """Key in the leases bucket naming who may write for partition ``index``."""
+    return f"{actor}.p{index}of{count}"
+
+
 def inbox_in(world: str, agent: str) -> ConsumerSpec:
     """An agent's own durable inbox consumer. ``max_deliver=-1``: a message the agent
     only peeked at is never dropped, however often it is delivered."""
@@ -234,12 +269,24 @@ class BucketSpec:
 
 VIEWS: Final = BucketSpec("wl-views")
 PRESENCE: Final = BucketSpec("wl-presence", ttl=120.0)
-BUCKETS: Final = (VIEWS, PRESENCE)
+# Who is the active writer of each materializer partition (see actors/runtime/lease.py).
+LEASES: Final = BucketSpec("wl-leases")
+# One heartbeat per running actor process (`worldline status`); the TTL removes the
+# entry of a process that stopped heartbeating (a few intervals after it shows stale).
+STATUS: Final = BucketSpec("wl-status", ttl=60.0)
+BUCKETS: Final = (VIEWS, PRESENCE, LEASES, STATUS)
 
 
 def bucket_key(world: str, agent: str) -> str:
     """Key of an agent's entry in a bucket (views, presence)."""
     return f"{world}.{agent}"
+
+
+def status_key(instance: str, host: str, pid: int) -> str:
+    """Key of one actor process's heartbeat in ``wl-status``: its instance (replica or
+    shard included) and where it runs, so replicas sharing a name show separately."""
+    where = re.sub(r"[^A-Za-z0-9_-]", "_", host)[:64] or "host"
+    return f"{check_name('instance', instance)}.{where}-{pid}"
 
 
 def bucket_stream(bucket: BucketSpec) -> str:
