@@ -36,6 +36,7 @@ __all__ = [
     "MATERIALIZER_REPLY",
     "MATERIALIZER_RPC",
     "OPS_INBOX",
+    "LEASE_VALUE",
     "PRESENCE_VALUE",
     "PROJECTOR_INBOX",
     "PROJECTOR_REPLY",
@@ -84,6 +85,7 @@ __all__ = [
     "OpStatusReply",
     "OpsInbox",
     "PosteriorUpdate",
+    "Lease",
     "Presence",
     "ProjectorInbox",
     "ProjectorReply",
@@ -705,6 +707,21 @@ class Presence(Message, tag="presence.v1", kw_only=True, frozen=True):
     at: datetime
 
 
+class Lease(Message, tag="lease.v1", kw_only=True, frozen=True):
+    """Who may write for one materializer partition (KV bucket ``wl-leases``).
+
+    The holder renews it every second; a standby that sees it unchanged for the
+    lease time takes it over with a compare-and-set, starting a new ``term``.
+    ``published`` is, per input stream, the last sequence whose outputs the holder
+    has published: standbys follow the log up to it, so they stay hot without
+    publishing anything themselves.
+    """
+
+    holder: Token
+    term: Annotated[int, msgspec.Meta(ge=1)]
+    published: dict[str, Annotated[int, msgspec.Meta(ge=0)]] = {}
+
+
 class RpcError(Message, tag="rpc.error.v1", kw_only=True, frozen=True):
     """A request the server could not answer, with the reason."""
 
@@ -752,6 +769,7 @@ FUSION_INBOX: Final = msgspec.msgpack.Decoder(FusionInbox)
 OPS_INBOX: Final = FUSION_INBOX  # fusion and the materializer both read the OPS record
 INBOX: Final = msgspec.msgpack.Decoder(InboxMessage)
 PRESENCE_VALUE: Final = msgspec.msgpack.Decoder(Presence)
+LEASE_VALUE: Final = msgspec.msgpack.Decoder(Lease)
 MATERIALIZER_RPC: Final = msgspec.msgpack.Decoder(MaterializerRpc)
 MATERIALIZER_REPLY: Final = msgspec.msgpack.Decoder(MaterializerReply)
 MATERIALIZER_INBOX: Final = msgspec.msgpack.Decoder(MaterializerInbox)
