@@ -46,6 +46,7 @@ __all__ = [
     "check_name",
     "derived",
     "dlq",
+    "every_bucket_key",
     "fusion_in",
     "inbox",
     "inbox_in",
@@ -297,6 +298,11 @@ def bucket_stream(bucket: BucketSpec) -> str:
 def bucket_put(bucket: BucketSpec, key: str) -> str:
     """Subject that writes ``key`` in ``bucket`` (a KV put is a JetStream publish)."""
     return f"$KV.{bucket.bucket}.{key}"
+
+
+def every_bucket_key() -> str:
+    """Wildcard over every key of every bucket (the actors' bus permissions)."""
+    return "$KV.>"
 
 
 def projector_in(replica: str) -> ConsumerSpec:
