@@ -25,14 +25,19 @@ from protocols.messages import (
     encode,
 )
 from protocols.subjects import RpcVerb, check_name, rpc
+from worldline import hooks
 from worldline.crew import validated
 from worldline.errors import BadRequest, BusUnavailable
 from worldline.sim import SimMixin
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
+    from contextlib import AbstractAsyncContextManager
+    from datetime import datetime
 
     from nats.aio.client import Client as NATS
+
+    from worldline.hooks import Turn
 
 __all__ = ["DEFAULT_URL", "World", "connect"]
 
@@ -70,6 +75,16 @@ class World(SimMixin):
                 f"JetStream did not accept the write on {subject} ({exc!r}); "
                 "is this server running worldline (`worldline up`)?"
             ) from exc
+
+    def turn(
+        self, query: str, *, at: datetime | None = None, wait: float | None = None
+    ) -> AbstractAsyncContextManager[Turn]:
+        """One turn of an agent loop: ``async with world.turn(query) as turn:``
+        reads the worldview (``turn.worldview.prompt``); set ``turn.output`` and a
+        clean exit reports it through ``after`` and waits until it is applied
+        (``turn.extracted``). A turn that raises reports nothing. See
+        :mod:`worldline.hooks`."""
+        return hooks.turn(self, query, at=at, wait=wait)
 
     async def _request(self, verb: RpcVerb, message: Message) -> Message:
         subject = rpc(self.world, verb)
