@@ -55,6 +55,10 @@ class Evidence(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     artifact: Annotated[str, msgspec.Meta(max_length=1024)] = ""  # observation ref
     author: Token  # the agent that reported it
     recorded_seq: int = 0  # OPS sequence of the op that recorded it
+    # What read it out of an artifact: the extractor's "deterministic" reading, or
+    # the id of the model that proposed it (LLM extraction); empty for evidence
+    # written by hand.
+    extracted_by: Annotated[str, msgspec.Meta(max_length=256)] = ""
 
 
 class BeliefEdge(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

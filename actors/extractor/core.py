@@ -10,9 +10,19 @@ duplicate. Evidence kind follows what produced the artifact: a tool's result is 
 measurement, an observed document a citation, an agent's own output an inference,
 and a hedge an assumption.
 
-Ids derive from the observation id and position, and observation ids from content,
-so observing the same artifact twice changes nothing. Stateless: replicas share one
-durable on the OBS work queue.
+Optional LLM extraction (``llm.py``): when the input's prepare step asked a model,
+``Context.prepared`` holds an :class:`~actors.extractor.llm.LlmReading`. Its
+validated items replace the rule-based reading of a text artifact (a JSON artifact is
+explicit and always read by rule); a reading marked ``fallback`` (the call failed,
+timed out, or the answer was rejected), or a prepare step that did not finish
+(:class:`~actors.runtime.spec.Unprepared`), falls back to the rule-based reading and
+counts one fallback under ``llm/fallbacks`` (model readings under ``llm/used``). Every
+evidence names what read it in ``extracted_by``: the model id, or ``deterministic``.
+
+Ids derive from the observation id and position (and the model, for a model's
+reading), and observation ids from content, so observing the same artifact twice
+changes nothing. Stateless but for those two counters: replicas share one durable on
+the OBS work queue.
 Output: ``Statement`` on ``wl.<world>.ops.extractor``.
 """
 
@@ -25,14 +35,25 @@ from typing import Annotated, Final, Literal
 
 import msgspec
 
+from actors.extractor.llm import DETERMINISTIC, LlmItem, LlmReading
 from actors.extractor.text import belief_id, classify, statements
 from actors.runtime.errors import InvalidInput
-from actors.runtime.spec import Context, Outgoing, Reader, Step
+from actors.runtime.spec import Context, Outgoing, Reader, Step, Unprepared
 from protocols.beliefs import Direction, Evidence, EvidenceKind
 from protocols.messages import BeliefType, Observe, Statement
 from protocols.subjects import ops
 
-__all__ = ["AUTHOR", "MAX_STATEMENTS", "JsonArtifact", "handle", "statements"]
+__all__ = [
+    "AUTHOR",
+    "FALLBACKS",
+    "LOW_CONFIDENCE",
+    "MAX_STATEMENTS",
+    "USED",
+    "JsonArtifact",
+    "counters",
+    "handle",
+    "statements",
+]
 
 AUTHOR: Final = "extractor"
 MAX_STATEMENTS: Final = 512  # per artifact; more is an error, never a silent cut
@@ -42,6 +63,12 @@ KIND_BY_ROLE: Final[dict[str, EvidenceKind]] = {
     "output": "inference",
     "tool": "measurement",
 }
+
+FALLBACKS: Final = b"llm/fallbacks"  # observations read by rule after a model failed
+USED: Final = b"llm/used"  # observations read by a model
+# A model's item below this confidence is recorded as an assumption (the weakest
+# evidence kind), as the rule-based reading records a hedge.
+LOW_CONFIDENCE: Final = 0.5
 
 Short = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_STATEMENT_CHARS)]
 
@@ -104,16 +131,68 @@ def handle(reader: Reader, obs: Observe, ctx: Context) -> Step:
         )
     source = (obs.source or obs.author)[:256]
     kind = KIND_BY_ROLE[obs.role]
+    writes: dict[bytes, bytes | None] = {}
+    by = DETERMINISTIC
+    prepared = ctx.prepared
     if obs.media_type == "json":
         found = _from_json(obs.text, source, kind)
+    elif isinstance(prepared, LlmReading) and not prepared.fallback:
+        found = [_from_item(item, source, kind) for item in prepared.items]
+        by = prepared.model
+        writes[USED] = _bump(reader, USED)
     else:
         found = _from_text(obs.text, source, kind)
+        if isinstance(prepared, LlmReading | Unprepared):
+            writes[FALLBACKS] = _bump(reader, FALLBACKS)
     if len(found) > MAX_STATEMENTS:
         raise InvalidInput(
             f"artifact holds {len(found)} statements, more than {MAX_STATEMENTS}; "
             "split it into smaller observations"
         )
-    return Step(out=[_statement(ctx, obs, i, item) for i, item in enumerate(found)])
+    out = [_statement(ctx, obs, i, item, by) for i, item in enumerate(found)]
+    return Step(writes=writes, out=out)
+
+
+def counters(reader: Reader) -> dict[str, int]:
+    """How many observations a model read (``used``) and how many fell back to the
+    rule-based reading after a model failed (``fallbacks``), in this store."""
+    return {
+        "used": _count(reader, USED),
+        "fallbacks": _count(reader, FALLBACKS),
+    }
+
+
+def _count(reader: Reader, key: bytes) -> int:
+    raw = reader.get(key)
+    return 0 if raw is None else int(raw)
+
+
+def _bump(reader: Reader, key: bytes) -> bytes:
+    return str(_count(reader, key) + 1).encode()
+
+
+def _from_item(item: LlmItem, source: str, kind: EvidenceKind) -> Found:
+    """A model's item, read like a statement of the artifact (its negation and
+    normalized text, hence its belief id) but with the model's type; the quoted span
+    is the evidence text."""
+    read = _read(item.text, source, kind)
+    direction = read.direction
+    if item.type == "gap":
+        direction = "neutral"
+    elif read.type == "gap":  # a question the model calls a claim still asserts
+        direction = "refutes" if read.negated else "supports"
+    weak = (
+        item.type == "assumption"
+        or item.confidence < LOW_CONFIDENCE
+        or read.kind == "assumption"  # the text hedges
+    )
+    return dataclasses.replace(
+        read,
+        type=item.type,
+        direction=direction,
+        kind="assumption" if weak else kind,
+        note=item.span[:MAX_STATEMENT_CHARS],
+    )
 
 
 def _read(text: str, source: str, kind: EvidenceKind) -> Found:
@@ -164,8 +243,15 @@ def _from_json(text: str, source: str, kind: EvidenceKind) -> list[Found]:
     return found
 
 
-def _statement(ctx: Context, obs: Observe, index: int, item: Found) -> Outgoing:
-    digest = hashlib.sha256(f"{ctx.world}\0{obs.obs_id}\0{index}".encode())
+def _statement(
+    ctx: Context, obs: Observe, index: int, item: Found, by: str
+) -> Outgoing:
+    # A model's reading gets ids of its own, so it never collides with the rule-based
+    # reading of the same observation (a redelivery may get either).
+    key = f"{ctx.world}\0{obs.obs_id}\0{index}"
+    if by != DETERMINISTIC:
+        key = f"{ctx.world}\0{obs.obs_id}\0{by}\0{index}"
+    digest = hashlib.sha256(key.encode())
     op_id = f"op-{digest.hexdigest()[:24]}"
     target = belief_id(ctx.world, item.text)
     op = Statement(
@@ -186,6 +272,7 @@ def _statement(ctx: Context, obs: Observe, index: int, item: Found) -> Outgoing:
             text=item.note or item.text,
             artifact=obs.obs_id,
             author=AUTHOR,
+            extracted_by=by[:256],
         ),
     )
     return Outgoing(subject=ops(ctx.world, AUTHOR), message=op, msg_id=op_id)

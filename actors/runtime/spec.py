@@ -8,7 +8,7 @@ never see ``nats.Msg``, LMDB, or the wall clock (``Context.now`` is passed in).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
@@ -26,9 +26,12 @@ __all__ = [
     "Handler",
     "Input",
     "Outgoing",
+    "Prepare",
     "Reader",
     "Service",
     "Step",
+    "Unprepared",
+    "parse_part",
 ]
 
 In = TypeVar("In")
@@ -73,9 +76,22 @@ class Context:
     subject: str
     seq: int  # stream sequence
     now: datetime
+    # What the input's ``prepare`` step returned for this delivery (None without one);
+    # an :class:`Unprepared` when that step failed or ran out of time.
+    prepared: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class Unprepared:
+    """``Context.prepared`` when the prepare step raised or timed out."""
+
+    reason: str
 
 
 Handler = Callable[[Reader, In, Context], Step]
+# Async work outside the batch transaction (a model call, say): its result reaches the
+# pure handler as ``Context.prepared``. It must not touch the actor's state.
+Prepare = Callable[[In, Context], Awaitable[Any]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +105,13 @@ class Input(Generic[In]):
     # one process owns; replicas sharing a durable see sequences out of order, so their
     # handlers must be idempotent by content instead (deterministic ids and Msg-Ids).
     skip_applied: bool = True
+    # Optional async step per delivery, run by the runtime after the fetch and before
+    # the LMDB batch transaction (outside it): at most ``prepare_concurrency`` at once,
+    # each cut off after ``prepare_timeout`` seconds. Its outputs are not replayed:
+    # only what the handler makes of them is recorded.
+    prepare: Prepare[In] | None = None
+    prepare_concurrency: int = 4
+    prepare_timeout: float = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +121,9 @@ class Service(Generic[Req]):
     subject: str  # wildcard over worlds, e.g. ``wl.*.rpc.get``
     queue: str
     decoder: msgspec.msgpack.Decoder[Req]
-    serve: Callable[[Reader, Req, str], Message]  # (state, request, world) -> reply
+    # (state, request, world) -> reply; None: not this instance's world, stay silent
+    # (another partition answers it).
+    serve: Callable[[Reader, Req, str], Message | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,8 +134,24 @@ class ActorSpec:
     inputs: tuple[Input[Any], ...]
     services: tuple[Service[Any], ...] = ()
     replica: str = ""  # set for actors whose replicas each keep their own state
+    # Key in the leases bucket (``protocols.subjects.lease_key``): when set, replicas
+    # of this actor all follow the log but only the lease holder publishes and
+    # serves (actors/runtime/lease.py).
+    lease: str = ""
 
     @property
     def instance(self) -> str:
         """Name of this process's instance: its store folder and connection name."""
         return f"{self.name}-{self.replica}" if self.replica else self.name
+
+
+def parse_part(text: str, what: str) -> tuple[int, int]:
+    """``"I/N"`` -> (I, N), checked: 0 <= I < N (a fusion shard, a materializer
+    partition)."""
+    try:
+        index, count = (int(part) for part in text.split("/"))
+    except ValueError:
+        raise ValueError(f"{what} {text!r} is not I/N, e.g. 0/2") from None
+    if not 0 <= index < count:
+        raise ValueError(f"{what} {text!r}: need 0 <= I < N")
+    return index, count

@@ -1,0 +1,101 @@
+"""The optional prepare step of an input: async work per delivery (a model call, say)
+run after the fetch and before the batch's LMDB write transaction, never inside it.
+
+Each delivery that decodes is prepared in its own task, at most
+``Input.prepare_concurrency`` at once, each cut off after ``Input.prepare_timeout``
+seconds. A prepare that raises or times out is logged with its reason and hands the
+handler :class:`~actors.runtime.spec.Unprepared` instead of a result, so the handler
+decides what to do (the extractor falls back to its deterministic reading); an input
+that does not decode is left to the store, which dead-letters it. While the batch is
+being prepared, every fetched message is marked in progress every third of the
+consumer's ``ack_wait``, so slow work is not redelivered behind our back.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import msgspec
+import nats.errors
+
+from actors.runtime.spec import Context, Input, Reader, Step, Unprepared
+from protocols.subjects import author_of, world_of
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    from nats.aio.msg import Msg
+
+    from actors.runtime.store import Delivery
+
+__all__ = ["prepared_input"]
+
+log = logging.getLogger("worldline.actor")
+
+
+async def prepared_input(
+    inp: Input[Any], msgs: list[Msg], deliveries: list[Delivery], now: datetime
+) -> Input[Any]:
+    """``inp`` with a handler that sees, in ``Context.prepared``, what ``inp.prepare``
+    returned for each of ``deliveries`` (fetched as ``msgs``)."""
+    prepare = inp.prepare
+    if prepare is None:
+        return inp
+    results: dict[int, Any] = {}
+    limiter = anyio.CapacityLimiter(max(1, inp.prepare_concurrency))
+
+    async def one(d: Delivery) -> None:
+        try:
+            message = inp.decoder.decode(d.data)
+            ctx = Context(
+                world=world_of(d.subject),
+                author=author_of(d.subject),
+                subject=d.subject,
+                seq=d.seq,
+                now=now,
+            )
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+            return  # the store dead-letters it with the reason
+        except ValueError:
+            return
+        async with limiter:
+            with anyio.move_on_after(inp.prepare_timeout) as scope:
+                try:
+                    results[d.seq] = await prepare(message, ctx)
+                except Exception as exc:
+                    reason = f"prepare failed: {type(exc).__name__}: {exc}"
+                    log.warning("%s seq %d: %s", d.subject, d.seq, reason)
+                    results[d.seq] = Unprepared(reason)
+            if scope.cancelled_caught:
+                reason = f"prepare timed out after {inp.prepare_timeout:g}s"
+                log.warning("%s seq %d: %s", d.subject, d.seq, reason)
+                results[d.seq] = Unprepared(reason)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_keep_alive, msgs, inp.consumer.ack_wait / 3)
+        async with anyio.create_task_group() as work:
+            for d in deliveries:
+                work.start_soon(one, d)
+        tg.cancel_scope.cancel()
+    handle = inp.handle
+
+    def with_prepared(reader: Reader, message: Any, ctx: Context) -> Step:
+        return handle(
+            reader, message, dataclasses.replace(ctx, prepared=results.get(ctx.seq))
+        )
+
+    return dataclasses.replace(inp, handle=with_prepared)
+
+
+async def _keep_alive(msgs: list[Msg], every: float) -> None:
+    """Mark ``msgs`` in progress every ``every`` seconds until cancelled."""
+    while True:
+        await anyio.sleep(every)
+        for msg in msgs:
+            try:
+                await msg.in_progress()
+            except nats.errors.Error as exc:
+                log.debug("in_progress failed: %s", exc)
