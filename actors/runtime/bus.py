@@ -19,6 +19,7 @@ import nats.errors
 import nats.js.errors
 from nats.js import JetStreamContext, api
 
+from actors.runtime.auth import load_credentials
 from actors.runtime.errors import BusUnavailable, ConfigDrift
 from protocols.subjects import bucket_stream
 
@@ -45,14 +46,28 @@ __all__ = [
 log = logging.getLogger("worldline.bus")
 
 
-async def connect(url: str, *, name: str, connect_timeout: float = 2.0) -> NATS:
+async def connect(
+    url: str,
+    *,
+    name: str,
+    connect_timeout: float = 2.0,
+    creds: str | os.PathLike[str] | None = None,
+) -> NATS:
     """Connect to NATS; raise :class:`BusUnavailable` if it cannot be reached now.
 
     ``url`` may list several servers, comma-separated (``nats://a:4222,nats://b:4222``,
     the nodes of a cluster): the client connects to one of them and fails over to the
     others (and to those the cluster advertises). Once connected, the client
     reconnects forever (an actor outlives a server restart).
+
+    ``creds`` is a credentials file from ``worldline creds`` (default:
+    ``$WORLDLINE_CREDS``, if set); without one the client connects anonymously.
+
+    Raises:
+        BusUnavailable: no server answered, or the server refused the credentials.
+        CredentialsError: the credentials file is missing or holds no user key.
     """
+    auth = load_credentials(creds)
     servers = [part.strip() for part in url.split(",") if part.strip()] or [url]
 
     async def on_error(exc: Exception) -> None:
@@ -79,7 +94,16 @@ async def connect(url: str, *, name: str, connect_timeout: float = 2.0) -> NATS:
             error_cb=on_error,
             disconnected_cb=on_disconnect,
             reconnected_cb=on_reconnect,
+            **(auth.connect_options() if auth else {}),
         )
+    except nats.errors.AuthorizationError as exc:
+        who = f"the credentials in {auth.path}" if auth else "an anonymous client"
+        raise BusUnavailable(
+            f"NATS at {url} refused {who} (authorization violation); pass the "
+            "credentials file `worldline creds` wrote for you (--creds FILE, env "
+            "WORLDLINE_CREDS), and check that the server includes the auth.conf "
+            "generated with it"
+        ) from exc
     except (OSError, TimeoutError, nats.errors.Error) as exc:
         raise BusUnavailable(
             f"cannot reach NATS at {url} ({exc or type(exc).__name__}); start one with "
@@ -209,6 +233,9 @@ async def ensure_buckets(
                 history=spec.history,
                 ttl=spec.ttl or None,
                 replicas=replicas,
+                # Reads by key subject, so bus permissions can limit an agent to its
+                # own key (a stream-level message get names no key).
+                direct=True,
             )
             try:
                 await js.create_key_value(config)
@@ -220,9 +247,10 @@ async def ensure_buckets(
                 ) from exc
             continue
         stored = (await js.stream_info(bucket_stream(spec))).config
-        if stored.num_replicas == replicas:
+        if stored.num_replicas == replicas and stored.allow_direct:
             continue
         have, stored.num_replicas = stored.num_replicas, replicas
+        stored.allow_direct = True  # buckets made before per-key reads
         try:
             await js.update_stream(stored)
         except nats.js.errors.APIError as exc:

@@ -54,10 +54,22 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
 
 
 class EmbeddedNats:
-    """A nats-server child process with JetStream under ``store_dir``."""
+    """A nats-server child process with JetStream under ``store_dir``.
 
-    def __init__(self, store_dir: Path, *, port: int = -1, host: str = "127.0.0.1"):
+    ``config`` is a server config file read first (for example the ``auth.conf``
+    ``worldline creds`` writes); the command-line options here override it.
+    """
+
+    def __init__(
+        self,
+        store_dir: Path,
+        *,
+        port: int = -1,
+        host: str = "127.0.0.1",
+        config: Path | None = None,
+    ):
         self.store_dir = store_dir
+        self.config = config
         self.port = port  # -1: the server picks a free port
         self.host = host
         self.url = ""
@@ -85,6 +97,8 @@ class EmbeddedNats:
             "-l",
             str(self.log_path),
         ]
+        if self.config is not None:
+            args += ["-c", str(self.config)]
         self._proc = subprocess.Popen(
             args,
             stdin=subprocess.DEVNULL,
