@@ -187,6 +187,24 @@ def _actor(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _mcp(args: argparse.Namespace) -> int:
+    """Serve this agent's world model as MCP tools over stdio (stdout is the
+    protocol; logs go to stderr)."""
+    from worldline.mcp_server import serve  # the MCP SDK is only loaded here
+
+    anyio.run(
+        partial(
+            serve,
+            args.nats or default_url(),
+            world=args.world,
+            agent=args.agent,
+            request_timeout=args.timeout,
+        ),
+        backend="asyncio",
+    )
+    return EXIT_OK
+
+
 # --- client verbs ---------------------------------------------------------------------
 
 
@@ -966,6 +984,13 @@ def parser() -> argparse.ArgumentParser:
     )
     presence.add_argument("status")
     presence.add_argument("--task", default="")
+
+    mcp = verbs.add_parser(
+        "mcp",
+        parents=[client],
+        help="serve this agent's world model as MCP tools over stdio",
+    )
+    mcp.set_defaults(run=_mcp)
     return root
 
 
