@@ -27,9 +27,11 @@ import anyio
 import msgspec
 
 from actors.registry import ACTORS, build
+from actors.runtime.auth import CREDS_ENV, load_credentials
 from actors.runtime.bus import MAX_REPLICAS, REPLICAS_ENV
 from actors.runtime.embedded import EmbeddedNats
 from actors.runtime.errors import ActorError
+from actors.runtime.metrics import Registry
 from actors.runtime.supervise import run_actors
 from protocols.beliefs import DIRECTIONS, EDGE_TYPES, EVIDENCE_KINDS
 from protocols.messages import (
@@ -43,6 +45,7 @@ from protocols.messages import (
 )
 from protocols.world import Value, WorldDecl
 from worldline.client import DEFAULT_URL, World, connect
+from worldline.creds import write_credentials
 from worldline.crew import ExportRecord
 from worldline.declaration import load_declaration
 from worldline.errors import (
@@ -53,6 +56,8 @@ from worldline.errors import (
     SimulationError,
 )
 from worldline.replay import ReplayResult, replay
+from worldline.status import gather as gather_status
+from worldline.status import render as render_status
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Coroutine, Sequence
@@ -120,6 +125,21 @@ def _stream_replicas(args: argparse.Namespace) -> None:
         os.environ[REPLICAS_ENV] = str(args.stream_replicas)
 
 
+def _metrics(args: argparse.Namespace) -> dict[str, Any]:
+    """``run_actors`` options: one registry, served when ``--metrics-port`` is set."""
+    return {
+        "metrics": Registry(),
+        "metrics_port": args.metrics_port,
+        "metrics_host": args.metrics_host,
+    }
+
+
+def _announce_metrics(options: dict[str, Any]) -> None:
+    port = options["metrics"].port
+    if port is not None:
+        print(f"metrics: http://{options['metrics_host']}:{port}/metrics", flush=True)
+
+
 def _up(args: argparse.Namespace) -> int:
     _stream_replicas(args)
     data: Path = args.data
@@ -131,7 +151,9 @@ def _up(args: argparse.Namespace) -> int:
         if args.nats:
             url = args.nats
         else:
-            server = EmbeddedNats(data / "nats", port=args.port or -1)
+            server = EmbeddedNats(
+                data / "nats", port=args.port or -1, config=args.server_config
+            )
             url = server.start()
         print(f"nats: {url}", flush=True)
 
@@ -140,11 +162,13 @@ def _up(args: argparse.Namespace) -> int:
                 await _declare_once(url, declaration)
             if server is not None:
                 await anyio.Path(url_file).write_text(url + "\n")
+            _announce_metrics(metrics)
             print("ready", flush=True)
 
+        metrics = _metrics(args)
         anyio.run(
             _serve_until_signal,
-            partial(run_actors, specs, url=url, data=data / "actors"),
+            partial(run_actors, specs, url=url, data=data / "actors", **metrics),
             ready,
             backend="asyncio",
         )
@@ -171,16 +195,22 @@ async def _declare_once(url: str, declaration: WorldDecl) -> None:
 def _actor(args: argparse.Namespace) -> int:
     _stream_replicas(args)
     spec = build(
-        args.name, replica=args.replica, shard=args.shard, sim_index=args.index
+        args.name,
+        replica=args.replica,
+        shard=args.shard,
+        partition=args.partition,
+        sim_index=args.index,
     )
     url = args.nats or default_url()
 
     async def ready() -> None:
+        _announce_metrics(metrics)
         print(f"{spec.instance}: consuming from {url}", flush=True)
 
+    metrics = _metrics(args)
     anyio.run(
         _serve_until_signal,
-        partial(run_actors, [spec], url=url, data=args.data / "actors"),
+        partial(run_actors, [spec], url=url, data=args.data / "actors", **metrics),
         ready,
         backend="asyncio",
     )
@@ -668,6 +698,68 @@ def _sim_run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _status(args: argparse.Namespace) -> int:
+    """Print every actor instance's lag, rates, dead letters and store size."""
+    from actors.runtime.consume import utcnow
+
+    url = args.nats or default_url()
+
+    async def run() -> Any:
+        try:
+            with anyio.fail_after(args.timeout):
+                return await gather_status(url, now=utcnow())
+        except TimeoutError as exc:
+            raise BusUnavailable(
+                f"NATS at {url} did not answer status queries within "
+                f"{args.timeout:g}s; retry with a longer --timeout"
+            ) from exc
+
+    report = anyio.run(run, backend="asyncio")
+    _emit(args, report, render_status(report))
+    return EXIT_OK
+
+
+def _creds(args: argparse.Namespace) -> int:
+    """Write auth.conf and one credentials file per agent, actor and operator."""
+    decls = [load_declaration(path) for path in args.files]
+    report = write_credentials(
+        decls, args.out, rotate=args.rotate, sources=[str(p) for p in args.files]
+    )
+    agents = [u.name for u in report.users if u.role == "agent"]
+    lines = [
+        f"auth.conf: {report.config} (include it in the nats-server config)",
+        f"agents: {', '.join(agents)}",
+        f"credentials: {len(report.created)} new, {len(report.kept)} kept, "
+        f"{len(report.rotated)} rotated (under {args.out})",
+    ]
+    lines += [
+        f"stale: {path} (no declaration names it; it no longer logs in: delete it)"
+        for path in report.stale
+    ]
+    _emit(
+        args,
+        {
+            "config": str(report.config),
+            "agents": agents,
+            "created": [str(p) for p in report.created],
+            "kept": [str(p) for p in report.kept],
+            "rotated": [str(p) for p in report.rotated],
+            "stale": [str(p) for p in report.stale],
+        },
+        "\n".join(lines),
+    )
+    return EXIT_OK
+
+
+def _use_creds(args: argparse.Namespace) -> None:
+    """``--creds FILE`` holds for every connection this process makes (the runtime
+    reads it from the environment); a bad file fails here, before any work."""
+    creds = getattr(args, "creds", None)
+    if creds:
+        load_credentials(creds)
+        os.environ[CREDS_ENV] = str(creds)
+
+
 def _replay(args: argparse.Namespace) -> int:
     """Rebuild from an export file, or from the bus, and compare with the live hash."""
     if args.data is None:
@@ -770,6 +862,20 @@ def parser() -> argparse.ArgumentParser:
         "--nats", default=None, help="join this NATS instead of the embedded server"
     )
     server.add_argument(
+        "--creds",
+        default=None,
+        help=f"the actor's credentials file from `worldline creds` (env {CREDS_ENV})",
+    )
+    server.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        help="serve Prometheus GET /metrics on this port (0: a free one; default off)",
+    )
+    server.add_argument(
+        "--metrics-host", default="127.0.0.1", help="address /metrics binds to"
+    )
+    server.add_argument(
         "--stream-replicas",
         type=_replicas,
         default=None,
@@ -781,6 +887,13 @@ def parser() -> argparse.ArgumentParser:
         "up", parents=[server], help="embedded nats-server plus all five actors"
     )
     up.add_argument("--port", type=int, default=0, help="NATS port (default: free)")
+    up.add_argument(
+        "--server-config",
+        type=Path,
+        default=None,
+        help="embedded nats-server reads this config first (e.g. the auth.conf "
+        "`worldline creds` wrote; then pass --creds too)",
+    )
     up.add_argument(
         "--sim-index",
         type=Path,
@@ -797,7 +910,17 @@ def parser() -> argparse.ArgumentParser:
 
     actor = verbs.add_parser("actor", parents=[server], help="run one actor alone")
     actor.add_argument("name", choices=list(ACTORS))
-    actor.add_argument("--replica", default="0", help="projector replica name")
+    actor.add_argument(
+        "--replica",
+        default=None,
+        help="projector: its own read replica (default 0); materializer: this "
+        "replica's name, unique per partition (a hot standby runs with another)",
+    )
+    actor.add_argument(
+        "--partition",
+        default="0/1",
+        help="materializer: write the worlds of partition I of N (e.g. 0/2)",
+    )
     actor.add_argument(
         "--shard", default="0/1", help="fusion: own belief shard I of N (e.g. 0/2)"
     )
@@ -815,6 +938,11 @@ def parser() -> argparse.ArgumentParser:
     )
     client.add_argument(
         "--agent", default=default_agent(), help="agent name (env WORLDLINE_AGENT)"
+    )
+    client.add_argument(
+        "--creds",
+        default=None,
+        help=f"this agent's credentials file from `worldline creds` (env {CREDS_ENV})",
     )
     client.add_argument("--json", action="store_true", help="machine-readable output")
     client.add_argument("--timeout", type=float, default=10.0, help="seconds to wait")
@@ -979,6 +1107,28 @@ def parser() -> argparse.ArgumentParser:
     session.add_argument("--context", default="")
     session.add_argument("--exclude", nargs="*", default=[], help="lineages to skip")
 
+    status = verbs.add_parser(
+        "status", help="actors, consumer lag, rates, dead letters, store sizes"
+    )
+    status.add_argument("--nats", default=None, help="NATS URL (env WORLDLINE_NATS)")
+    status.add_argument("--json", action="store_true", help="machine-readable output")
+    status.add_argument("--timeout", type=float, default=10.0, help="seconds to wait")
+    status.set_defaults(run=_status)
+
+    creds = verbs.add_parser(
+        "creds",
+        help="per-agent NATS users from world declarations: auth.conf + .creds files",
+    )
+    creds.add_argument("files", nargs="+", type=Path, help="world declarations (TOML)")
+    creds.add_argument(
+        "--out", type=Path, required=True, help="folder for auth.conf and .creds files"
+    )
+    creds.add_argument(
+        "--rotate", action="store_true", help="issue new keys (default: keep them)"
+    )
+    creds.add_argument("--json", action="store_true", help="machine-readable output")
+    creds.set_defaults(run=_creds)
+
     presence = verbs.add_parser(
         "presence", parents=[client], help="set ephemeral status (expires)"
     )
@@ -1003,6 +1153,7 @@ def _run(args: argparse.Namespace, verb_name: str) -> int:
     """Run the verb; an error raised inside a task group comes out unwrapped, so it
     maps to its exit code instead of a traceback."""
     try:
+        _use_creds(args)
         if verb_name in CLIENT_VERBS:
             verb = CLIENT_VERBS[verb_name](args)
             anyio.run(_client, args, verb, backend="asyncio")

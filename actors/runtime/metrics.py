@@ -103,8 +103,12 @@ class ActorMetrics:
 
     def record(self, durable: str, accepted: Iterable[bool], seconds: float) -> None:
         """One settled batch: ``accepted`` is True per acked message, False per
-        dead-lettered one; ``seconds`` from fetch to settle."""
+        dead-lettered one; ``seconds`` from fetch to settle. An empty batch (a
+        fetch that returned nothing) is not counted."""
         stats = self.inputs[durable]
+        accepted = list(accepted)
+        if not accepted:
+            return
         for ok in accepted:
             if ok:
                 stats.applied += 1
@@ -315,6 +319,6 @@ async def serve_metrics(
     async with listener:
         bound = int(listener.extra(SocketAttribute.local_port))
         registry.port = bound
-        log.info("metrics: http://%s:%d/metrics", host, bound)
+        log.debug("metrics: http://%s:%d/metrics", host, bound)
         task_status.started(bound)
         await listener.serve(handle)

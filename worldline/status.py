@@ -1,0 +1,473 @@
+"""``worldline status``: every actor instance, its lag, rates, dead letters and store.
+
+Two sources, read once: the heartbeats actor processes write to the ``wl-status`` KV
+bucket (what only a process knows: its counters since start, LMDB size, uptime, host
+and pid) and JetStream's own consumer and stream info (lag, redeliveries, DLQ counts,
+stream sizes). :func:`build_report` joins them (pure, the clock passed in);
+:func:`gather` does the reading; :func:`render` draws the operator's table.
+
+JSON (``--json``) is :class:`StatusReport` encoded as is; every key is always present
+(``null`` when unknown). Its keys are documented in ``docs/runtime.md`` ("Operating").
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime
+from typing import TYPE_CHECKING, Literal
+
+import anyio
+import msgspec
+import nats.errors
+import nats.js.errors
+
+from actors.registry import ACTORS, build
+from actors.runtime.bus import connect
+from actors.runtime.errors import BusUnavailable
+from protocols.status import HEARTBEAT_VALUE, Heartbeat
+from protocols.subjects import (
+    ACTOR_NAMES,
+    DLQ,
+    STATUS,
+    STREAMS,
+    bucket_put,
+    bucket_stream,
+    dlq,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping, Sequence
+
+    from nats.js import JetStreamContext
+
+__all__ = [
+    "STALE_AFTER",
+    "ConsumerState",
+    "InputRow",
+    "InstanceRow",
+    "StatusReport",
+    "StreamRow",
+    "build_report",
+    "expected",
+    "gather",
+    "render",
+]
+
+STALE_AFTER = 3  # heartbeat intervals without a heartbeat before an instance is stale
+
+State = Literal["ok", "stale", "stopped", "missing"]
+
+
+class ConsumerState(msgspec.Struct, frozen=True, kw_only=True):
+    """JetStream's view of one durable."""
+
+    pending: int  # messages not yet delivered
+    ack_pending: int  # delivered, not yet acked
+    redelivered: int  # delivered more than once, not yet acked
+
+
+class InputRow(msgspec.Struct, frozen=True, kw_only=True):
+    """One input durable of an instance."""
+
+    durable: str
+    stream: str
+    lag: int | None  # pending + ack_pending; null if the durable does not exist
+    pending: int | None
+    ack_pending: int | None
+    redelivered: int | None
+    applied: int | None  # acked by this process since it started (heartbeat)
+    dead_lettered: int | None  # dead-lettered by this process since it started
+    batches: int | None
+    rate: float | None  # messages/s applied over the last minute
+    last_batch_seconds: float | None
+
+
+class InstanceRow(msgspec.Struct, frozen=True, kw_only=True):
+    """One actor process (or an expected actor that reports nowhere: missing)."""
+
+    actor: str
+    instance: str
+    state: State
+    host: str | None
+    pid: int | None
+    started_at: datetime | None
+    uptime_seconds: float | None
+    heartbeat_age_seconds: float | None
+    store_bytes: int | None
+    dlq: int  # messages on wl.*.dlq.<instance> in WL_DLQ (every world, 30 days)
+    inputs: list[InputRow]
+
+
+class StreamRow(msgspec.Struct, frozen=True, kw_only=True):
+    """One worldline stream."""
+
+    name: str
+    messages: int | None  # null if the stream does not exist
+    bytes: int | None
+    consumers: int | None
+
+
+class StatusReport(msgspec.Struct, frozen=True, kw_only=True):
+    """What ``worldline status --json`` prints."""
+
+    version: int  # of this layout; bumped only on an incompatible change
+    at: datetime
+    nats: str
+    instances: list[InstanceRow]
+    streams: list[StreamRow]
+
+
+def _order(actor: str) -> int:
+    return ACTOR_NAMES.index(actor) if actor in ACTOR_NAMES else len(ACTOR_NAMES)
+
+
+def _input_rows(
+    durables: Iterable[tuple[str, str]],
+    beat: Heartbeat | None,
+    consumers: Mapping[tuple[str, str], ConsumerState],
+) -> list[InputRow]:
+    reported = {i.durable: i for i in beat.inputs} if beat is not None else {}
+    rows = []
+    for stream, durable in durables:
+        info = consumers.get((stream, durable))
+        mine = reported.get(durable)
+        rows.append(
+            InputRow(
+                durable=durable,
+                stream=stream,
+                lag=None if info is None else info.pending + info.ack_pending,
+                pending=None if info is None else info.pending,
+                ack_pending=None if info is None else info.ack_pending,
+                redelivered=None if info is None else info.redelivered,
+                applied=None if mine is None else mine.applied,
+                dead_lettered=None if mine is None else mine.dead_lettered,
+                batches=None if mine is None else mine.batches,
+                rate=None if mine is None else mine.rate,
+                last_batch_seconds=None if mine is None else mine.last_batch_seconds,
+            )
+        )
+    return rows
+
+
+Expected = tuple[str, list[tuple[str, str]]]  # (instance, [(stream, durable)])
+
+
+def expected(actor: str) -> Expected:
+    """The instance name and (stream, durable) inputs of ``actor``'s default
+    deployment (what ``worldline up`` runs)."""
+    spec = build(actor)
+    return spec.instance, [
+        (i.consumer.stream.name, i.consumer.durable) for i in spec.inputs
+    ]
+
+
+def build_report(
+    *,
+    url: str,
+    now: datetime,
+    heartbeats: Iterable[Heartbeat],
+    consumers: Mapping[tuple[str, str], ConsumerState],
+    dlq_counts: Mapping[str, int],
+    streams: Iterable[StreamRow],
+    expected: Mapping[str, Expected],
+) -> StatusReport:
+    """Join heartbeats with JetStream's numbers; pure, so tests pin every rule.
+
+    Args:
+        url: the NATS URL read.
+        now: the wall clock, for heartbeat ages and uptimes.
+        heartbeats: the latest record of every process in ``wl-status``.
+        consumers: JetStream state per (stream, durable) that exists.
+        dlq_counts: messages on each DLQ subject's instance token (every world).
+        streams: the worldline streams.
+        expected: per actor kind, its default instance and durables; an actor kind
+            with no heartbeat at all is listed ``missing`` under them.
+    """
+    rows: list[InstanceRow] = []
+    seen_actors: set[str] = set()
+    seen_instances: set[str] = set()
+    for beat in heartbeats:
+        seen_actors.add(beat.actor)
+        seen_instances.add(beat.instance)
+        age = (now - beat.at).total_seconds()
+        state: State = "ok"
+        if beat.stopped:
+            state = "stopped"
+        elif age > STALE_AFTER * beat.interval:
+            state = "stale"
+        rows.append(
+            InstanceRow(
+                actor=beat.actor,
+                instance=beat.instance,
+                state=state,
+                host=beat.host,
+                pid=beat.pid,
+                started_at=beat.started_at,
+                uptime_seconds=round((beat.at - beat.started_at).total_seconds(), 3),
+                heartbeat_age_seconds=round(age, 3),
+                store_bytes=beat.store_bytes,
+                dlq=dlq_counts.get(beat.instance, 0),
+                inputs=_input_rows(
+                    ((i.stream, i.durable) for i in beat.inputs), beat, consumers
+                ),
+            )
+        )
+    missing = [(a, *expected[a]) for a in expected if a not in seen_actors]
+    # Dead letters of an instance nobody reports for (a shard or replica that is
+    # gone) must not vanish from the report.
+    listed = seen_instances | {instance for _, instance, _ in missing}
+    missing += [("", i, []) for i in sorted(dlq_counts) if i not in listed]
+    for actor, name, durables in missing:
+        rows.append(
+            InstanceRow(
+                actor=actor,
+                instance=name,
+                state="missing",
+                host=None,
+                pid=None,
+                started_at=None,
+                uptime_seconds=None,
+                heartbeat_age_seconds=None,
+                store_bytes=None,
+                dlq=dlq_counts.get(name, 0),
+                inputs=_input_rows(durables, None, consumers),
+            )
+        )
+    rows.sort(key=lambda r: (_order(r.actor), r.instance, r.host or "", r.pid or 0))
+    return StatusReport(
+        version=1, at=now, nats=url, instances=rows, streams=list(streams)
+    )
+
+
+# --- reading the bus -----------------------------------------------------------------
+
+
+async def _heartbeats(js: JetStreamContext) -> list[Heartbeat]:
+    prefix = bucket_put(STATUS, "")
+    try:
+        info = await js.stream_info(
+            bucket_stream(STATUS), subjects_filter=bucket_put(STATUS, ">")
+        )
+        kv = await js.key_value(STATUS.bucket)
+    except nats.js.errors.NotFoundError:  # no actor ever ran against this server
+        return []
+    beats = []
+    for subject in sorted(info.state.subjects or {}):
+        try:
+            entry = await kv.get(subject.removeprefix(prefix))
+        except nats.js.errors.NotFoundError:  # deleted, or expired meanwhile
+            continue
+        if entry.value is None:
+            continue
+        try:
+            beats.append(HEARTBEAT_VALUE.decode(entry.value))
+        except msgspec.DecodeError:  # a newer or foreign writer: skip, not crash
+            continue
+    return beats
+
+
+async def _consumers(
+    js: JetStreamContext, durables: Iterable[tuple[str, str]]
+) -> dict[tuple[str, str], ConsumerState]:
+    found = {}
+    for stream, durable in sorted(set(durables)):
+        try:
+            info = await js.consumer_info(stream, durable)
+        except nats.js.errors.NotFoundError:
+            continue
+        found[stream, durable] = ConsumerState(
+            pending=info.num_pending or 0,
+            ack_pending=info.num_ack_pending or 0,
+            redelivered=info.num_redelivered or 0,
+        )
+    return found
+
+
+async def _dlq_counts(js: JetStreamContext) -> dict[str, int]:
+    try:
+        info = await js.stream_info(DLQ.name, subjects_filter=dlq("*", "*"))
+    except nats.js.errors.NotFoundError:
+        return {}
+    counts: dict[str, int] = defaultdict(int)
+    for subject, count in (info.state.subjects or {}).items():
+        counts[subject.rsplit(".", 1)[-1]] += count
+    return dict(counts)
+
+
+async def _streams(js: JetStreamContext) -> list[StreamRow]:
+    rows = []
+    for spec in STREAMS:
+        try:
+            info = await js.stream_info(spec.name)
+        except nats.js.errors.NotFoundError:
+            rows.append(
+                StreamRow(name=spec.name, messages=None, bytes=None, consumers=None)
+            )
+            continue
+        rows.append(
+            StreamRow(
+                name=spec.name,
+                messages=info.state.messages,
+                bytes=info.state.bytes,
+                consumers=info.state.consumer_count,
+            )
+        )
+    return rows
+
+
+async def gather(url: str, *, now: datetime) -> StatusReport:
+    """Read heartbeats, consumers, dead letters and streams from the bus at ``url``.
+
+    The caller bounds the whole read (``anyio.fail_after``); each JetStream request
+    is also bounded by nats-py's own 5 s timeout.
+
+    Raises:
+        BusUnavailable: NATS cannot be reached, has no JetStream, or fails a query.
+    """
+    nc = await connect(url, name="worldline-status")
+    try:
+        js = nc.jetstream()
+        try:
+            beats = await _heartbeats(js)
+            defaults = {name: expected(name) for name in ACTORS}
+            durables = [(i.stream, i.durable) for b in beats for i in b.inputs]
+            durables += [d for _, ds in defaults.values() for d in ds]
+            consumers = await _consumers(js, durables)
+            dlq_counts = await _dlq_counts(js)
+            streams = await _streams(js)
+        except nats.errors.Error as exc:
+            raise BusUnavailable(
+                f"NATS at {url} did not answer status queries "
+                f"({exc or type(exc).__name__}); is JetStream enabled "
+                "(nats-server -js) and the server healthy?"
+            ) from exc
+    finally:
+        with anyio.CancelScope(shield=True), anyio.move_on_after(2):
+            await nc.close()
+    return build_report(
+        url=url,
+        now=now,
+        heartbeats=beats,
+        consumers=consumers,
+        dlq_counts=dlq_counts,
+        streams=streams,
+        expected=defaults,
+    )
+
+
+# --- the operator's table ------------------------------------------------------------
+
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return "-"
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    s = int(seconds)
+    days, s = divmod(s, 86400)
+    hours, s = divmod(s, 3600)
+    minutes, s = divmod(s, 60)
+    if days:
+        return f"{days}d{hours:02d}h"
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    return f"{minutes}m{s:02d}s" if minutes else f"{s}s"
+
+
+def _num(value: float | None, fmt: str = "{}") -> str:
+    return "-" if value is None else fmt.format(value)
+
+
+HEADER = (
+    "INSTANCE",
+    "STATE",
+    "DURABLE",
+    "LAG",
+    "RATE/S",
+    "APPLIED",
+    "REDELIV",
+    "DLQ",
+    "STORE",
+    "UPTIME",
+    "HOST/PID",
+)
+_RIGHT = {"LAG", "RATE/S", "APPLIED", "REDELIV", "DLQ", "STORE", "UPTIME"}
+
+
+def _table(
+    header: tuple[str, ...], rows: Sequence[tuple[str, ...]], right: set[str]
+) -> str:
+    widths = [max(len(r[c]) for r in [header, *rows]) for c in range(len(header))]
+    lines = []
+    for row in [header, *rows]:
+        cells = [
+            cell.rjust(w) if name in right else cell.ljust(w)
+            for cell, w, name in zip(row, widths, header, strict=True)
+        ]
+        lines.append("  ".join(cells).rstrip())
+    return "\n".join(lines)
+
+
+def render(report: StatusReport) -> str:
+    """The human table: one line per input durable, instance columns on its first."""
+    counts: defaultdict[str, int] = defaultdict(int)
+    for inst in report.instances:
+        counts[inst.state] += 1
+    summary = ", ".join(
+        f"{counts[s]} {s}" for s in ("ok", "stale", "stopped", "missing")
+    )
+    rows: list[tuple[str, ...]] = []
+    for inst in report.instances:
+        where = f"{inst.host}/{inst.pid}" if inst.host is not None else "-"
+        head = (
+            inst.instance,
+            inst.state,
+            str(inst.dlq),
+            _size(inst.store_bytes),
+            _duration(inst.uptime_seconds),
+            where,
+        )
+        inputs: list[InputRow | None] = [*inst.inputs] or [None]
+        for n, inp in enumerate(inputs):
+            first = n == 0
+            rows.append(
+                (
+                    head[0] if first else "",
+                    head[1] if first else "",
+                    "-" if inp is None else inp.durable,
+                    "-" if inp is None else _num(inp.lag),
+                    "-" if inp is None else _num(inp.rate, "{:.1f}"),
+                    "-" if inp is None else _num(inp.applied),
+                    "-" if inp is None else _num(inp.redelivered),
+                    head[2] if first else "",
+                    head[3] if first else "",
+                    head[4] if first else "",
+                    head[5] if first else "",
+                )
+            )
+    stream_rows = [
+        (s.name, _num(s.messages), _size(s.bytes), _num(s.consumers))
+        for s in report.streams
+    ]
+    return "\n".join(
+        [
+            f"nats: {report.nats}  instances: {len(report.instances)} ({summary})",
+            "",
+            _table(HEADER, rows, _RIGHT),
+            "",
+            _table(
+                ("STREAM", "MESSAGES", "BYTES", "CONSUMERS"),
+                stream_rows,
+                {"MESSAGES", "BYTES", "CONSUMERS"},
+            ),
+        ]
+    )
