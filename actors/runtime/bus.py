@@ -310,13 +310,37 @@ async def resume_consumer(
     The owner's store records every sequence it applied (acks come only after that
     commit), so starting right after it loses nothing and repeats nothing: whatever
     the old durable had delivered but not seen acked comes first, in stream order.
+
+    In a cluster, JetStream does not answer while it elects a new leader (a node
+    died, and the client reconnected to another one): the requests are then retried,
+    backing off to 5 s, until they succeed (tests/cluster/test_cluster.py).
     """
-    with contextlib.suppress(nats.js.errors.NotFoundError):
-        await js.delete_consumer(spec.stream.name, spec.durable)
     config = _consumer_config(spec)
     config.deliver_policy = api.DeliverPolicy.BY_START_SEQUENCE
     config.opt_start_seq = max(start_seq, 1)
-    await js.add_consumer(spec.stream.name, config)
+    delay = 0.2
+    while True:
+        try:
+            with contextlib.suppress(nats.js.errors.NotFoundError):
+                await js.delete_consumer(spec.stream.name, spec.durable)
+            await js.add_consumer(spec.stream.name, config)
+            return
+        except (
+            TimeoutError,
+            nats.errors.NoRespondersError,
+            nats.js.errors.APIError,
+        ) as exc:
+            if isinstance(exc, nats.js.errors.APIError) and (exc.code or 0) < 500:
+                raise
+            log.warning(
+                "durable %s on %s: JetStream did not answer (%r); retrying in %.1fs",
+                spec.durable,
+                spec.stream.name,
+                exc,
+                delay,
+            )
+            await anyio.sleep(delay)
+            delay = min(delay * 2, 5.0)
 
 
 PUBLISH_TIMEOUT = 5.0  # seconds to wait for a batch's PubAcks before retrying it
