@@ -2,6 +2,9 @@
 
 ``async with worldline.connect(url, world="crew", agent="ada") as world:`` then
 ``await world.add(...)``, ``await world.get(id)``, ``await world.list()``.
+Agent loops: ``async with world.turn(query) as turn:`` (:mod:`worldline.hooks`).
+Scripts without an event loop: ``with worldline.sync.connect(...) as world:``
+(:mod:`worldline.sync`). MCP agents: ``worldline mcp`` (:mod:`worldline.mcp_server`).
 """
 
 from protocols.messages import Belief

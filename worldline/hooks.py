@@ -186,7 +186,7 @@ async def observed(
                 for step in reply.steps:
                     pending.pop(step.evidence.id, None)
             if pending:
-                await anyio.sleep(0.05)
+                await anyio.sleep(0.02)
     return Extracted(obs_id=obs_id, statements=statements, applied=not pending)
 
 
