@@ -286,3 +286,29 @@ def test_a_missing_or_reordered_output_line_fails() -> None:
         check_output(command, "b-1  claim  confidence 0.87  v4\n  text\n")
     with pytest.raises(AssertionError, match="did not print the line"):
         check_output(command, "  text\nb-1  claim  confidence 0.87  v5\n")
+
+
+LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+LINKED_PAGES = (
+    "README.md",
+    "docs/quickstart.md",
+    "docs/concepts.md",
+    *(f"docs/actors/{name}.md" for name in ("extractor", "fusion", "materializer")),
+    *(f"docs/actors/{name}.md" for name in ("projector", "simulator")),
+)
+
+
+def test_links_in_the_user_docs_resolve() -> None:
+    targets = [
+        (page, target)
+        for page in LINKED_PAGES
+        for target in LINK.findall((ROOT / page).read_text())
+        if "://" not in target
+    ]
+    assert len(targets) > 20  # the pattern finds the links these pages hold
+    broken = [
+        f"{page}: {target}"
+        for page, target in targets
+        if not ((ROOT / page).parent / target).exists()
+    ]
+    assert broken == []
