@@ -1,7 +1,8 @@
 """Failover on a 3-node JetStream cluster started from ``deploy/nats/cluster/``.
 
 All five actors run in this process against the cluster (every node in the URL, stream
-replicas 3). A writer streams crew ops; once a quarter of them is acknowledged, the
+replicas 3; the streams and buckets start at one replica, so the actors must scale
+them). A writer streams crew ops; once a quarter of them is acknowledged, the
 node leading ``WL_OPS`` is killed with SIGKILL. The writer retries a failed write with
 the same op id (Nats-Msg-Id de-duplication makes that harmless) until a new leader
 takes it. Then the killed node is restarted and must catch up, and every acknowledged
@@ -24,10 +25,10 @@ import pytest
 from nats.js import api
 
 import worldline
-from actors.runtime.bus import REPLICAS_ENV
+from actors.runtime.bus import REPLICAS_ENV, ensure_buckets, ensure_streams
 from actors.runtime.bus import connect as bus_connect
 from protocols.messages import encode
-from protocols.subjects import OPS, ops
+from protocols.subjects import BUCKETS, OPS, STREAMS, VIEWS, bucket_stream, ops
 from tests.cluster.cluster import NatsCluster
 from tests.reliability.test_crash import _op
 from tests.runtime.test_crew import CREW_TOML
@@ -124,8 +125,15 @@ async def _caught_up(js: JetStreamContext, name: str, *, within: float) -> None:
 async def test_kill_9_of_the_ops_leader_loses_and_doubles_nothing(
     cluster: NatsCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(REPLICAS_ENV, "3")
     await cluster.wait_jetstream()
+    # A deployment that started with one replica: the actors scale it to three.
+    nc = await bus_connect(cluster.url, name="cluster-setup")
+    try:
+        await ensure_streams(nc.jetstream(), STREAMS, replicas=1)
+        await ensure_buckets(nc.jetstream(), BUCKETS, replicas=1)
+    finally:
+        await nc.close()
+    monkeypatch.setenv(REPLICAS_ENV, "3")
     declaration = parse_declaration(
         CREW_TOML.read_text().replace('id = "enterprise"', f'id = "{WORLD}"', 1),
         source="crew.toml",
@@ -134,8 +142,8 @@ async def test_kill_9_of_the_ops_leader_loses_and_doubles_nothing(
         nc = await bus_connect(cluster.url, name="cluster-test")
         try:
             js = nc.jetstream()
-            info = await js.stream_info(OPS.name)
-            assert info.config.num_replicas == 3
+            for name in [s.name for s in STREAMS] + [bucket_stream(VIEWS)]:
+                assert (await js.stream_info(name)).config.num_replicas == 3, name
             async with worldline.connect(cluster.url, world=WORLD, agent="henry") as w:
                 await w.declare(declaration)
 
