@@ -27,6 +27,7 @@ from worldline.errors import WorldlineError
 from worldline.hooks import Extracted, Turn, observed, reported
 
 if TYPE_CHECKING:
+    import os
     from collections.abc import (
         AsyncIterator,
         Callable,
@@ -241,8 +242,12 @@ def connect(
     world: str = "default",
     agent: str = "cli",
     request_timeout: float = 10.0,
+    creds: str | os.PathLike[str] | None = None,
 ) -> Iterator[SyncWorld]:
     """Connect to a worldline deployment as ``agent`` in ``world``, blocking.
+
+    ``creds`` is the agent's credentials file from ``worldline creds`` (default:
+    ``$WORLDLINE_CREDS``, if set), for a server that requires them.
 
     Raises:
         LoopRunning: called from a thread that runs an event loop.
@@ -251,7 +256,7 @@ def connect(
     """
     _refuse_running_loop()
     handle = async_connect(
-        url, world=world, agent=agent, request_timeout=request_timeout
+        url, world=world, agent=agent, request_timeout=request_timeout, creds=creds
     )
     with (
         start_blocking_portal(backend="asyncio", name="worldline-sync") as portal,
