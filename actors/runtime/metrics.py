@@ -42,6 +42,7 @@ __all__ = [
     "InputMetrics",
     "RateWindow",
     "Registry",
+    "answer",
     "render",
     "serve_metrics",
 ]

@@ -1,0 +1,277 @@
+"""The Prometheus endpoint: counters the consume loop keeps, served on GET /metrics.
+
+Scrapes are parsed (the text exposition format), not grepped: every sample is read
+into ``{(name, labels): value}`` and checked against the HELP/TYPE lines.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from datetime import UTC, datetime
+from functools import partial
+from pathlib import Path
+from typing import Final
+
+import anyio
+import nats
+import pytest
+
+import worldline
+from actors.registry import build
+from actors.runtime.metrics import RateWindow, Registry, answer, render
+from actors.runtime.supervise import run_actors
+from protocols.subjects import ops
+from tests.support import all_actors, unique_world
+
+Sample = tuple[str, frozenset[tuple[str, str]]]
+
+LINE: Final = re.compile(
+    r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)"
+    r"(?:\{(?P<labels>[^}]*)\})?"
+    r" (?P<value>[-+]?(?:[0-9.eE+-]+|Inf|NaN))$"
+)
+LABEL: Final = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+WORLDLINE: Final = str(Path(sys.executable).parent / "worldline")
+
+
+def parse(text: str) -> dict[Sample, float]:
+    """Parse Prometheus text format; fail on any line that is not well-formed."""
+    types: dict[str, str] = {}
+    samples: dict[Sample, float] = {}
+    assert text.endswith("\n")
+    for line in text.splitlines():
+        if line.startswith("# HELP "):
+            continue
+        if line.startswith("# TYPE "):
+            _, _, name, kind = line.split(" ")
+            assert kind in ("counter", "gauge"), line
+            types[name] = kind
+            continue
+        match = LINE.match(line)
+        assert match, f"not a sample line: {line!r}"
+        name = match["name"]
+        assert name in types, f"{name} has no TYPE line before it"
+        labels = frozenset(LABEL.findall(match["labels"] or ""))
+        key = (name, labels)
+        assert key not in samples, f"duplicate sample {line!r}"
+        samples[key] = float(match["value"])
+    for name, kind in types.items():
+        if kind == "counter":
+            assert name.endswith("_total"), name
+    return samples
+
+
+def value(samples: dict[Sample, float], name: str, **labels: str) -> float:
+    return samples[name, frozenset(labels.items())]
+
+
+def scrape(url: str) -> tuple[int, str, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return (
+                response.status,
+                response.headers["Content-Type"],
+                response.read().decode(),
+            )
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.headers["Content-Type"], exc.read().decode()
+
+
+# --- pure ----------------------------------------------------------------------------
+
+
+def test_rate_window_averages_over_the_last_minute() -> None:
+    window = RateWindow(window=60.0)
+    assert window.observe(0.0, 0) == 0.0
+    assert window.observe(10.0, 50) == pytest.approx(5.0)
+    assert window.observe(30.0, 50) == pytest.approx(50 / 30)
+    # After a quiet minute the old burst falls out of the window.
+    assert window.observe(100.0, 50) == pytest.approx(0.0)
+    assert window.observe(110.0, 70) == pytest.approx(20 / 80)
+
+
+def test_render_counts_every_actor_and_durable_once() -> None:
+    registry = Registry()
+    fusion = registry.actor(build("fusion"), now=datetime(2024, 1, 1, tzinfo=UTC))
+    mat = registry.actor(build("materializer"))
+    fusion.record("fusion", [True, True, False], 0.25)
+    fusion.record("fusion", [], 9.0)  # an empty fetch: not a batch
+    fusion.store_bytes = 4096
+    fusion.inputs["fusion"].lag = 3
+    samples = parse(render(registry))
+    f = {"actor": "fusion", "durable": "fusion"}
+    assert value(samples, "worldline_messages_applied_total", **f) == 2
+    assert value(samples, "worldline_messages_dead_lettered_total", **f) == 1
+    assert value(samples, "worldline_batches_total", **f) == 1
+    assert value(samples, "worldline_last_batch_apply_seconds", **f) == 0.25
+    assert value(samples, "worldline_consumer_lag", **f) == 3
+    assert value(samples, "worldline_store_bytes", actor="fusion") == 4096
+    assert value(samples, "worldline_start_time_seconds", actor="fusion") == (
+        datetime(2024, 1, 1, tzinfo=UTC).timestamp()
+    )
+    durables = {
+        dict(labels)["durable"]
+        for name, labels in samples
+        if name == "worldline_batches_total" and ("actor", mat.instance) in labels
+    }
+    assert durables == {i.consumer.durable for i in build("materializer").inputs}
+    # Lag unknown until the first heartbeat: no sample rather than a made-up 0.
+    assert ("worldline_consumer_lag", frozenset(f.items())) in samples
+    assert not any(
+        name == "worldline_consumer_lag" and ("actor", mat.instance) in labels
+        for name, labels in samples
+    )
+
+
+def test_label_values_are_escaped() -> None:
+    registry = Registry()
+    metrics = registry.actor(build("fusion"))
+    metrics.instance = 'odd"name\\'
+    samples = parse(render(registry))
+    assert ("actor", r"odd\"name\\") in next(
+        labels for name, labels in samples if name == "worldline_store_bytes"
+    )
+
+
+@pytest.mark.parametrize(
+    ("head", "status"),
+    [
+        (b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", b"200 OK"),
+        (b"GET /metrics?x=1 HTTP/1.0\r\n\r\n", b"200 OK"),
+        (b"GET / HTTP/1.1\r\n\r\n", b"404 Not Found"),
+        (b"POST /metrics HTTP/1.1\r\n\r\n", b"405 Method Not Allowed"),
+        (b"garbage\r\n\r\n", b"400 Bad Request"),
+        (b"", b"400 Bad Request"),
+    ],
+)
+def test_answer_serves_only_get_metrics(head: bytes, status: bytes) -> None:
+    response = answer(head, lambda: "x 1\n")
+    assert response.startswith(b"HTTP/1.0 " + status + b"\r\n")
+    length = re.search(rb"Content-Length: (\d+)", response)
+    assert length is not None
+    assert len(response.split(b"\r\n\r\n", 1)[1]) == int(length[1])
+
+
+# --- against a real nats-server ------------------------------------------------------
+
+
+@pytest.mark.nats
+async def test_metrics_move_with_writes_and_stop_with_the_actors(
+    nats_url: str, tmp_path: Path
+) -> None:
+    world = unique_world()
+    registry = Registry(heartbeat_interval=0.3)
+    async with anyio.create_task_group() as tg:
+        await tg.start(
+            partial(
+                run_actors,
+                all_actors(),
+                url=nats_url,
+                data=tmp_path,
+                metrics=registry,
+                metrics_port=0,
+            )
+        )
+        port = registry.port or 0
+        assert port > 0
+        url = f"http://127.0.0.1:{port}/metrics"
+        status, content_type, text = await anyio.to_thread.run_sync(scrape, url)
+        assert status == 200
+        assert content_type.startswith("text/plain; version=0.0.4")
+        before = parse(text)
+        # One endpoint for the whole process, an actor label per instance.
+        assert {
+            dict(labels)["actor"]
+            for name, labels in before
+            if name == "worldline_store_bytes"
+        } == {spec.instance for spec in all_actors()}
+        fusion = {"actor": "fusion", "durable": "fusion"}
+        applied_before = value(before, "worldline_messages_applied_total", **fusion)
+
+        async with worldline.connect(nats_url, world=world, agent="ada") as ada:
+            for n in range(4):
+                await ada.add(f"Claim {n}", confidence=0.7)
+        nc = await nats.connect(nats_url)
+        try:
+            await nc.jetstream().publish(ops(world, "mallory"), b"\xc1 garbage")
+        finally:
+            await nc.close()
+
+        after = before
+        with anyio.move_on_after(15):
+            while True:
+                after = parse((await anyio.to_thread.run_sync(scrape, url))[2])
+                dead = value(after, "worldline_messages_dead_lettered_total", **fusion)
+                lag = after.get(("worldline_consumer_lag", frozenset(fusion.items())))
+                if dead == 1 and lag == 0:
+                    break
+                await anyio.sleep(0.2)
+        assert value(after, "worldline_messages_applied_total", **fusion) == (
+            applied_before + 4
+        )
+        assert value(after, "worldline_messages_dead_lettered_total", **fusion) == 1
+        assert value(after, "worldline_batches_total", **fusion) >= 1
+        assert value(after, "worldline_consumer_lag", **fusion) == 0
+        assert value(after, "worldline_last_batch_apply_seconds", **fusion) > 0
+        assert value(after, "worldline_store_bytes", actor="fusion") > 0
+        projector = {"actor": "projector-0", "durable": "projector-0"}
+        assert value(after, "worldline_messages_applied_total", **projector) >= 4
+        # Other paths are not served.
+        missing = await anyio.to_thread.run_sync(
+            scrape, f"http://127.0.0.1:{port}/other"
+        )
+        assert missing[0] == 404
+        tg.cancel_scope.cancel()
+    # Cancelled with the actors: the port is closed.
+    with pytest.raises(OSError, match=r"connection attempts failed|refused"):
+        await anyio.connect_tcp("127.0.0.1", port)
+
+
+@pytest.mark.nats
+def test_actor_command_serves_metrics_on_request(nats_url: str, tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [
+            WORLDLINE,
+            "actor",
+            "fusion",
+            "--nats",
+            nats_url,
+            "--data",
+            str(tmp_path),
+            "--metrics-port",
+            "0",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert proc.stdout is not None
+    try:
+        first = proc.stdout.readline()
+        match = re.fullmatch(r"metrics: (http://127\.0\.0\.1:\d+/metrics)\n", first)
+        assert match, first
+        assert proc.stdout.readline() == f"fusion: consuming from {nats_url}\n"
+        status, _, text = scrape(match[1])
+        assert status == 200
+        samples = parse(text)
+        assert (
+            value(
+                samples,
+                "worldline_messages_applied_total",
+                actor="fusion",
+                durable="fusion",
+            )
+            == 0
+        )
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=15) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
