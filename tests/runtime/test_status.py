@@ -368,3 +368,21 @@ def test_status_without_a_server_exits_4_with_one_line(
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert "cannot reach NATS at nats://127.0.0.1:1" in err
+
+
+@pytest.mark.nats
+async def test_a_server_no_actor_ever_used_reports_all_missing(nats_url: str) -> None:
+    report = await _status_json("--nats", nats_url)
+    rows = _instances(report)
+    assert {r["state"] for r in rows.values()} == {"missing"}
+    assert {r["actor"] for r in rows.values()} == {
+        "extractor",
+        "fusion",
+        "materializer",
+        "projector",
+        "simulator",
+    }
+    for row in rows.values():
+        assert row["dlq"] == 0
+        assert all(i["lag"] is None for i in row["inputs"])  # no durable yet
+    assert {s["messages"] for s in report["streams"]} == {None}
