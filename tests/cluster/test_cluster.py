@@ -34,6 +34,7 @@ from tests.reliability.test_crash import _op
 from tests.runtime.test_crew import CREW_TOML
 from tests.support import all_actors, running
 from worldline.declaration import parse_declaration
+from worldline.errors import BusUnavailable
 from worldline.replay import replay
 
 if TYPE_CHECKING:
@@ -167,8 +168,15 @@ async def test_kill_9_of_the_ops_leader_loses_and_doubles_nothing(
                 attempt = 0
                 while True:
                     attempt += 1
-                    records = [r async for r in w.export()]
-                    live = await w.state_hash()
+                    try:
+                        records = [r async for r in w.export()]
+                        live = await w.state_hash()
+                    except (nats.errors.Error, TimeoutError, BusUnavailable) as exc:
+                        # A node that just rejoined can keep JetStream requests
+                        # waiting a few seconds while the cluster settles.
+                        print(f"cluster: reading the world failed ({exc!r}); again")
+                        await anyio.sleep(0.5)
+                        continue
                     result = await anyio.to_thread.run_sync(
                         replay, records, tmp_path / f"replay-{attempt}", WORLD
                     )
