@@ -15,6 +15,7 @@ import anyio
 import nats.errors
 from nats.js import api
 
+from actors.runtime.auth import CredentialsError
 from actors.runtime.bus import connect as bus_connect
 from protocols.messages import (
     MATERIALIZER_REPLY,
@@ -31,6 +32,7 @@ from worldline.errors import BadRequest, BusUnavailable
 from worldline.sim import SimMixin
 
 if TYPE_CHECKING:
+    import os
     from collections.abc import AsyncIterator
     from contextlib import AbstractAsyncContextManager
     from datetime import datetime
@@ -114,19 +116,27 @@ async def connect(
     world: str = "default",
     agent: str = "cli",
     request_timeout: float = 10.0,
+    creds: str | os.PathLike[str] | None = None,
 ) -> AsyncIterator[World]:
     """Connect to a worldline deployment as ``agent`` in ``world``.
 
+    ``creds`` is the agent's credentials file from ``worldline creds`` (default:
+    ``$WORLDLINE_CREDS``, if set), for a server that requires them.
+
     Raises:
-        BadRequest: the world or agent name is not a valid subject token.
-        BusUnavailable: NATS cannot be reached at ``url``.
+        BadRequest: the world or agent name is not a valid subject token, or the
+            credentials file is missing or holds no user key.
+        BusUnavailable: NATS cannot be reached at ``url``, or refused the credentials.
     """
     try:
         check_name("world", world)
         check_name("agent", agent)
     except ValueError as exc:
         raise BadRequest(str(exc)) from exc
-    nc = await bus_connect(url, name=f"worldline-sdk-{agent}")
+    try:
+        nc = await bus_connect(url, name=f"worldline-sdk-{agent}", creds=creds)
+    except CredentialsError as exc:
+        raise BadRequest(str(exc)) from exc
     try:
         yield World(nc, world=world, agent=agent, timeout=request_timeout)
     finally:

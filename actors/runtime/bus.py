@@ -70,7 +70,14 @@ async def connect(
     auth = load_credentials(creds)
     servers = [part.strip() for part in url.split(",") if part.strip()] or [url]
 
+    refused: list[Exception] = []  # the server turned the credentials away
+
     async def on_error(exc: Exception) -> None:
+        # While connecting, nats-py reports the server's refusal as a plain Error.
+        if "authorization violation" in str(exc).lower() or isinstance(
+            exc, nats.errors.AuthorizationError
+        ):
+            refused.append(exc)
         if client:  # before the first connect, failure is reported once, below
             log.warning("%s: nats error: %s", name, exc)
 
@@ -96,18 +103,18 @@ async def connect(
             reconnected_cb=on_reconnect,
             **(auth.connect_options() if auth else {}),
         )
-    except nats.errors.AuthorizationError as exc:
+    except (OSError, TimeoutError, nats.errors.Error) as exc:
+        if not refused and not isinstance(exc, nats.errors.AuthorizationError):
+            raise BusUnavailable(
+                f"cannot reach NATS at {url} ({exc or type(exc).__name__}); start "
+                "one with `worldline up` or pass --nats URL (env WORLDLINE_NATS)"
+            ) from exc
         who = f"the credentials in {auth.path}" if auth else "an anonymous client"
         raise BusUnavailable(
             f"NATS at {url} refused {who} (authorization violation); pass the "
             "credentials file `worldline creds` wrote for you (--creds FILE, env "
             "WORLDLINE_CREDS), and check that the server includes the auth.conf "
             "generated with it"
-        ) from exc
-    except (OSError, TimeoutError, nats.errors.Error) as exc:
-        raise BusUnavailable(
-            f"cannot reach NATS at {url} ({exc or type(exc).__name__}); start one with "
-            "`worldline up` or pass --nats URL (env WORLDLINE_NATS)"
         ) from exc
     # Connected once: from now on, reconnect forever (an actor outlives a server
     # restart). nats-py reads this option on every reconnect attempt.
