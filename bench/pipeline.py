@@ -119,7 +119,13 @@ class Results:
     apply_ops: int
     fusion_apply: float
     materializer_apply: float
+    projector_apply: float
     stages: dict[str, float] = field(default_factory=dict)  # seconds, by stage
+    # CPU seconds each process spent during (b)'s throughput phase (Linux /proc).
+    cpu: dict[str, float] = field(default_factory=dict)
+    raw_cpu: dict[str, float] = field(default_factory=dict)  # (a) both at once
+    # (d) ops per CPU second of the applying thread (no waits for fsync or cores)
+    apply_cpu: dict[str, float] = field(default_factory=dict)
 
     @property
     def ratio(self) -> float:
@@ -195,11 +201,83 @@ async def publish_window(
     return [(int((await f).seq), t) for f, t in zip(futures, sent, strict=True)]
 
 
+def cpu_seconds(pids: dict[str, int]) -> dict[str, float]:
+    """CPU time (user + system) each process has used so far; empty off Linux."""
+    ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    times = {}
+    for name, pid in pids.items():
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        times[name] = (int(fields[11]) + int(fields[12])) / ticks
+    return times
+
+
+class _Version(msgspec.Struct):
+    version: int = 0
+
+
+class _BeliefFeed(msgspec.Struct):
+    belief: _Version
+
+
+class _PosteriorFeed(msgspec.Struct):
+    cause_seq: int = 0
+
+
+_STATE = msgspec.msgpack.Decoder(_BeliefFeed)
+_DERIVED = msgspec.msgpack.Decoder(_PosteriorFeed)
+
+
+class Feed:
+    """Arrival time of each op's effect on one feed, by the op's OPS sequence (a
+    core subscription: it sees what the actors publish, as they publish it)."""
+
+    def __init__(self, seq_of: Any) -> None:
+        self.seq_of = seq_of
+        self.times: dict[int, float] = {}
+        self.waiting: dict[int, anyio.Event] = {}
+
+    async def listen(self, sub: Any) -> None:
+        async for msg in sub.messages:
+            seq = self.seq_of(msg.data)
+            self.times.setdefault(seq, time.perf_counter())
+            event = self.waiting.pop(seq, None)
+            if event is not None:
+                event.set()
+
+    async def wait(self, seq: int) -> float:
+        if seq not in self.times:
+            event = self.waiting.setdefault(seq, anyio.Event())
+            await event.wait()
+        return self.times[seq]
+
+
+async def drained(js: JetStreamContext, specs: Sequence[ConsumerSpec]) -> bool:
+    """Whether every durable, checked in pipeline order, has nothing left: nothing
+    pending, nothing delivered but unacked (acks follow commit and publish)."""
+    for spec in specs:
+        info = await js.consumer_info(spec.stream.name, spec.durable)
+        if info.num_pending or info.num_ack_pending:
+            return False
+    return True
+
+
 # --- (a) the raw bus ----------------------------------------------------------------
 
 
-async def raw_bus(url: str, n: int, size: int, window: int) -> tuple[float, ...]:
-    """msgs/s for publish alone, fetch+ack alone, and both at once."""
+async def raw_bus(
+    url: str,
+    n: int,
+    size: int,
+    window: int,
+    pids: dict[str, int],
+    cpu: dict[str, float],
+) -> tuple[float, ...]:
+    """msgs/s for publish alone, fetch+ack alone, and both at once; fills ``cpu``
+    with what each of ``pids`` spent on both at once."""
     nc = await nats.connect(url, name="bench-raw")
     js = nc.jetstream()
     name = f"RAW_{uuid.uuid4().hex[:8]}"
@@ -254,11 +332,14 @@ async def raw_bus(url: str, n: int, size: int, window: int) -> tuple[float, ...]
     consume_rate = n / (time.perf_counter() - start)
     # Both at once, on fresh messages: a second durable starting after the first n.
     await js.purge_stream(name)
+    before = cpu_seconds(pids)
     start = time.perf_counter()
     async with anyio.create_task_group() as tg:
         tg.start_soon(publish, "b")
         tg.start_soon(consume, "both")
     pipeline_rate = n / (time.perf_counter() - start)
+    after = cpu_seconds(pids)
+    cpu.update({k: after[k] - before[k] for k in after if k in before})
     await js.delete_stream(name)
     await nc.close()
     return publish_rate, consume_rate, pipeline_rate
@@ -267,60 +348,14 @@ async def raw_bus(url: str, n: int, size: int, window: int) -> tuple[float, ...]
 # --- (b) worldline end to end --------------------------------------------------------
 
 
-class _Version(msgspec.Struct):
-    version: int = 0
-
-
-class _BeliefFeed(msgspec.Struct):
-    belief: _Version
-
-
-class _PosteriorFeed(msgspec.Struct):
-    cause_seq: int = 0
-
-
-_STATE = msgspec.msgpack.Decoder(_BeliefFeed)
-_DERIVED = msgspec.msgpack.Decoder(_PosteriorFeed)
-
-
-class Feed:
-    """Arrival time of each op's effect on one feed, by the op's OPS sequence (a
-    core subscription: it sees what the actors publish, as they publish it)."""
-
-    def __init__(self, seq_of: Any) -> None:
-        self.seq_of = seq_of
-        self.times: dict[int, float] = {}
-        self.waiting: dict[int, anyio.Event] = {}
-
-    async def listen(self, sub: Any) -> None:
-        async for msg in sub.messages:
-            seq = self.seq_of(msg.data)
-            self.times.setdefault(seq, time.perf_counter())
-            event = self.waiting.pop(seq, None)
-            if event is not None:
-                event.set()
-
-    async def wait(self, seq: int) -> float:
-        if seq not in self.times:
-            event = self.waiting.setdefault(seq, anyio.Event())
-            await event.wait()
-        return self.times[seq]
-
-
-async def drained(js: JetStreamContext, specs: Sequence[ConsumerSpec]) -> bool:
-    """Whether every durable, checked in pipeline order, has nothing left: nothing
-    pending, nothing delivered but unacked (acks follow commit and publish)."""
-    for spec in specs:
-        info = await js.consumer_info(spec.stream.name, spec.durable)
-        if info.num_pending or info.num_ack_pending:
-            return False
-    return True
+E2E = tuple[float, float, list[float], list[float], list[float], list[float]]
 
 
 async def end_to_end(
-    url: str, config: Config
-) -> tuple[float, float, list[float], list[float], list[float], list[float]]:
-    """Throughput through fusion, materializer and projector, and latencies."""
+    url: str, config: Config, pids: dict[str, int], cpu: dict[str, float]
+) -> E2E:
+    """Throughput through fusion, materializer and projector, and latencies; fills
+    ``cpu`` with what each of ``pids`` spent during the throughput phase."""
     world = f"bench-{uuid.uuid4().hex[:8]}"
     tag = uuid.uuid4().hex[:8]
     nc = await nats.connect(url, name="bench-e2e")
@@ -342,6 +377,7 @@ async def end_to_end(
     async with anyio.create_task_group() as tg:
         tg.start_soon(state_feed.listen, subs[0])
         tg.start_soon(derived_feed.listen, subs[1])
+        before = cpu_seconds(pids)
         start = time.perf_counter()
         for batch in op_batches(tag, config.ops, config.window):
             sent.update(await publish_window(js, subject, batch))
@@ -352,6 +388,8 @@ async def end_to_end(
             while not await drained(js, STAGES):  # noqa: ASYNC110 - polls the server
                 await anyio.sleep(0.01)
         done = time.perf_counter()
+        after = cpu_seconds(pids)
+        cpu.update({k: after[k] - before[k] for k in after if k in before})
         if len(state_feed.times) < config.ops:
             raise RuntimeError(
                 f"only {len(state_feed.times)} of {config.ops} ops reached the state "
@@ -424,21 +462,28 @@ def stop_actor_processes(procs: list[subprocess.Popen[str]]) -> None:
 
 
 async def run_pipeline(
-    url: str, data: Path, config: Config
-) -> tuple[float, float, list[float], list[float], list[float], list[float]]:
+    url: str, data: Path, config: Config, pids: dict[str, int], cpu: dict[str, float]
+) -> E2E:
     """(b) with the actors running as ``config.actors`` says."""
     if config.actors == "inline":
         specs = [build(name) for name in ("fusion", "materializer", "projector")]
         async with anyio.create_task_group() as tg:
             await tg.start(partial(run_actors, specs, url=url, data=data / "actors"))
-            result = await end_to_end(url, config)
+            pids = {**pids, "bench + actors": os.getpid()}
+            result = await end_to_end(url, config, pids, cpu)
             tg.cancel_scope.cancel()
         return result
     procs = await anyio.to_thread.run_sync(
         start_actor_processes, url, data, config.profile
     )
+    names = ("fusion", "materializer", "projector")
+    pids = {
+        **pids,
+        "bench": os.getpid(),
+        **{n: p.pid for n, p in zip(names, procs, strict=True)},
+    }
     try:
-        return await end_to_end(url, config)
+        return await end_to_end(url, config, pids, cpu)
     finally:
         await anyio.to_thread.run_sync(stop_actor_processes, procs)
 
@@ -491,43 +536,68 @@ async def replay_speed(
 # --- (d) in-core apply --------------------------------------------------------------
 
 
-def apply_rates(n: int, tmp: Path) -> tuple[float, float]:
-    """ops/s through fusion's and the materializer's cores and LMDB stores, in
-    batches of the actors' fetch size, outboxes staged and cleared as after publish."""
+def apply_rates(
+    n: int, tmp: Path, cpu_rates: dict[str, float]
+) -> tuple[float, float, float]:
+    """ops/s through fusion's, the materializer's and the projector's cores and LMDB
+    stores, in batches of the actors' fetch size, each fed what the one before it
+    staged, outboxes cleared as after publish. Fills ``cpu_rates`` with ops per CPU
+    second of this thread (what the rate would be without waiting for fsync)."""
     world = "apply"
     subject = ops(world, AGENT)
     fusion_input = build("fusion").inputs[0]
     ops_input, posterior_input = build("materializer").inputs
+    (projector_input,) = build("projector").inputs
     fusion = Store(tmp / "apply-fusion", actor="fusion")
     materializer = Store(tmp / "apply-materializer", actor="materializer")
+    projector = Store(tmp / "apply-projector", actor="projector")
     deliveries = [
         Delivery(i + 1, subject, encode(make_op("apply", i))) for i in range(n)
     ]
     now = datetime.now(UTC)
     posteriors: list[Delivery] = []
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.thread_time()
     for chunk in range(0, n, FETCH):
         result = fusion.apply_batch(
             fusion_input, deliveries[chunk : chunk + FETCH], now
         )
         fusion.clear_outbox([item.key for item in result.outbox])
         posteriors += [
-            Delivery(len(posteriors) + 1, item.subject, item.payload)
-            for item in result.outbox
-            if channel_of(item.subject) == DERIVED_CHANNEL
+            Delivery(len(posteriors) + k, item.subject, item.payload)
+            for k, item in enumerate(
+                (i for i in result.outbox if channel_of(i.subject) == DERIVED_CHANNEL),
+                start=1,
+            )
         ]
     fusion_rate = n / (time.perf_counter() - start)
-    start = time.perf_counter()
+    cpu_rates["fusion"] = n / (time.thread_time() - cpu_start)
+    changes: list[Delivery] = []
+    start, cpu_start = time.perf_counter(), time.thread_time()
     for inp, batch in ((ops_input, deliveries), (posterior_input, posteriors)):
         for chunk in range(0, len(batch), FETCH):
             result = materializer.apply_batch(inp, batch[chunk : chunk + FETCH], now)
             materializer.clear_outbox([item.key for item in result.outbox])
+            changes += [
+                Delivery(len(changes) + k, item.subject, item.payload)
+                for k, item in enumerate(result.outbox, start=1)
+            ]
     materializer_rate = n / (time.perf_counter() - start)
-    fusion.close()
-    materializer.close()
-    if len(posteriors) != n:
-        raise RuntimeError(f"fusion derived {len(posteriors)} posteriors for {n} ops")
-    return fusion_rate, materializer_rate
+    cpu_rates["materializer"] = n / (time.thread_time() - cpu_start)
+    start, cpu_start = time.perf_counter(), time.thread_time()
+    for chunk in range(0, len(changes), FETCH):
+        result = projector.apply_batch(
+            projector_input, changes[chunk : chunk + FETCH], now
+        )
+        projector.clear_outbox([item.key for item in result.outbox])
+    projector_rate = n / (time.perf_counter() - start)
+    cpu_rates["projector"] = n / (time.thread_time() - cpu_start)
+    for store in (fusion, materializer, projector):
+        store.close()
+    if len(posteriors) != n or len(changes) != n:
+        raise RuntimeError(
+            f"{n} ops gave {len(posteriors)} posteriors and {len(changes)} changes"
+        )
+    return fusion_rate, materializer_rate, projector_rate
 
 
 # --- the run ------------------------------------------------------------------------
@@ -541,17 +611,32 @@ async def measure(config: Config) -> Results:
         tmp = Path(tmp_name)
         size = sum(len(p) for b in op_batches("size", 400, 400) for _, p in b) / 400
         stages: dict[str, float] = {}
+        pids = {} if server.pid is None else {"nats-server": server.pid}
+        raw_cpu: dict[str, float] = {}
+        apply_cpu: dict[str, float] = {}
         clock = time.perf_counter()
-        raw = await raw_bus(server.url, config.ops, round(size), config.window)
+        raw = await raw_bus(
+            server.url,
+            config.ops,
+            round(size),
+            config.window,
+            {**pids, "bench": os.getpid()},
+            raw_cpu,
+        )
         stages["raw bus"] = time.perf_counter() - clock
         clock = time.perf_counter()
-        fusion_apply, materializer_apply = await anyio.to_thread.run_sync(
-            apply_rates, config.apply_ops, tmp
+        (
+            fusion_apply,
+            materializer_apply,
+            projector_apply,
+        ) = await anyio.to_thread.run_sync(
+            apply_rates, config.apply_ops, tmp, apply_cpu
         )
         stages["apply"] = time.perf_counter() - clock
         clock = time.perf_counter()
+        cpu: dict[str, float] = {}
         e2e_publish, e2e, ld, ls, sd, ss = await run_pipeline(
-            server.url, tmp / "data", config
+            server.url, tmp / "data", config, pids, cpu
         )
         stages["end to end"] = time.perf_counter() - clock
         clock = time.perf_counter()
@@ -581,7 +666,11 @@ async def measure(config: Config) -> Results:
         apply_ops=config.apply_ops,
         fusion_apply=fusion_apply,
         materializer_apply=materializer_apply,
+        projector_apply=projector_apply,
         stages=stages,
+        cpu=cpu,
+        raw_cpu=raw_cpu,
+        apply_cpu=apply_cpu,
     )
 
 
@@ -620,10 +709,24 @@ def report(r: Results) -> None:
     row("(c) export + rebuild", rate(r.replay_total))
     row("(d) fusion apply (core + LMDB)", rate(r.fusion_apply))
     row("(d) materializer apply (core + LMDB)", rate(r.materializer_apply))
-    row(
-        "(d) materializer apply / raw bus pipeline",
-        f"{r.materializer_apply / r.raw_pipeline:>12.2f}",
-    )
+    row("(d) projector apply (core + LMDB)", rate(r.projector_apply))
+    slowest = min(r.fusion_apply, r.materializer_apply, r.projector_apply)
+    row("(d) slowest core / raw bus pipeline", f"{slowest / r.raw_pipeline:>12.2f}")
+    if r.apply_cpu:
+        per = ", ".join(f"{k} {v:,.0f}" for k, v in r.apply_cpu.items())
+        row("(d) ops per CPU second (no fsync waits)", per)
+    if r.raw_cpu:
+        per = ", ".join(f"{k} {v / r.ops * 1e6:.0f}" for k, v in r.raw_cpu.items())
+        total = sum(r.raw_cpu.values()) / r.ops * 1e6
+        row("(a) CPU us per message, by process", f"{per}; total {total:.0f}")
+    if r.cpu:
+        per = ", ".join(f"{k} {v / r.ops * 1e6:.0f}" for k, v in r.cpu.items())
+        total = sum(r.cpu.values()) / r.ops * 1e6
+        row("(b) CPU us per op, by process", f"{per}; total {total:.0f}")
+        row(
+            "(b) CPU seconds in all / wall seconds",
+            f"{sum(r.cpu.values()):.1f} / {r.ops / r.e2e:.1f}",
+        )
     row("wall time by part", ", ".join(f"{k} {v:.1f}s" for k, v in r.stages.items()))
 
 
