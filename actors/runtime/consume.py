@@ -34,6 +34,7 @@ from actors.runtime.bus import (
 from actors.runtime.errors import StoreError
 from actors.runtime.heartbeat import run_heartbeat
 from actors.runtime.metrics import Registry
+from actors.runtime.prepare import prepared_input
 from actors.runtime.store import Delivery, OutboxItem, Store
 from protocols.messages import Message, RpcError, encode
 from protocols.subjects import BUCKETS, STREAMS, world_of
@@ -168,9 +169,12 @@ async def _consume(
             Delivery(m.metadata.sequence.stream, m.subject, m.data) for m in msgs
         ]
         started = time.perf_counter()
+        now = clock()
+        # The input's optional async prepare step, outside the write transaction.
+        prepared = await prepared_input(inp, msgs, deliveries, now)
         try:
             result = await anyio.to_thread.run_sync(
-                store.apply_batch, inp, deliveries, clock()
+                store.apply_batch, prepared, deliveries, now
             )
         except StoreError:
             log.exception(
