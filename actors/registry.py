@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from actors.extractor.service import spec as extractor
+from actors.fusion.embedding import active as active_embedder
 from actors.fusion.service import spec as fusion
 from actors.materializer.service import spec as materializer
 from actors.projector.service import spec as projector
@@ -37,6 +38,9 @@ def build(
     """The spec of actor ``name``; ``replica`` names a projector's own read replica,
     ``shard`` (``I/N``) the belief shard a fusion instance owns, ``sim_index`` the
     transition index a simulator serves sessions from."""
+    if name in ("projector", "simulator"):
+        # An unknown or uninstalled WORLDLINE_EMBEDDER fails here, at start-up.
+        active_embedder()
     if name == "projector":
         return projector(replica)
     if name == "fusion":

@@ -3,7 +3,11 @@ keys it keeps, and its errors."""
 
 from __future__ import annotations
 
+import os
+import signal
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import msgspec
@@ -215,3 +219,58 @@ def test_cli_rejects_a_missing_credentials_file(
         main(["get", "b-1", "--creds", str(tmp_path / "none.creds")])
     assert exited.value.code == 2
     assert "cannot read credentials" in capsys.readouterr().err
+
+
+@pytest.mark.cli
+def test_up_with_auth_and_verbs_with_their_creds(tmp_path: Path) -> None:
+    """``up --server-config auth.conf --creds ACTOR``: the embedded server requires
+    credentials; a verb passes with its agent's file and is refused without."""
+    worldline = str(Path(sys.executable).parent / "worldline")
+    out = tmp_path / "creds"
+    assert main(["creds", str(CREW_TOML), "--out", str(out)]) == 0
+    up = subprocess.Popen(
+        [
+            worldline,
+            "up",
+            "--data",
+            str(tmp_path / "data"),
+            "--server-config",
+            str(out / "auth.conf"),
+            "--creds",
+            str(out / "actors" / "materializer.creds"),
+            "--world-file",
+            str(CREW_TOML),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert up.stdout is not None
+        url = up.stdout.readline().split()[-1]
+        assert url.startswith("nats://127.0.0.1:")
+        assert up.stdout.readline().startswith("world: enterprise")
+        assert up.stdout.readline() == "ready\n"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("WORLDLINE_")}
+        env |= {"WORLDLINE_NATS": url, "WORLDLINE_WORLD": "enterprise"}
+        verb = [worldline, "inbox", "--agent", "spock", "--json"]
+        allowed = subprocess.run(
+            [*verb, "--creds", str(out / "agents" / "spock.creds")],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env=env,
+            check=False,
+        )
+        assert allowed.returncode == 0, allowed.stderr
+        refused = subprocess.run(
+            verb, capture_output=True, text=True, timeout=30, env=env, check=False
+        )
+        assert refused.returncode == 4
+        assert "refused an anonymous client" in refused.stderr
+    finally:
+        up.send_signal(signal.SIGINT)
+        code = up.wait(timeout=15)
+        assert up.stdout is not None
+        up.stdout.close()
+    assert code == 0
