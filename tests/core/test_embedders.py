@@ -23,6 +23,7 @@ from actors.fusion.embedding import (
     select,
 )
 from actors.projector import index as cards
+from actors.registry import build as build_actor
 from actors.runtime.memory import MemoryState
 from actors.simulator.index import (
     MANIFEST,
@@ -226,3 +227,12 @@ def test_minilm_embeds_meaning_and_builds_its_own_index() -> None:
     assert best.id == "id-2"
     with pytest.raises(IndexRefused, match="minilm"):
         retrieve(index, task="t", context="", action="a", embedder=SMALL)
+
+
+@pytest.mark.parametrize("actor", ["projector", "simulator"])
+def test_a_bad_choice_fails_when_the_actor_is_built(
+    actor: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(ENV_EMBEDDER, "bert")
+    with pytest.raises(ValueError, match="WORLDLINE_EMBEDDER='bert'"):
+        build_actor(actor)
