@@ -11,7 +11,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from typing import TYPE_CHECKING, Any
+from functools import partial
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import nats
@@ -24,7 +25,7 @@ from actors.runtime.errors import BusUnavailable, ConfigDrift
 from protocols.subjects import bucket_stream
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Awaitable, Callable, Iterable
 
     from nats.aio.client import Client as NATS
 
@@ -44,6 +45,7 @@ __all__ = [
 ]
 
 log = logging.getLogger("worldline.bus")
+T = TypeVar("T")
 
 
 async def connect(
@@ -282,13 +284,43 @@ def _consumer_config(spec: ConsumerSpec) -> api.ConsumerConfig:
     )
 
 
+async def _answered(what: str, request: Callable[[], Awaitable[T]]) -> T:
+    """Run a JetStream API request, retrying (backing off to 5 s) while the server
+    cannot serve it: in a cluster that is the seconds in which a new leader is elected
+    after a node dies, or in which a stream grows to more replicas
+    (tests/cluster/test_cluster.py). Client errors (4xx) are raised at once."""
+    delay = 0.2
+    while True:
+        try:
+            return await request()
+        except (
+            TimeoutError,
+            nats.errors.NoRespondersError,
+            nats.js.errors.APIError,
+        ) as exc:
+            if isinstance(exc, nats.js.errors.APIError) and (exc.code or 0) < 500:
+                raise
+            log.warning(
+                "%s: JetStream cannot serve it now (%r); retrying in %.1fs",
+                what,
+                exc,
+                delay,
+            )
+            await anyio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+
+
 async def ensure_consumer(js: JetStreamContext, spec: ConsumerSpec) -> None:
     """Create the durable, or update it when its stored config has drifted."""
     config = _consumer_config(spec)
+    what = f"durable {spec.durable} on {spec.stream.name}"
+    add = partial(js.add_consumer, spec.stream.name, config)
     try:
-        info = await js.consumer_info(spec.stream.name, spec.durable)
+        info = await _answered(
+            what, partial(js.consumer_info, spec.stream.name, spec.durable)
+        )
     except nats.js.errors.NotFoundError:
-        await js.add_consumer(spec.stream.name, config)
+        await _answered(what, add)
         return
     diffs = _differences(
         config,
@@ -298,7 +330,7 @@ async def ensure_consumer(js: JetStreamContext, spec: ConsumerSpec) -> None:
     if not diffs:
         return
     try:
-        await js.add_consumer(spec.stream.name, config)
+        await _answered(what, add)
     except nats.js.errors.APIError as exc:
         raise ConfigDrift(
             f"durable {spec.durable} on {spec.stream.name} differs from its "
@@ -317,37 +349,18 @@ async def resume_consumer(
     The owner's store records every sequence it applied (acks come only after that
     commit), so starting right after it loses nothing and repeats nothing: whatever
     the old durable had delivered but not seen acked comes first, in stream order.
-
-    In a cluster, JetStream does not answer while it elects a new leader (a node
-    died, and the client reconnected to another one): the requests are then retried,
-    backing off to 5 s, until they succeed (tests/cluster/test_cluster.py).
+    While a cluster elects a leader the requests are retried until it answers.
     """
     config = _consumer_config(spec)
     config.deliver_policy = api.DeliverPolicy.BY_START_SEQUENCE
     config.opt_start_seq = max(start_seq, 1)
-    delay = 0.2
-    while True:
-        try:
-            with contextlib.suppress(nats.js.errors.NotFoundError):
-                await js.delete_consumer(spec.stream.name, spec.durable)
-            await js.add_consumer(spec.stream.name, config)
-            return
-        except (
-            TimeoutError,
-            nats.errors.NoRespondersError,
-            nats.js.errors.APIError,
-        ) as exc:
-            if isinstance(exc, nats.js.errors.APIError) and (exc.code or 0) < 500:
-                raise
-            log.warning(
-                "durable %s on %s: JetStream did not answer (%r); retrying in %.1fs",
-                spec.durable,
-                spec.stream.name,
-                exc,
-                delay,
-            )
-            await anyio.sleep(delay)
-            delay = min(delay * 2, 5.0)
+
+    async def recreate() -> None:
+        with contextlib.suppress(nats.js.errors.NotFoundError):
+            await js.delete_consumer(spec.stream.name, spec.durable)
+        await js.add_consumer(spec.stream.name, config)
+
+    await _answered(f"durable {spec.durable} on {spec.stream.name}", recreate)
 
 
 PUBLISH_TIMEOUT = 5.0  # seconds to wait for a batch's PubAcks before retrying it
