@@ -16,12 +16,14 @@ import pytest
 from actors.runtime.auth import load_credentials, public_key_of, reply_prefix
 from protocols.subjects import (
     INBOX,
+    PREFIX,
     PRESENCE,
     VIEWS,
     bucket_key,
     bucket_put,
     bucket_stream,
     dlq,
+    every_bucket_key,
     inbox,
     inbox_in,
     obs,
@@ -108,7 +110,7 @@ def test_an_agent_may_publish_only_its_own_subjects() -> None:
         "_INBOX.>",
     ):
         assert forbidden not in everything, forbidden
-    assert not any(s.startswith("wl.>") or s == ">" for s in pub | sub)
+    assert not any(s.startswith(f"{PREFIX}.>") or s == ">" for s in pub | sub)
     # Replies come back only under its own prefix.
     assert [s for s in sub if s.startswith("_INBOX")] == [f"{reply_prefix(public)}.>"]
 
@@ -116,7 +118,9 @@ def test_an_agent_may_publish_only_its_own_subjects() -> None:
 def test_actors_have_broad_rights() -> None:
     rights = actor_permissions()
     assert set(rights.publish) == set(rights.subscribe)
-    assert {"$JS.>", "$KV.>", "_INBOX.>"} <= set(rights.publish)
+    assert {f"{PREFIX}.>", "$JS.>", every_bucket_key(), "_INBOX.>"} <= set(
+        rights.publish
+    )
 
 
 def test_files_are_secret_keys_are_kept_and_rotated_only_on_request(
