@@ -25,6 +25,7 @@ from nats.js import api
 import worldline
 from actors.runtime.auth import CREDS_ENV
 from actors.runtime.bus import connect as bus_connect
+from actors.runtime.bus import ensure_buckets
 from actors.runtime.embedded import EmbeddedNats
 from protocols.messages import SetField, WorkAssigned, encode
 from protocols.subjects import (
@@ -394,3 +395,19 @@ async def test_without_credentials_the_server_refuses(
     with pytest.raises(BadRequest, match="no single NATS user nkey seed"):
         async with worldline.connect(s.url, world=s.world, agent="spock", creds=forged):
             pass
+
+
+async def test_buckets_made_before_per_key_reads_get_them(nats_url: str) -> None:
+    """Agent rights name keys, which only direct gets carry: an older bucket made
+    without them is updated when the runtime declares it."""
+    nc = await bus_connect(nats_url, name="buckets")
+    try:
+        js = nc.jetstream()
+        await js.create_key_value(api.KeyValueConfig(bucket=VIEWS.bucket, history=1))
+        before = await js.stream_info(bucket_stream(VIEWS))
+        await ensure_buckets(js, [VIEWS], replicas=1)
+        after = await js.stream_info(bucket_stream(VIEWS))
+    finally:
+        await nc.close()
+    assert not before.config.allow_direct
+    assert after.config.allow_direct
