@@ -603,6 +603,10 @@ def apply_rates(
 # --- the run ------------------------------------------------------------------------
 
 
+def progress(part: str, stages: dict[str, float]) -> None:
+    print(f"{part}: done in {stages[part]:.1f}s", file=sys.stderr, flush=True)
+
+
 async def measure(config: Config) -> Results:
     with (
         tempfile.TemporaryDirectory(prefix="wl-bench-") as tmp_name,
@@ -624,6 +628,7 @@ async def measure(config: Config) -> Results:
             raw_cpu,
         )
         stages["raw bus"] = time.perf_counter() - clock
+        progress("raw bus", stages)
         clock = time.perf_counter()
         (
             fusion_apply,
@@ -633,17 +638,20 @@ async def measure(config: Config) -> Results:
             apply_rates, config.apply_ops, tmp, apply_cpu
         )
         stages["apply"] = time.perf_counter() - clock
+        progress("apply", stages)
         clock = time.perf_counter()
         cpu: dict[str, float] = {}
         e2e_publish, e2e, ld, ls, sd, ss = await run_pipeline(
             server.url, tmp / "data", config, pids, cpu
         )
         stages["end to end"] = time.perf_counter() - clock
+        progress("end to end", stages)
         clock = time.perf_counter()
         rp, rx, rr = await replay_speed(
             server.url, config.replay_ops, config.window, tmp
         )
         stages["replay"] = time.perf_counter() - clock
+        progress("replay", stages)
     return Results(
         actors=config.actors,
         ops=config.ops,
