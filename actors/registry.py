@@ -31,18 +31,25 @@ ACTORS: Final[dict[str, Callable[[], ActorSpec]]] = {
 def build(
     name: str,
     *,
-    replica: str = "0",
+    replica: str | None = None,
     shard: str = "0/1",
+    partition: str = "0/1",
     sim_index: Path | None = None,
 ) -> ActorSpec:
-    """The spec of actor ``name``; ``replica`` names a projector's own read replica,
-    ``shard`` (``I/N``) the belief shard a fusion instance owns, ``sim_index`` the
-    transition index a simulator serves sessions from."""
+    """The spec of actor ``name``.
+
+    ``replica`` names a projector's own read replica (default ``0``) or a
+    materializer replica (default: none, the single writer); ``shard`` (``I/N``) is
+    the belief shard a fusion instance owns, ``partition`` (``I/N``) the worlds a
+    materializer writes, ``sim_index`` the transition index a simulator serves
+    sessions from."""
     if name in ("projector", "simulator"):
         # An unknown or uninstalled WORLDLINE_EMBEDDER fails here, at start-up.
         active_embedder()
     if name == "projector":
-        return projector(replica)
+        return projector(replica or "0")
+    if name == "materializer":
+        return materializer(replica or "", partition)
     if name == "fusion":
         return fusion(shard)
     if name == "simulator":

@@ -231,7 +231,9 @@ def materializer_inputs(
     if not suffix:
         return MATERIALIZER_OPS_IN, MATERIALIZER_IN
     return (
-        ConsumerSpec(OPS, f"materializer-ops{suffix}", MATERIALIZER_OPS_IN.filter_subject),
+        ConsumerSpec(
+            OPS, f"materializer-ops{suffix}", MATERIALIZER_OPS_IN.filter_subject
+        ),
         ConsumerSpec(DERIVED, f"materializer{suffix}", MATERIALIZER_IN.filter_subject),
     )
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from functools import partial
 
 from actors.fusion import core
-from actors.runtime.spec import ActorSpec, Input
+from actors.runtime.spec import ActorSpec, Input, parse_part
 from protocols.messages import FUSION_INBOX
 from protocols.subjects import fusion_in
 
@@ -22,13 +22,7 @@ __all__ = ["parse_shard", "spec"]
 
 def parse_shard(text: str) -> tuple[int, int]:
     """``"I/N"`` -> (I, N), checked: 0 <= I < N."""
-    try:
-        index, count = (int(part) for part in text.split("/"))
-    except ValueError:
-        raise ValueError(f"shard {text!r} is not I/N, e.g. 0/2") from None
-    if not 0 <= index < count:
-        raise ValueError(f"shard {text!r}: need 0 <= I < N")
-    return index, count
+    return parse_part(text, "shard")
 
 
 def spec(shard: str = "0/1") -> ActorSpec:

@@ -7,35 +7,103 @@ Inputs:
 - ``wl.*.derived.posterior.*`` through durable ``materializer`` (``MATERIALIZER_IN``):
   fusion's posteriors.
 
+Replicas (``--replica NAME``) and partitions (``--partition I/N``) get durables of
+their own (``materializer_inputs``); per partition, the replica holding the lease
+publishes and serves, the others stand by hot (actors/runtime/lease.py).
+
 Outputs: the change feed ``wl.<world>.state.<kind>`` and per-agent inboxes
-``wl.<world>.inbox.<agent>``. Serves ``wl.<world>.rpc.state_hash``. State: see
-``actors.materializer.core`` and ``actors.materializer.crew``. Ack policy: after the
-batch's LMDB commit (state, last applied sequence and outbox in one transaction).
+``wl.<world>.inbox.<agent>``. Serves ``wl.<world>.rpc.state_hash`` and ``op_status``.
+State: see ``actors.materializer.core`` and ``actors.materializer.crew``. Ack policy:
+after the batch's LMDB commit (state, last applied sequence and outbox in one
+transaction).
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from actors.materializer import core, crew
-from actors.runtime.spec import ActorSpec, Input, Service
+from actors.runtime.spec import (
+    ActorSpec,
+    Context,
+    Input,
+    Reader,
+    Service,
+    Step,
+    parse_part,
+)
 from protocols.messages import MATERIALIZER_INBOX, MATERIALIZER_RPC, OPS_INBOX
-from protocols.subjects import MATERIALIZER_IN, MATERIALIZER_OPS_IN, rpc_pattern
+from protocols.subjects import (
+    lease_key,
+    materializer_inputs,
+    partition_of,
+    rpc_pattern,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from protocols.messages import Message
 
 __all__ = ["spec"]
 
 
-def spec() -> ActorSpec:
+def spec(replica: str = "", partition: str = "0/1") -> ActorSpec:
+    """The materializer replica ``replica`` of partition ``I/N`` (``partition``).
+
+    A partition owns the worlds :func:`protocols.subjects.partition_of` maps to it;
+    each of its replicas follows the whole log through durables of its own, and the
+    one holding the partition's lease publishes and serves (the others are hot
+    standbys).
+    """
+    index, count = parse_part(partition, "partition")
+    ops_in, posteriors_in = materializer_inputs(replica, index, count)
+    instance = "-".join(
+        part for part in (f"p{index}of{count}" if count > 1 else "", replica) if part
+    )
+    queue = "materializer" if count == 1 else f"materializer-p{index}of{count}"
+    serve = _owned_serve(index, count)
     return ActorSpec(
         name="materializer",
+        replica=instance,
+        lease=lease_key("materializer", index, count),
         inputs=(
-            Input(MATERIALIZER_OPS_IN, OPS_INBOX, crew.handle),
-            Input(MATERIALIZER_IN, MATERIALIZER_INBOX, core.handle),
+            Input(ops_in, OPS_INBOX, _owned(crew.handle, index, count)),
+            Input(posteriors_in, MATERIALIZER_INBOX, _owned(core.handle, index, count)),
         ),
         services=(
-            Service(
-                rpc_pattern("state_hash"), "materializer", MATERIALIZER_RPC, core.serve
-            ),
-            Service(
-                rpc_pattern("op_status"), "materializer", MATERIALIZER_RPC, core.serve
-            ),
+            Service(rpc_pattern("state_hash"), queue, MATERIALIZER_RPC, serve),
+            Service(rpc_pattern("op_status"), queue, MATERIALIZER_RPC, serve),
         ),
     )
+
+
+def _owned(
+    handle: Callable[[Reader, Any, Context], Step], index: int, count: int
+) -> Callable[[Reader, Any, Context], Step]:
+    """``handle`` for the worlds of partition ``index``; other worlds pass by."""
+    if count == 1:
+        return handle
+
+    def owned(reader: Reader, message: Any, ctx: Context) -> Step:
+        if partition_of(ctx.world, count) != index:
+            return Step()
+        return handle(reader, message, ctx)
+
+    return owned
+
+
+def _owned_serve(
+    index: int, count: int
+) -> Callable[[Reader, Any, str], Message | None]:
+    """Answer requests about this partition's worlds only: every partition hears
+    each request (one queue group per partition), and exactly one replies."""
+    if count == 1:
+        return core.serve
+
+    def serve(reader: Reader, request: Any, world: str) -> Message | None:
+        if partition_of(world, count) != index:
+            return None
+        return core.serve(reader, request, world)
+
+    return serve

@@ -16,6 +16,7 @@ import logging
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -33,6 +34,7 @@ from actors.runtime.bus import (
 )
 from actors.runtime.errors import StoreError
 from actors.runtime.heartbeat import run_heartbeat
+from actors.runtime.lease import LeaseGate
 from actors.runtime.metrics import Registry
 from actors.runtime.prepare import prepared_input
 from actors.runtime.store import Delivery, OutboxItem, Store
@@ -105,10 +107,19 @@ async def run_actor(
             registry = metrics or Registry()
             stats = registry.actor(spec, now=clock())
             async with anyio.create_task_group() as tg:
+                gate = None
+                if spec.lease:
+                    gate = LeaseGate(spec.lease, spec.instance)
+                    await tg.start(gate.run, js, partial(_activate, js, store, spec))
                 for inp in spec.inputs:
-                    await tg.start(_consume, nc, store, spec, inp, clock, batch, stats)
-                for service in spec.services:
-                    await tg.start(_serve, nc, store, service)
+                    await tg.start(
+                        _consume, nc, store, spec, inp, clock, batch, stats, gate
+                    )
+                if gate is None:
+                    for service in spec.services:
+                        await tg.start(_serve, nc, store, service)
+                else:
+                    tg.start_soon(_serve_while_active, nc, store, spec.services, gate)
                 interval = registry.heartbeat_interval
                 await tg.start(run_heartbeat, js, store, stats, interval, clock)
                 log.info("%s: consuming", spec.instance)
@@ -141,13 +152,16 @@ async def _consume(
     clock: Clock,
     batch: int,
     stats: ActorMetrics,
+    gate: LeaseGate | None = None,
     *,
     task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     js = nc.jetstream()
     sub = await _bind(js, store, inp)
-    await _publish_committed(js, store, store.pending_outbox())
+    if gate is None:  # with a lease, the holder settles leftovers when it activates
+        await _publish_committed(js, store, store.pending_outbox())
     reconnects = nc.stats["reconnects"]
+    held: list[Msg] = []  # a standby's fetched messages beyond what it may apply
     task_status.started()
     while True:
         if inp.skip_applied and nc.stats["reconnects"] != reconnects:
@@ -155,16 +169,39 @@ async def _consume(
             # redeliver them only after ack_wait, behind newer messages. Rebind at
             # the store's applied sequence so the order stays the stream's.
             reconnects = nc.stats["reconnects"]
+            held = []
             await _unbind(sub)
             sub = await _bind(js, store, inp)
-        try:
-            msgs = await sub.fetch(batch, timeout=FETCH_TIMEOUT)
-        except TimeoutError:  # nats-py raises both its own and the builtin kind
+        if held:
+            msgs, held = held, []
+        else:
+            try:
+                msgs = await sub.fetch(batch, timeout=FETCH_TIMEOUT)
+            except TimeoutError:  # nats-py raises both its own and the builtin kind
+                continue
+            except nats.errors.Error as exc:
+                log.warning("%s: fetch failed (%s); retrying", spec.instance, exc)
+                if inp.skip_applied:
+                    # A cluster moving this durable's leader (a node died) can lose a
+                    # fetch's answer in flight, as a reconnect can: rebind the same way.
+                    reconnects = -1
+                await anyio.sleep(0.5)
+                continue
+        if not msgs:
             continue
-        except nats.errors.Error as exc:
-            log.warning("%s: fetch failed (%s); retrying", spec.instance, exc)
-            await anyio.sleep(0.5)
-            continue
+        publish = gate is None or gate.active
+        if gate is not None and not publish:
+            # Standing by: apply only what the holder has published, send nothing.
+            limit = max(
+                gate.follow_limit(inp.consumer.stream.name),
+                store.applied_seq(inp.consumer.durable),
+            )
+            held = [m for m in msgs if m.metadata.sequence.stream > limit]
+            msgs = [m for m in msgs if m.metadata.sequence.stream <= limit]
+            if held:
+                await gate.wait_changed(FETCH_TIMEOUT)
+            if not msgs:
+                continue
         deliveries = [
             Delivery(m.metadata.sequence.stream, m.subject, m.data) for m in msgs
         ]
@@ -174,7 +211,7 @@ async def _consume(
         prepared = await prepared_input(inp, msgs, deliveries, now)
         try:
             result = await anyio.to_thread.run_sync(
-                store.apply_batch, prepared, deliveries, now
+                partial(store.apply_batch, prepared, deliveries, now, publish=publish)
             )
         except StoreError:
             log.exception(
@@ -188,11 +225,56 @@ async def _consume(
                 for m in msgs:
                     await m.nak()
             continue
-        await _publish_committed(js, store, result.outbox)
+        if gate is None:
+            await _publish_committed(js, store, result.outbox)
+        elif not publish:
+            pass  # a standby's batch: no outputs were staged
+        elif gate.active:
+            await _publish_committed(js, store, result.outbox)
+            gate.note_published(inp.consumer.stream.name, deliveries[-1].seq)
+        else:
+            # The lease lapsed mid-batch: the outputs wait in the outbox until this
+            # replica renews in the same term (sent then) or another replica takes
+            # over (dropped: the new holder sends its own).
+            gate.strand()
         await _settle(msgs, result.accepted)
         stats.record(
             inp.consumer.durable, result.accepted, time.perf_counter() - started
         )
+
+
+async def _activate(
+    js: JetStreamContext, store: Store, spec: ActorSpec, same_term: bool
+) -> dict[str, int]:
+    """Settle committed but unsent outputs as this replica starts to hold the lease,
+    and return what it has published per input stream (its watermark)."""
+    pending = await anyio.to_thread.run_sync(store.pending_outbox)
+    if same_term:
+        await _publish_committed(js, store, pending)
+    elif pending:
+        log.info(
+            "%s: dropping %d outputs of an earlier term (their holder sent them)",
+            spec.instance,
+            len(pending),
+        )
+        await anyio.to_thread.run_sync(store.clear_outbox, [i.key for i in pending])
+    return {
+        inp.consumer.stream.name: store.applied_seq(inp.consumer.durable)
+        for inp in spec.inputs
+    }
+
+
+async def _serve_while_active(
+    nc: NATS, store: Store, services: tuple[Service[Any], ...], gate: LeaseGate
+) -> None:
+    """Answer the services only while holding the lease (a standby's state lags)."""
+    while True:
+        await gate.wait_active(True)
+        async with anyio.create_task_group() as tg:
+            for service in services:
+                await tg.start(_serve, nc, store, service)
+            await gate.wait_active(False)
+            tg.cancel_scope.cancel()
 
 
 async def _bind(js: JetStreamContext, store: Store, inp: Input[Any]) -> Any:
@@ -268,13 +350,16 @@ async def _serve(
             if not msg.reply:
                 continue
             reply = _answer(store, service, msg.subject, msg.data)
-            await msg.respond(encode(reply))
+            if reply is not None:
+                await msg.respond(encode(reply))
     finally:
         with anyio.CancelScope(shield=True), anyio.move_on_after(SHUTDOWN_GRACE):
             await sub.unsubscribe()
 
 
-def _answer(store: Store, service: Service[Any], subject: str, data: bytes) -> Message:
+def _answer(
+    store: Store, service: Service[Any], subject: str, data: bytes
+) -> Message | None:
     try:
         request = service.decoder.decode(data)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:

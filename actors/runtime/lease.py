@@ -111,6 +111,7 @@ class LeaseGate:
         self._seen_at = 0.0
         self._valid_until = 0.0
         self._holding = False  # activated and not demoted since
+        self._stranded = False  # a batch committed outputs it could not send
         self._published: dict[str, int] = {}
         self._changed = anyio.Event()
         self.term = 0
@@ -127,6 +128,12 @@ class LeaseGate:
         if current is None or current.holder == self.holder:
             return 0
         return current.published.get(stream, 0)
+
+    def strand(self) -> None:
+        """A batch committed while the lease had lapsed: its outputs wait in the
+        outbox until the next renewal in this term sends them (or a new holder's
+        term makes them obsolete)."""
+        self._stranded = True
 
     def note_published(self, stream: str, seq: int) -> None:
         """The outputs of ``stream`` up to ``seq`` are published (holder only)."""
@@ -220,10 +227,11 @@ class LeaseGate:
             return  # someone wrote first; the next look sees who
         self._current, self._revision, self._seen_at = lease, revision, sent
         self._valid_until = sent + self.valid_for
-        if self._holding:
+        if self._holding and not self._stranded:
             return
         # Holding from now on (first time, or again after a pause): settle what was
         # committed but not sent before anything else is published.
+        self._stranded = False
         self._published = dict(await activate(same_term))
         log.info("%s: holds lease %s (term %d)", self.holder, self.key, term)
         self.term = term

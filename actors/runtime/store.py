@@ -125,7 +125,12 @@ class Store:
         return 0 if raw is None else int(bytes(raw))
 
     def apply_batch(
-        self, inp: Input[Any], deliveries: list[Delivery], now: Any
+        self,
+        inp: Input[Any],
+        deliveries: list[Delivery],
+        now: Any,
+        *,
+        publish: bool = True,
     ) -> BatchResult:
         """Decode, handle and commit a batch in one write transaction.
 
@@ -133,6 +138,9 @@ class Store:
         redelivery after a crash between commit and ack). Input that does not decode, or
         that the handler rejects, is dead-lettered: recorded as applied, with a
         :class:`DeadLetter` in the outbox. Nothing is lost, nothing is applied twice.
+
+        ``publish=False`` applies the state changes but stages no outputs: a standby
+        replica following what its active replica has already published.
         """
         durable_key = _APPLIED + inp.consumer.durable.encode()
         accepted: list[bool] = []
@@ -147,6 +155,8 @@ class Store:
 
                 def stage(subject: str, msg_id: str, payload: bytes) -> None:
                     nonlocal next_key
+                    if not publish:
+                        return
                     key = next_key.to_bytes(8, "big")
                     next_key += 1
                     txn.put(key, encode_item(subject, msg_id, payload), db=self._outbox)

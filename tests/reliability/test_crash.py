@@ -78,7 +78,9 @@ def _start(data: Path, world_file: Path) -> tuple[subprocess.Popen[str], str]:
     return proc, lines[0].split()[1]
 
 
-async def _write(url: str, first: int, count: int, acked: list[str]) -> None:
+async def _write(
+    url: str, first: int, count: int, acked: list[str], *, world: str = WORLD
+) -> None:
     nc = await nats.connect(url, max_reconnect_attempts=0)
     js = nc.jetstream()
     at = datetime.now(UTC)
@@ -86,7 +88,7 @@ async def _write(url: str, first: int, count: int, acked: list[str]) -> None:
         for i in range(first, first + count):
             op = _op(i, at)
             await js.publish(
-                ops(WORLD, "ada"),
+                ops(world, "ada"),
                 encode(op),
                 timeout=2,
                 headers={api.Header.MSG_ID: op.op_id},
