@@ -43,7 +43,8 @@ if TYPE_CHECKING:
 
     from nats.js import JetStreamContext
 
-pytestmark = pytest.mark.cluster
+# About 25 s on a quiet 2-core machine; room for one that is busy.
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(120)]
 
 WORLD = "cluster"
 OPS_COUNT = int(os.environ.get("WORLDLINE_CLUSTER_OPS", "600"))
