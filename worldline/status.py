@@ -24,10 +24,12 @@ import nats.js.errors
 from actors.registry import ACTORS, build
 from actors.runtime.bus import connect
 from actors.runtime.errors import BusUnavailable
+from protocols.messages import LEASE_VALUE
 from protocols.status import HEARTBEAT_VALUE, Heartbeat
 from protocols.subjects import (
     ACTOR_NAMES,
     DLQ,
+    LEASES,
     STATUS,
     STREAMS,
     bucket_put,
@@ -107,6 +109,15 @@ class StreamRow(msgspec.Struct, frozen=True, kw_only=True):
     consumers: int | None
 
 
+class LeaseRow(msgspec.Struct, frozen=True, kw_only=True):
+    """Who writes for one materializer partition (the ``wl-leases`` bucket)."""
+
+    partition: str  # the lease key, e.g. materializer.p0of1
+    holder: str  # the instance that publishes; the partition's others stand by
+    term: int  # grows by one at every takeover
+    published: dict[str, int]  # per input stream, the last sequence sent
+
+
 class StatusReport(msgspec.Struct, frozen=True, kw_only=True):
     """What ``worldline status --json`` prints."""
 
@@ -115,6 +126,7 @@ class StatusReport(msgspec.Struct, frozen=True, kw_only=True):
     nats: str
     instances: list[InstanceRow]
     streams: list[StreamRow]
+    leases: list[LeaseRow] = []
 
 
 def _order(actor: str) -> int:
@@ -170,6 +182,7 @@ def build_report(
     dlq_counts: Mapping[str, int],
     streams: Iterable[StreamRow],
     expected: Mapping[str, Expected],
+    leases: Iterable[LeaseRow] = (),
 ) -> StatusReport:
     """Join heartbeats with JetStream's numbers; pure, so tests pin every rule.
 
@@ -235,7 +248,12 @@ def build_report(
         )
     rows.sort(key=lambda r: (_order(r.actor), r.instance, r.host or "", r.pid or 0))
     return StatusReport(
-        version=1, at=now, nats=url, instances=rows, streams=list(streams)
+        version=1,
+        at=now,
+        nats=url,
+        instances=rows,
+        streams=list(streams),
+        leases=sorted(leases, key=lambda lease: lease.partition),
     )
 
 
@@ -264,6 +282,35 @@ async def _heartbeats(js: JetStreamContext) -> list[Heartbeat]:
         except msgspec.DecodeError:  # a newer or foreign writer: skip, not crash
             continue
     return beats
+
+
+async def _leases(js: JetStreamContext) -> list[LeaseRow]:
+    try:
+        kv = await js.key_value(LEASES.bucket)
+        keys = await kv.keys()
+    except (nats.js.errors.NotFoundError, nats.js.errors.NoKeysError):  # none yet
+        return []
+    rows = []
+    for key in keys:
+        try:
+            entry = await kv.get(key)
+        except nats.js.errors.NotFoundError:
+            continue
+        if entry.value is None:
+            continue
+        try:
+            lease = LEASE_VALUE.decode(entry.value)
+        except msgspec.DecodeError:
+            continue
+        rows.append(
+            LeaseRow(
+                partition=key,
+                holder=lease.holder,
+                term=lease.term,
+                published=dict(lease.published),
+            )
+        )
+    return rows
 
 
 async def _consumers(
@@ -335,6 +382,7 @@ async def gather(url: str, *, now: datetime) -> StatusReport:
             consumers = await _consumers(js, durables)
             dlq_counts = await _dlq_counts(js)
             streams = await _streams(js)
+            leases = await _leases(js)
         except nats.errors.Error as exc:
             raise BusUnavailable(
                 f"NATS at {url} did not answer status queries "
@@ -352,6 +400,7 @@ async def gather(url: str, *, now: datetime) -> StatusReport:
         dlq_counts=dlq_counts,
         streams=streams,
         expected=defaults,
+        leases=leases,
     )
 
 
@@ -458,6 +507,20 @@ def render(report: StatusReport) -> str:
         (s.name, _num(s.messages), _size(s.bytes), _num(s.consumers))
         for s in report.streams
     ]
+    lease_rows = [
+        (
+            lease.partition,
+            lease.holder,
+            str(lease.term),
+            " ".join(f"{k}:{v}" for k, v in sorted(lease.published.items())) or "-",
+        )
+        for lease in report.leases
+    ]
+    leases = (
+        ["", _table(("LEASE", "HOLDER", "TERM", "PUBLISHED"), lease_rows, {"TERM"})]
+        if lease_rows
+        else []
+    )
     return "\n".join(
         [
             f"nats: {report.nats}  instances: {len(report.instances)} ({summary})",
@@ -469,5 +532,6 @@ def render(report: StatusReport) -> str:
                 stream_rows,
                 {"MESSAGES", "BYTES", "CONSUMERS"},
             ),
+            *leases,
         ]
     )

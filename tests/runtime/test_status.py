@@ -273,6 +273,8 @@ async def test_status_shows_every_instance_counts_and_dead_letters(
                     for i in rows[name].inputs
                 )
                 and rows["fusion"].inputs[0].dead_lettered == 1
+                # the holder advertises what it sent at its next renewal (0.5 s)
+                and any(x.published.get("WL_OPS", 0) > 0 for x in report.leases)
             )
 
         await _settled(nats_url, settled)
@@ -319,6 +321,14 @@ async def test_status_shows_every_instance_counts_and_dead_letters(
     for name in rows:
         assert any(line.startswith(name) for line in human.splitlines())
     assert any(line.startswith("WL_DLQ") for line in human.splitlines())
+    # The materializer holds its partition's lease, and says how far it has sent.
+    (lease,) = report["leases"]
+    assert lease["partition"] == "materializer.p0of1"
+    assert lease["holder"] == "materializer"
+    assert lease["term"] == 1
+    assert lease["published"]["WL_OPS"] >= 1
+    assert any(line.split()[:3] == ["materializer.p0of1", "materializer", "1"]
+               for line in human.splitlines())  # fmt: skip
 
 
 @pytest.mark.nats
