@@ -39,7 +39,7 @@ from actors.runtime.metrics import Registry
 from actors.runtime.prepare import prepared_input
 from actors.runtime.store import Delivery, OutboxItem, Store
 from protocols.messages import Message, RpcError, encode
-from protocols.subjects import BUCKETS, STREAMS, world_of
+from protocols.subjects import BATCH_HEADER, BUCKETS, STREAMS, world_of
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -203,7 +203,13 @@ async def _consume(
             if not msgs:
                 continue
         deliveries = [
-            Delivery(m.metadata.sequence.stream, m.subject, m.data) for m in msgs
+            Delivery(
+                m.metadata.sequence.stream,
+                m.subject,
+                m.data,
+                batch=BATCH_HEADER in (m.headers or {}),
+            )
+            for m in msgs
         ]
         started = time.perf_counter()
         now = clock()
@@ -237,7 +243,7 @@ async def _consume(
             # replica renews in the same term (sent then) or another replica takes
             # over (dropped: the new holder sends its own).
             gate.strand()
-        await _settle(msgs, result.accepted)
+        await _settle(msgs, result.accepted, cumulative=inp.skip_applied)
         stats.record(
             inp.consumer.durable, result.accepted, time.perf_counter() - started
         )
@@ -305,7 +311,13 @@ async def _unbind(sub: Any) -> None:
             log.debug("unsubscribe failed: %s", exc)
 
 
-async def _settle(msgs: list[Msg], accepted: list[bool]) -> None:
+async def _settle(msgs: list[Msg], accepted: list[bool], *, cumulative: bool) -> None:
+    """Ack what was applied, term what was dead-lettered. A durable this process
+    owns acks cumulatively: one ack of the batch's last message settles it all (the
+    store, not the ack, says what was applied; dead letters are in the DLQ)."""
+    if cumulative:
+        await max(msgs, key=lambda m: m.metadata.sequence.stream).ack()
+        return
     for msg, ok in zip(msgs, accepted, strict=True):
         if ok:
             await msg.ack()
@@ -351,10 +363,26 @@ async def _serve(
                 continue
             reply = _answer(store, service, msg.subject, msg.data)
             if reply is not None:
-                await msg.respond(encode(reply))
+                await _respond(msg, reply)
     finally:
         with anyio.CancelScope(shield=True), anyio.move_on_after(SHUTDOWN_GRACE):
             await sub.unsubscribe()
+
+
+async def _respond(msg: Msg, reply: Message) -> None:
+    """Send ``reply``; one larger than the server's max_payload (it would have
+    raised out of the serve loop and stopped the actor) becomes a clear error."""
+    data = encode(reply)
+    try:
+        await msg.respond(data)
+    except nats.errors.MaxPayloadError:
+        log.warning("answer on %s too large (%d bytes)", msg.subject, len(data))
+        error = RpcError(
+            code="invalid",
+            message=f"the answer on {msg.subject} is {len(data):,} bytes, more than "
+            "the server's max_payload; ask for less (a smaller limit or a filter)",
+        )
+        await msg.respond(encode(error))
 
 
 def _answer(
