@@ -22,7 +22,7 @@ on disk (legitimately: the world gets bigger) and are the kernel's to reclaim.
   projector catches up with nothing lost and its heap bounded.
 
 The CI run floods 10,000 observations in all; the long run is
-``WORLDLINE_FLOOD_MESSAGES=100000 python -m pytest -s
+``WORLDLINE_FLOOD_MESSAGES=40000 python -m pytest -s
 tests/reliability/test_backpressure.py`` (the total of both bursts).
 """
 
