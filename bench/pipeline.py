@@ -25,6 +25,7 @@ in this process instead). ``--profile DIR`` writes a cProfile per actor process.
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import os
 import signal
 import subprocess
@@ -46,7 +47,7 @@ from nats.js import api
 
 import worldline
 from actors.registry import build
-from actors.runtime.bus import ensure_streams
+from actors.runtime.bus import ensure_streams, unbatched
 from actors.runtime.embedded import EmbeddedNats
 from actors.runtime.store import Delivery, Store
 from actors.runtime.supervise import run_actors
@@ -235,18 +236,23 @@ class Feed:
     """Arrival time of each op's effect on one feed, by the op's OPS sequence (a
     core subscription: it sees what the actors publish, as they publish it)."""
 
-    def __init__(self, seq_of: Any) -> None:
+    def __init__(self, pattern: str, seq_of: Any) -> None:
+        self.pattern = pattern  # the subjects (of batch items too) it reads
         self.seq_of = seq_of
         self.times: dict[int, float] = {}
         self.waiting: dict[int, anyio.Event] = {}
 
     async def listen(self, sub: Any) -> None:
         async for msg in sub.messages:
-            seq = self.seq_of(msg.data)
-            self.times.setdefault(seq, time.perf_counter())
-            event = self.waiting.pop(seq, None)
-            if event is not None:
-                event.set()
+            now = time.perf_counter()
+            for subject, payload in unbatched(msg):
+                if not fnmatch.fnmatchcase(subject, self.pattern):
+                    continue
+                seq = self.seq_of(payload)
+                self.times.setdefault(seq, now)
+                event = self.waiting.pop(seq, None)
+                if event is not None:
+                    event.set()
 
     async def wait(self, seq: int) -> float:
         if seq not in self.times:
@@ -361,11 +367,15 @@ async def end_to_end(
     nc = await nats.connect(url, name="bench-e2e")
     js = nc.jetstream()
     subject = ops(world, AGENT)
-    state_feed = Feed(lambda data: _STATE.decode(data).belief.version)
-    derived_feed = Feed(lambda data: _DERIVED.decode(data).cause_seq)
+    state_feed = Feed(
+        state(world, "belief"), lambda data: _STATE.decode(data).belief.version
+    )
+    derived_feed = Feed(
+        derived(world, "posterior", "*"), lambda data: _DERIVED.decode(data).cause_seq
+    )
     subs = [
         await nc.subscribe(
-            state(world, "belief"), pending_msgs_limit=-1, pending_bytes_limit=-1
+            state(world, "*"), pending_msgs_limit=-1, pending_bytes_limit=-1
         ),
         await nc.subscribe(
             derived(world, "posterior", "*"),

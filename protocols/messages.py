@@ -49,6 +49,7 @@ __all__ = [
     "AddEdge",
     "AddEvidence",
     "AgentView",
+    "BatchItems",
     "Before",
     "Belief",
     "BeliefChanged",
@@ -121,7 +122,9 @@ __all__ = [
     "WorldDeclared",
     "WorldReply",
     "WorldviewReply",
+    "decode_batch",
     "encode",
+    "encode_batch",
 ]
 
 Confidence = Annotated[float, msgspec.Meta(ge=0.0, le=1.0)]
@@ -786,3 +789,19 @@ _ENCODER: Final = msgspec.msgpack.Encoder()
 def encode(message: msgspec.Struct) -> bytes:
     """Encode any wire struct as msgpack."""
     return _ENCODER.encode(message)
+
+
+BatchItems = list[tuple[str, bytes]]
+"""A batch's payload: (subject, encoded message) per item, in publish order."""
+
+_BATCH: Final = msgspec.msgpack.Decoder(BatchItems)
+
+
+def encode_batch(items: BatchItems) -> bytes:
+    """Encode many actor outputs as one stream message's payload."""
+    return _ENCODER.encode(items)
+
+
+def decode_batch(data: bytes) -> BatchItems:
+    """The items of a batch; raises ``msgspec.DecodeError`` or ``ValidationError``."""
+    return _BATCH.decode(data)

@@ -15,6 +15,7 @@ from typing import Final, Literal
 
 __all__ = [
     "ACTOR_NAMES",
+    "BATCH_HEADER",
     "BUCKETS",
     "DERIVED",
     "DERIVED_CHANNEL",
@@ -39,6 +40,7 @@ __all__ = [
     "RpcVerb",
     "StreamSpec",
     "author_of",
+    "batch_subject",
     "bucket_key",
     "bucket_put",
     "bucket_stream",
@@ -105,6 +107,31 @@ def derived(world: str, kind: str, shard: str) -> str:
 def state(world: str, kind: str) -> str:
     """Change-feed subject the materializer publishes applied changes on."""
     return f"{PREFIX}.{world}.state.{kind}"
+
+
+# A batch: many actor outputs in one stream message (see ``batch_subject``). The
+# header holds how many; the payload is ``protocols.messages.encode_batch``.
+BATCH_HEADER: Final = "Wl-Batch"
+
+
+def batch_subject(subject: str) -> str | None:
+    """The subject a batch of outputs on ``subject`` travels on, or None when
+    ``subject`` is never batched.
+
+    Fusion's derived records batch per subject (each derived kind has its own
+    consumer); the materializer's change feed batches per world on
+    ``wl.<world>.state.batch``, so one batch keeps the order of changes of every
+    kind. Inboxes, dead letters, ops and observations are never batched: agents and
+    operators read them one by one.
+    """
+    parts = subject.split(".")
+    if len(parts) < 4 or parts[0] != PREFIX:
+        return None
+    if parts[2] == DERIVED_CHANNEL:
+        return subject
+    if parts[2] == "state":
+        return f"{PREFIX}.{parts[1]}.state.batch"
+    return None
 
 
 def inbox(world: str, agent: str) -> str:

@@ -189,6 +189,7 @@ async def _consume(
                 continue
         if not msgs:
             continue
+        msgs, held = _bounded(msgs, batch)
         publish = gate is None or gate.active
         if gate is not None and not publish:
             # Standing by: apply only what the holder has published, send nothing.
@@ -196,9 +197,10 @@ async def _consume(
                 gate.follow_limit(inp.consumer.stream.name),
                 store.applied_seq(inp.consumer.durable),
             )
-            held = [m for m in msgs if m.metadata.sequence.stream > limit]
+            beyond = [m for m in msgs if m.metadata.sequence.stream > limit]
             msgs = [m for m in msgs if m.metadata.sequence.stream <= limit]
-            if held:
+            held = beyond + held
+            if beyond:
                 await gate.wait_changed(FETCH_TIMEOUT)
             if not msgs:
                 continue
@@ -247,6 +249,26 @@ async def _consume(
         stats.record(
             inp.consumer.durable, result.accepted, time.perf_counter() - started
         )
+
+
+def _bounded(msgs: list[Msg], items: int) -> tuple[list[Msg], list[Msg]]:
+    """Split fetched messages into what one transaction applies (about ``items``
+    outputs: a batch message counts its size) and what waits for the next one. A
+    fetch of batches could otherwise carry a hundred times the fetch size, and one
+    transaction would hold it all (and a shutdown would wait for it)."""
+    weight = 0
+    for n, msg in enumerate(msgs, start=1):
+        weight += _size(msg)
+        if weight >= items:
+            return msgs[:n], msgs[n:]
+    return msgs, []
+
+
+def _size(msg: Msg) -> int:
+    try:
+        return max(1, int((msg.headers or {}).get(BATCH_HEADER, 1)))
+    except ValueError:  # a forged header: the store dead-letters what it carries
+        return 1
 
 
 async def _activate(

@@ -23,8 +23,8 @@ import msgspec
 
 from actors.runtime.errors import InvalidInput, StoreError
 from actors.runtime.spec import Context, Input, Reader
-from protocols.messages import DeadLetter, encode
-from protocols.subjects import author_of, dlq, world_of
+from protocols.messages import DeadLetter, decode_batch, encode
+from protocols.subjects import author_of, batch_subject, dlq, world_of
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -46,6 +46,7 @@ class Delivery:
     seq: int
     subject: str
     data: bytes
+    batch: bool = False  # a batch of outputs (header Wl-Batch): unpacked here
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,22 +163,37 @@ class Store:
                     txn.put(key, encode_item(subject, msg_id, payload), db=self._outbox)
                     items.append(OutboxItem(key, subject, msg_id, payload))
 
+                def reject(d: Delivery, reason: str, msg_id: str) -> None:
+                    letter = dead_letter(self.actor, d, reason, now)
+                    stage(
+                        dlq(_world_or_unknown(d.subject), self.actor),
+                        msg_id,
+                        encode(letter),
+                    )
+
                 for d in deliveries:
                     if inp.skip_applied and d.seq <= applied:
                         accepted.append(True)
                         continue
                     applied = max(applied, d.seq)
+                    msg_id = f"dlq:{inp.consumer.durable}:{d.seq}"
+                    if d.batch:
+                        ok = True
+                        for part, (item, bad) in enumerate(_unbatched(d)):
+                            reason = bad or self._handle_one(
+                                inp, reader, txn, item, now, stage
+                            )
+                            if reason is not None:
+                                ok = False
+                                reject(item, reason, f"{msg_id}.{part}")
+                        accepted.append(ok)
+                        continue
                     reason = self._handle_one(inp, reader, txn, d, now, stage)
                     if reason is None:
                         accepted.append(True)
                         continue
                     accepted.append(False)
-                    letter = dead_letter(self.actor, d, reason, now)
-                    stage(
-                        dlq(_world_or_unknown(d.subject), self.actor),
-                        f"dlq:{inp.consumer.durable}:{d.seq}",
-                        encode(letter),
-                    )
+                    reject(d, reason, msg_id)
                 txn.put(durable_key, str(applied).encode(), db=self._meta)
                 txn.put(_OUTBOX_NEXT, str(next_key).encode(), db=self._meta)
         except lmdb.Error as exc:
@@ -272,6 +288,24 @@ def dead_letter(actor: str, d: Delivery, reason: str, now: Any) -> DeadLetter:
         payload_bytes=len(payload),
         payload_sha256=hashlib.sha256(payload).hexdigest(),
     )
+
+
+def _unbatched(d: Delivery) -> list[tuple[Delivery, str | None]]:
+    """The items of batch ``d``, each as a delivery at ``d``'s sequence, with the
+    reason to dead-letter it instead (a batch that does not decode; an item on a
+    subject the batch cannot carry: another world or channel)."""
+    try:
+        items = decode_batch(d.data)
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
+        return [(d, f"undecodable: not a worldline batch ({exc})")]
+    out: list[tuple[Delivery, str | None]] = []
+    for subject, payload in items:
+        item = Delivery(d.seq, subject, payload)
+        if batch_subject(subject) != d.subject:
+            out.append((item, f"invalid: a batch on {d.subject} cannot carry it"))
+        else:
+            out.append((item, None))
+    return out
 
 
 def encode_item(subject: str, msg_id: str, payload: bytes) -> bytes:

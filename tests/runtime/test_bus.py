@@ -12,7 +12,7 @@ import nats
 import pytest
 
 from actors.registry import build
-from actors.runtime.bus import connect, ensure_consumer, ensure_streams
+from actors.runtime.bus import connect, ensure_consumer, ensure_streams, unbatched
 from actors.runtime.errors import BusUnavailable, ConfigDrift
 from actors.runtime.store import Store
 from protocols.messages import PosteriorUpdate
@@ -109,7 +109,9 @@ async def test_committed_outbox_is_published_on_restart(
                 except TimeoutError:
                     continue
                 got += [
-                    msgspec.msgpack.decode(m.data, type=PosteriorUpdate) for m in msgs
+                    msgspec.msgpack.decode(data, type=PosteriorUpdate)
+                    for m in msgs
+                    for _, data in unbatched(m)
                 ]
     await nc.close()
     assert sorted(u.belief.id for u in got) == ["b-1", "b-2", "b-3"]
