@@ -163,10 +163,10 @@ class Store:
                     txn.put(key, encode_item(subject, msg_id, payload), db=self._outbox)
                     items.append(OutboxItem(key, subject, msg_id, payload))
 
-                def reject(d: Delivery, reason: str, msg_id: str) -> None:
+                def reject(d: Delivery, reason: str, msg_id: str, on: str) -> None:
                     letter = dead_letter(self.actor, d, reason, now)
                     stage(
-                        dlq(_world_or_unknown(d.subject), self.actor),
+                        dlq(_world_or_unknown(on), self.actor),
                         msg_id,
                         encode(letter),
                     )
@@ -185,7 +185,9 @@ class Store:
                             )
                             if reason is not None:
                                 ok = False
-                                reject(item, reason, f"{msg_id}.{part}")
+                                # filed under the batch's world, not the
+                                # item's claim
+                                reject(item, reason, f"{msg_id}.{part}", d.subject)
                         accepted.append(ok)
                         continue
                     reason = self._handle_one(inp, reader, txn, d, now, stage)
@@ -193,7 +195,7 @@ class Store:
                         accepted.append(True)
                         continue
                     accepted.append(False)
-                    reject(d, reason, msg_id)
+                    reject(d, reason, msg_id, d.subject)
                 txn.put(durable_key, str(applied).encode(), db=self._meta)
                 txn.put(_OUTBOX_NEXT, str(next_key).encode(), db=self._meta)
         except lmdb.Error as exc:
@@ -298,6 +300,8 @@ def _unbatched(d: Delivery) -> list[tuple[Delivery, str | None]]:
         items = decode_batch(d.data)
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
         return [(d, f"undecodable: not a worldline batch ({exc})")]
+    if not items:  # no actor publishes one
+        return [(d, "invalid: an empty batch")]
     out: list[tuple[Delivery, str | None]] = []
     for subject, payload in items:
         item = Delivery(d.seq, subject, payload)

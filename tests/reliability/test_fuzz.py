@@ -105,8 +105,9 @@ from protocols.messages import (
     UpsertEntity,
     WorldDeclared,
     encode,
+    encode_batch,
 )
-from protocols.subjects import derived, dlq, obs, ops, rpc_pattern, state
+from protocols.subjects import batch_subject, derived, dlq, obs, ops, rpc_pattern, state
 from protocols.world import Edge, Entity, FieldState, WorldDecl
 from worldline.declaration import (
     MAX_DECLARATION_BYTES,
@@ -1193,6 +1194,85 @@ def test_hostile_input_is_dead_lettered_and_changes_nothing(
     assert tally.inputs == INPUTS
     crashes, failures = len(tally.crashes), len(tally.problems)
     assert (crashes, failures) == (0, 0), tally.verdict()
+
+
+BATCHED: Final = tuple(c for c in INBOXES if batch_subject(c.subject) is not None)
+
+
+@pytest.mark.timeout(TIMEOUT)
+@pytest.mark.parametrize("case", BATCHED, ids=[c.name for c in BATCHED])
+def test_hostile_batches_are_dead_lettered_item_by_item(
+    case: InboxCase, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Batches (many outputs in one stream message) from a hostile publisher: random
+    bytes, hostile items, good items claiming another world. Each batch is rejected,
+    each bad item dead-lettered on its own, nothing changes state, nothing crashes."""
+    _quiet(caplog)
+    fuzzer = InboxFuzzer(case, tmp_path)
+    rng = random.Random(f"{SEED}:batch:{case.name}")
+    generate = Generator(rng, case.templates(), case.union, json_artifacts=False)
+    outer = batch_subject(case.subject)
+    assert outer is not None
+    foreign = case.subject.replace(f".{WORLD}.", ".elsewhere.", 1)
+    durable = fuzzer.inp.consumer.durable
+    tried = 0
+    try:
+        fuzzer._apply(
+            [
+                Delivery(next(fuzzer.seq), case.subject, encode(t))
+                for t in case.templates()
+            ]
+        )
+        while tried < INPUTS:
+            shape = tried % 3
+            if shape == 0:  # not a batch at all
+                items: list[tuple[str, bytes]] = []
+                data = generate(tried).data
+            elif shape == 1:  # a batch of hostile items
+                hostile = [generate(tried + k) for k in range(rng.randint(1, 5))]
+                items = [
+                    (case.subject, h.data) for h in hostile if h.expect == "reject"
+                ]
+                if not items:
+                    tried += 1
+                    continue
+                data = encode_batch(items)
+            else:  # good items smuggled in for another world
+                items = [(foreign, encode(case.good(tried)))]
+                data = encode_batch(items)
+            before = snapshot(fuzzer.store)
+            seq = next(fuzzer.seq)
+            try:
+                result = fuzzer.store.apply_batch(
+                    fuzzer.inp, [Delivery(seq, outer, data, batch=True)], AT
+                )
+            except Exception as exc:
+                fuzzer.tally.crash(f"apply_batch raised {exc!r:.120}", repr(data[:48]))
+                tried += 1
+                continue
+            fuzzer.store.clear_outbox([i.key for i in result.outbox])
+            fuzzer.tally.count(f"batch-shape-{shape}")
+            letters = sorted(i.msg_id for i in result.outbox if i.subject == fuzzer.dlq)
+            expected = sorted(
+                f"dlq:{durable}:{seq}.{k}" for k in range(max(1, len(items)))
+            )
+            if result.accepted != [False] or letters != expected:
+                fuzzer.tally.problem(
+                    f"batch shape {shape}: accepted={result.accepted}, "
+                    f"letters={letters}, expected {expected}",
+                    repr(data[:48]),
+                )
+            if snapshot(fuzzer.store) != before:
+                fuzzer.tally.problem("a rejected batch changed state", repr(data[:48]))
+            tried += 1
+        fuzzer.good(tried)
+    finally:
+        fuzzer.close()
+    tally = fuzzer.tally
+    print(
+        f"{case.name}: {tried} hostile batches, {dict(sorted(tally.by_kind.items()))}"
+    )
+    assert (len(tally.crashes), len(tally.problems)) == (0, 0), tally.verdict()
 
 
 # --- services: decoder + serve through the runtime's _answer --------------------------

@@ -1,0 +1,141 @@
+"""Batches of actor outputs: how an outbox is packed into stream messages, and how a
+consumer unpacks, applies and rejects what one carries."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from actors.registry import build
+from actors.runtime.bus import BATCH_BYTES, BATCH_ITEMS, batched
+from actors.runtime.store import Delivery, OutboxItem, Store
+from protocols.messages import DeadLetter, decode_batch, encode_batch
+from protocols.subjects import batch_subject, derived, dlq, inbox, state
+from tests.runtime.test_store import AT, WORLD, _deliveries
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+FUSION = build("fusion").inputs[0]
+_, POSTERIORS = build("materializer").inputs
+
+
+def _item(n: int, subject: str, size: int = 10) -> OutboxItem:
+    return OutboxItem(n.to_bytes(8, "big"), subject, f"id-{n}", b"x" * size)
+
+
+def test_batch_subjects_keep_each_consumer_and_world_apart() -> None:
+    assert batch_subject(derived("w", "posterior", "0")) == derived(
+        "w", "posterior", "0"
+    )
+    assert batch_subject(state("w", "belief")) == state("w", "batch")
+    assert batch_subject(state("w", "entity")) == state("w", "batch")
+    assert batch_subject(state("v", "entity")) == state("v", "batch")
+    for alone in (inbox("w", "ada"), dlq("w", "fusion"), "wl.w.ops.ada", "x.y.z.w"):
+        assert batch_subject(alone) is None
+
+
+def test_consecutive_outputs_share_a_message_in_order_and_others_travel_alone() -> None:
+    items = [
+        _item(1, state("w", "belief")),
+        _item(2, state("w", "entity")),
+        _item(3, inbox("w", "ada")),  # never batched: agents read it one by one
+        _item(4, state("w", "belief")),
+        _item(5, state("v", "belief")),  # another world: another batch
+        _item(6, state("v", "belief")),
+    ]
+    out = batched(items)
+    assert [(m.subject, m.count) for m in out] == [
+        (state("w", "batch"), 2),
+        (inbox("w", "ada"), 0),
+        (state("w", "belief"), 0),  # a run of one is sent as itself
+        (state("v", "batch"), 2),
+    ]
+    assert decode_batch(out[0].payload) == [
+        (state("w", "belief"), b"x" * 10),
+        (state("w", "entity"), b"x" * 10),
+    ]
+    assert out[1].msg_id == "id-3"
+    # The same items give the same Msg-Ids (a retried publish is de-duplicated);
+    # different items give different ones.
+    again = batched(items)
+    assert [m.msg_id for m in again] == [m.msg_id for m in out]
+    assert out[0].msg_id != out[3].msg_id
+
+
+def test_batches_are_capped_by_count_and_bytes() -> None:
+    many = [_item(n, state("w", "belief")) for n in range(BATCH_ITEMS + 5)]
+    assert [m.count for m in batched(many)] == [BATCH_ITEMS, 5]
+    big = [_item(n, state("w", "belief"), BATCH_BYTES // 3) for n in range(4)]
+    out = batched(big)
+    assert [m.count for m in out] == [2, 2]
+    assert all(len(m.payload) < 1024 * 1024 for m in out)
+
+
+def _posterior_batch(tmp_path: Path) -> tuple[list[tuple[str, bytes]], bytes]:
+    """Fusion's real outputs for three ops, as the batch it would publish."""
+    store = Store(tmp_path / "fusion", actor="fusion")
+    result = store.apply_batch(FUSION, _deliveries(1, 4), AT)
+    store.close()
+    items = [(i.subject, i.payload) for i in result.outbox]
+    return items, encode_batch(items)
+
+
+def test_a_batch_applies_every_item_once_at_its_sequence(tmp_path: Path) -> None:
+    items, payload = _posterior_batch(tmp_path)
+    subject = items[0][0]
+    store = Store(tmp_path / "materializer", actor="materializer")
+    first = store.apply_batch(
+        POSTERIORS, [Delivery(7, subject, payload, batch=True)], AT
+    )
+    assert first.accepted == [True]
+    changed = {i.msg_id for i in first.outbox}
+    assert {f"state:{WORLD}:belief:b-{n}:{n}" for n in (1, 2, 3)} <= changed
+    # Redelivered (a crash before the ack): skipped whole, nothing twice.
+    again = store.apply_batch(
+        POSTERIORS, [Delivery(7, subject, payload, batch=True)], AT
+    )
+    assert again.accepted == [True]
+    assert again.outbox == []
+    assert store.applied_seq(POSTERIORS.consumer.durable) == 7
+    store.close()
+
+
+def test_a_broken_batch_or_a_smuggled_item_is_dead_lettered(tmp_path: Path) -> None:
+    items, _ = _posterior_batch(tmp_path)
+    subject = items[0][0]
+    other_world = derived("elsewhere", "posterior", "0")
+    smuggled = encode_batch([items[0], (other_world, items[1][1]), items[2]])
+    store = Store(tmp_path / "materializer", actor="materializer")
+    result = store.apply_batch(
+        POSTERIORS,
+        [
+            Delivery(1, subject, b"\xc1 not a batch", batch=True),
+            Delivery(2, subject, smuggled, batch=True),
+        ],
+        AT,
+    )
+    assert result.accepted == [False, False]
+    letters = [
+        msgspec.msgpack.decode(i.payload, type=DeadLetter)
+        for i in result.outbox
+        if i.subject == dlq(WORLD, "materializer")
+    ]
+    assert [(d.stream_seq, d.reason.split(":")[0]) for d in letters] == [
+        (1, "undecodable"),
+        (2, "invalid"),
+    ]
+    assert letters[1].subject == other_world  # the item, not the whole batch
+    # The smuggled batch's honest items were applied; the foreign one was not.
+    changed = {
+        i.msg_id for i in result.outbox if i.subject != dlq(WORLD, "materializer")
+    }
+    assert f"state:{WORLD}:belief:b-1:1" in changed
+    assert f"state:{WORLD}:belief:b-3:3" in changed
+    assert not any("elsewhere" in m for m in changed)
+    assert [i.msg_id for i in result.outbox if i.msg_id.startswith("dlq:")] == [
+        f"dlq:{POSTERIORS.consumer.durable}:1.0",
+        f"dlq:{POSTERIORS.consumer.durable}:2.1",
+    ]
+    store.close()
