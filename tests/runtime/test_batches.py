@@ -11,7 +11,7 @@ from actors.registry import build
 from actors.runtime.bus import BATCH_BYTES, BATCH_ITEMS, batched
 from actors.runtime.store import Delivery, OutboxItem, Store
 from protocols.messages import DeadLetter, decode_batch, encode_batch
-from protocols.subjects import batch_subject, derived, dlq, inbox, state
+from protocols.subjects import batch_subject, derived, dlq, inbox, ops, state
 from tests.runtime.test_store import AT, WORLD, _deliveries
 
 if TYPE_CHECKING:
@@ -32,7 +32,7 @@ def test_batch_subjects_keep_each_consumer_and_world_apart() -> None:
     assert batch_subject(state("w", "belief")) == state("w", "batch")
     assert batch_subject(state("w", "entity")) == state("w", "batch")
     assert batch_subject(state("v", "entity")) == state("v", "batch")
-    for alone in (inbox("w", "ada"), dlq("w", "fusion"), "wl.w.ops.ada", "x.y.z.w"):
+    for alone in (inbox("w", "ada"), dlq("w", "fusion"), ops("w", "ada"), "x.y.z.w"):
         assert batch_subject(alone) is None
 
 
