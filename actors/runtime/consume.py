@@ -119,7 +119,7 @@ async def run_actor(
                     for service in spec.services:
                         await tg.start(_serve, nc, store, service)
                 else:
-                    tg.start_soon(_serve_while_active, nc, store, spec.services, gate)
+                    await tg.start(_serve_while_active, nc, store, spec.services, gate)
                 interval = registry.heartbeat_interval
                 await tg.start(run_heartbeat, js, store, stats, interval, clock)
                 log.info("%s: consuming", spec.instance)
@@ -293,14 +293,25 @@ async def _activate(
 
 
 async def _serve_while_active(
-    nc: NATS, store: Store, services: tuple[Service[Any], ...], gate: LeaseGate
+    nc: NATS,
+    store: Store,
+    services: tuple[Service[Any], ...],
+    gate: LeaseGate,
+    *,
+    task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Answer the services only while holding the lease (a standby's state lags)."""
+    """Answer the services only while holding the lease (a standby's state lags).
+    Reports started once a replica that holds the lease already serves."""
+    if not gate.active:
+        task_status.started()
+        task_status = anyio.TASK_STATUS_IGNORED
     while True:
         await gate.wait_active(True)
         async with anyio.create_task_group() as tg:
             for service in services:
                 await tg.start(_serve, nc, store, service)
+            task_status.started()
+            task_status = anyio.TASK_STATUS_IGNORED
             await gate.wait_active(False)
             tg.cancel_scope.cancel()
 
