@@ -156,6 +156,11 @@ def read(
         support = refute = weight = fragility = 0.0
         raw_total = 0.0
         alpha, beta = alpha0, beta0
+    elif len({(e.source, e.direction) for e in evidence}) < _SMALL:
+        support, refute, weight, raw_total, fragility = _small(
+            evidence, trust, now, alpha0, beta0
+        )
+        alpha, beta = alpha0 + support, beta0 + refute
     else:
         grouped, grouped_raw, sources, sign = _contributions(evidence, trust, now)
         support = float(grouped[sign > 0].sum())
@@ -184,6 +189,61 @@ def read(
     return Reading(
         conf, alpha, beta, weight, sd, fragility, support, refute, tuple(flags)
     )
+
+
+# Below this many (source, direction) groups, :func:`_small` computes the reading in
+# plain Python: the same operations in the same order as the numpy path (numpy sums
+# fewer than 8 numbers left to right), so the same bits, without numpy's per-call cost
+# on a handful of items. ``tests/core/test_belief_math.py`` checks the two agree.
+_SMALL: Final = 8
+
+
+def _small(
+    evidence: Sequence[Evidence],
+    trust: Mapping[str, float],
+    now: datetime,
+    alpha0: float,
+    beta0: float,
+) -> tuple[float, float, float, float, float]:
+    """(support, refute, weight, raw total, fragility) of a belief with few groups."""
+    grouped: dict[tuple[str, str], float] = {}
+    grouped_raw: dict[tuple[str, str], float] = {}
+    items = sorted(evidence, key=lambda e: e.id)
+    # One numpy call for the decay: its pow is not always the C library's to the bit.
+    halves = [
+        max((now - e.observed_at).total_seconds(), 0.0) / (HALF_LIFE_DAYS[e.kind] * DAY)
+        for e in items
+    ]
+    decays: list[float] = np.power(0.5, np.array(halves)).tolist()
+    for e, decay in zip(items, decays, strict=True):
+        weight = KIND_WEIGHT[e.kind]
+        trusted = _trust_of(e, trust)
+        decayed = weight * decay * trusted
+        group = (e.source, e.direction)
+        grouped[group] = max(grouped.get(group, 0.0), decayed)
+        grouped_raw[group] = max(grouped_raw.get(group, 0.0), weight * trusted)
+    keys = sorted(grouped)
+    support = refute = total = raw_total = 0.0
+    for key in keys:
+        if key[1] == "supports":
+            support += grouped[key]
+        elif key[1] == "refutes":
+            refute += grouped[key]
+        total += grouped[key]
+        raw_total += grouped_raw[key]
+    alpha, beta = alpha0 + support, beta0 + refute
+    by_source: dict[str, list[float]] = {}
+    for source, direction in keys:
+        s_r = by_source.setdefault(source, [0.0, 0.0])
+        value = grouped[(source, direction)]
+        s_r[0] += value if direction == "supports" else 0.0
+        s_r[1] += value if direction == "refutes" else 0.0
+    conf = alpha / (alpha + beta)
+    fragility = max(
+        abs(conf - (alpha - s) / max(alpha + beta - s - r, 1e-12))
+        for s, r in (by_source[name] for name in sorted(by_source))
+    )
+    return support, refute, total, raw_total, fragility
 
 
 def _stale(weight: float, raw_total: float) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import logging
 import os
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
+import anyio.lowlevel
 import nats
 import nats.errors
 import nats.js.errors
@@ -39,6 +41,7 @@ if TYPE_CHECKING:
 __all__ = [
     "MAX_REPLICAS",
     "REPLICAS_ENV",
+    "Puller",
     "connect",
     "ensure_buckets",
     "ensure_consumer",
@@ -370,6 +373,83 @@ async def resume_consumer(
         await js.add_consumer(spec.stream.name, config)
 
     await _answered(f"durable {spec.durable} on {spec.stream.name}", recreate)
+
+
+_NEXT = "$JS.API.CONSUMER.MSG.NEXT"  # JetStream's pull request subject
+
+
+class Puller:
+    """Fetch batches from a durable pull consumer through one plain subscription.
+
+    nats-py's ``fetch`` waits for each message of a batch with a task and a timer of
+    its own; at tens of thousands of messages a second that is most of an actor's bus
+    cost. Here a callback only appends to a buffer (it cannot fail), and a fetch asks
+    JetStream for what is there now (``no_wait``: the batch is complete when it is full
+    or a status says so) or, when nothing is, waits up to ``timeout`` for the first
+    message. What arrives late stays in the buffer for the next fetch. Acks, terms and
+    naks go to each message's own reply subject, as with ``fetch``.
+    """
+
+    def __init__(self, nc: NATS, stream: str, durable: str) -> None:
+        self._nc = nc
+        self._next = f"{_NEXT}.{stream}.{durable}"
+        self._inbox = nc.new_inbox()
+        self._buffer: list[Msg] = []
+        self._arrived = anyio.Event()
+        self._ended = False
+        self._sub: Any = None
+
+    async def start(self) -> Puller:
+        self._sub = await self._nc.subscribe(
+            self._inbox, cb=self._deliver, pending_msgs_limit=-1, pending_bytes_limit=-1
+        )
+        return self
+
+    async def _deliver(self, msg: Msg) -> None:
+        if msg.headers and msg.headers.get("Status"):
+            self._ended = True  # no more for the request (or an old one's expiry)
+        else:
+            self._buffer.append(msg)
+        self._arrived.set()
+
+    async def _ask(self, request: dict[str, Any], wait: float) -> None:
+        self._arrived = anyio.Event()
+        self._ended = False
+        await self._nc.publish(
+            self._next, json.dumps(request).encode(), reply=self._inbox
+        )
+        with anyio.move_on_after(wait):
+            await self._arrived.wait()
+
+    async def fetch(self, batch: int, wait: float) -> list[Msg]:
+        """Up to ``batch`` messages, in delivery order.
+
+        Raises:
+            TimeoutError: nothing arrived within ``wait`` seconds.
+        """
+        if len(self._buffer) < batch:
+            want = batch - len(self._buffer)
+            await self._ask({"batch": want, "no_wait": True}, wait)
+            # no_wait answers with what is there, then a status if that is not all:
+            # let the callback take in the rest of the burst.
+            while len(self._buffer) < batch and self._arrived.is_set():
+                if self._ended:
+                    break
+                self._arrived = anyio.Event()
+                with anyio.move_on_after(0.002):
+                    await self._arrived.wait()
+            if not self._buffer:
+                expires = max(int(wait * 1e9) - 100_000_000, 1_000_000)
+                await self._ask({"batch": batch, "expires": expires}, wait)
+                await anyio.lowlevel.checkpoint()  # the rest of a burst, if one started
+        if not self._buffer:
+            raise TimeoutError
+        msgs, self._buffer = self._buffer[:batch], self._buffer[batch:]
+        return msgs
+
+    async def unsubscribe(self) -> None:
+        if self._sub is not None:
+            await self._sub.unsubscribe()
 
 
 PUBLISH_TIMEOUT = 5.0  # seconds to wait for a batch's PubAcks before retrying it

@@ -25,6 +25,7 @@ import msgspec
 import nats.errors
 
 from actors.runtime.bus import (
+    Puller,
     connect,
     ensure_buckets,
     ensure_consumer,
@@ -157,7 +158,7 @@ async def _consume(
     task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     js = nc.jetstream()
-    sub = await _bind(js, store, inp)
+    sub = await _bind(nc, store, inp)
     if gate is None:  # with a lease, the holder settles leftovers when it activates
         await _publish_committed(js, store, store.pending_outbox())
     reconnects = nc.stats["reconnects"]
@@ -171,12 +172,12 @@ async def _consume(
             reconnects = nc.stats["reconnects"]
             held = []
             await _unbind(sub)
-            sub = await _bind(js, store, inp)
+            sub = await _bind(nc, store, inp)
         if held:
             msgs, held = held, []
         else:
             try:
-                msgs = await sub.fetch(batch, timeout=FETCH_TIMEOUT)
+                msgs = await sub.fetch(batch, FETCH_TIMEOUT)
             except TimeoutError:  # nats-py raises both its own and the builtin kind
                 continue
             except nats.errors.Error as exc:
@@ -228,7 +229,7 @@ async def _consume(
             await anyio.sleep(1.0)
             if inp.skip_applied:  # start again right after what the store holds
                 await _unbind(sub)
-                sub = await _bind(js, store, inp)
+                sub = await _bind(nc, store, inp)
             else:
                 for m in msgs:
                     await m.nak()
@@ -316,7 +317,7 @@ async def _serve_while_active(
             tg.cancel_scope.cancel()
 
 
-async def _bind(js: JetStreamContext, store: Store, inp: Input[Any]) -> Any:
+async def _bind(nc: NATS, store: Store, inp: Input[Any]) -> Puller:
     """Bind the input's pull subscription.
 
     A durable this process owns (``skip_applied``) is re-created to start right after
@@ -326,17 +327,16 @@ async def _bind(js: JetStreamContext, store: Store, inp: Input[Any]) -> Any:
     newer ones (which the applied-sequence check would have skipped: lost).
     Replicas that share a durable keep it as declared.
     """
+    js = nc.jetstream()
     if inp.skip_applied:
         start = await anyio.to_thread.run_sync(store.applied_seq, inp.consumer.durable)
         await resume_consumer(js, inp.consumer, start + 1)
     else:
         await ensure_consumer(js, inp.consumer)
-    return await js.pull_subscribe_bind(
-        durable=inp.consumer.durable, stream=inp.consumer.stream.name
-    )
+    return await Puller(js._nc, inp.consumer.stream.name, inp.consumer.durable).start()
 
 
-async def _unbind(sub: Any) -> None:
+async def _unbind(sub: Puller) -> None:
     with anyio.CancelScope(shield=True), anyio.move_on_after(SHUTDOWN_GRACE):
         try:
             await sub.unsubscribe()

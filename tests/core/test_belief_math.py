@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Final
 
 import msgspec
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from actors.fusion import core as fusion
@@ -718,3 +718,33 @@ def test_an_agents_trust_counts_once_when_it_is_also_the_source() -> None:
     assert model.read(None, [own], trust, now).support == pytest.approx(1.0)
     assert model.read(None, [other], trust, now).support == pytest.approx(1.0)
     assert model.read(None, [own], {}, now).support == pytest.approx(2.0)
+
+
+@settings(database=None, max_examples=200, deadline=None)
+@given(
+    evidence=evidence_lists(max_size=12),
+    prior=st.floats(0.0, 1.0),
+    trust=st.dictionaries(st.sampled_from(SOURCES), st.floats(0.0, 2.0), max_size=3),
+)
+def test_the_plain_python_reading_of_few_groups_is_numpys_bit_for_bit(
+    evidence: list[Evidence], prior: float, trust: dict[str, float]
+) -> None:
+    """Beliefs with fewer than 8 (source, direction) groups are read in plain Python
+    (model._small); it must give exactly the numpy path's numbers, or replaying an old
+    log would not reproduce the stored posteriors."""
+    assume(len({(e.source, e.direction) for e in evidence}) < model._SMALL)
+    alpha0, beta0 = prior * model.PRIOR_STRENGTH, (1 - prior) * model.PRIOR_STRENGTH
+    grouped, grouped_raw, sources, sign = model._contributions(evidence, trust, CLOCK)
+    support = float(grouped[sign > 0].sum())
+    refute = float(grouped[sign < 0].sum())
+    fragility = model._fragility(
+        alpha0 + support, beta0 + refute, grouped, sources, sign
+    )
+    numpy_path = (
+        support,
+        refute,
+        float(grouped.sum()),
+        float(grouped_raw.sum()),
+        fragility,
+    )
+    assert model._small(evidence, trust, CLOCK, alpha0, beta0) == numpy_path
