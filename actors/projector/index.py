@@ -87,12 +87,13 @@ def _keys(world: str, c: Card) -> list[bytes]:
         return []
     if b.type == "goal":
         return [f"goal/{world}/{b.id}".encode()]
+    weight = _rank(c.weight)
     keys = [
-        f"rw/{world}/{_rank(c.weight)}/{b.id}".encode(),
+        f"rw/{world}/{weight}/{b.id}".encode(),
         f"rm/{world}/{_rank(c.weight * _doubt(b))}/{b.id}".encode(),
         f"recent/{world}/{_rank(b.updated_at.timestamp() / 1e3)}/{b.id}".encode(),
     ]
-    keys += [f"tok/{world}/{s}/{_rank(c.weight)}/{b.id}".encode() for s in c.stems]
+    keys += [f"tok/{world}/{s}/{weight}/{b.id}".encode() for s in c.stems]
     return keys
 
 
@@ -106,9 +107,7 @@ def index_writes(
     """Add to ``writes`` the card and index keys of ``belief`` at ``weight``,
     replacing the keys of its previous card."""
     old = card(reader, world, belief.id)
-    if old is not None:
-        for key in _keys(world, old):
-            writes[key] = None
+    stale = set() if old is None else set(_keys(world, old))
     embedder = embedding.active().id
     if old is not None and old.belief.text == belief.text and old.embedder == embedder:
         stems, vector = old.stems, old.vector
@@ -119,7 +118,12 @@ def index_writes(
     )
     writes[f"card/{world}/{belief.id}".encode()] = encode(new)
     for key in _keys(world, new):
-        writes[key] = b""
+        if key in stale:
+            stale.discard(key)  # unchanged: neither deleted nor written again
+        else:
+            writes[key] = b""
+    for key in stale:
+        writes[key] = None
 
 
 def _features(text: str) -> tuple[tuple[str, ...], bytes]:
