@@ -10,6 +10,7 @@ an extracted restatement of it meet.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from dataclasses import dataclass
@@ -208,6 +209,7 @@ def statements(text: str) -> list[str]:
     return found
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def _stem(word: str) -> str:
     """A crude, deterministic stem: enforce, enforces, enforced -> enforc."""
     word = word.strip(".'-")
@@ -220,16 +222,18 @@ def _stem(word: str) -> str:
     return word
 
 
+_IGNORED: Final = STOP | NEGATIONS | HEDGES  # words that carry no content
+
+
 def normalize(text: str) -> tuple[str, bool]:
     """(key, negated): the content-word stems in sorted order, and whether the
     statement is negated (an odd number of negations)."""
     lowered = text.lower().replace("n't", " not").replace("\u2019", "'")
     words = [w.rstrip(".'-") for w in _WORD.findall(lowered)]
     negated = sum(w in NEGATIONS for w in words) % 2 == 1
-    content = sorted(
-        {_stem(w) for w in words if w not in STOP | NEGATIONS | HEDGES and _stem(w)}
-    )
-    return " ".join(content), negated
+    stems = {_stem(w) for w in words if w not in _IGNORED}
+    stems.discard("")
+    return " ".join(sorted(stems)), negated
 
 
 def belief_id(world: str, text: str) -> str:
