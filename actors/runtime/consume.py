@@ -2,9 +2,11 @@
 
 For each declared input: bind a durable pull consumer, fetch a batch, apply it in one
 LMDB write transaction (in a worker thread), publish the committed outbox with
-Nats-Msg-Id, then ack (accepted) or term (dead-lettered) each message. Ack policy: only
-after commit; a storage failure naks the batch for redelivery; nothing is acked before
-its effect and its outputs are durable.
+Nats-Msg-Id (outputs for one consumer packed into batches, see ``bus.batched``), then
+settle: a durable this process owns acks the batch's last message (cumulative acks),
+a shared one acks (accepted) or terms (dead-lettered) each message. Ack policy: only
+after commit; a storage failure restarts at the store's sequence (owned) or naks the
+batch (shared); nothing is acked before its effect and its outputs are durable.
 
 Shutdown: cancelling the task group stops fetching; cleanup (unsubscribe, drain, closing
 LMDB) runs shielded and bounded to a few seconds.
