@@ -1270,7 +1270,8 @@ def test_hostile_batches_are_dead_lettered_item_by_item(
         fuzzer.close()
     tally = fuzzer.tally
     print(
-        f"{case.name}: {tried} hostile batches, {dict(sorted(tally.by_kind.items()))}"
+        f"{case.name}: {sum(tally.by_kind.values())} hostile batches, "
+        f"{dict(sorted(tally.by_kind.items()))}"
     )
     assert (len(tally.crashes), len(tally.problems)) == (0, 0), tally.verdict()
 
