@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 __all__ = [
     "MAX_REPLICAS",
     "REPLICAS_ENV",
+    "DeliveryGap",
     "Puller",
     "connect",
     "ensure_buckets",
@@ -378,6 +379,12 @@ async def resume_consumer(
 _NEXT = "$JS.API.CONSUMER.MSG.NEXT"  # JetStream's pull request subject
 
 
+class DeliveryGap(nats.errors.Error):
+    """An owned durable's deliveries skipped a consumer sequence: messages were lost
+    in flight. The caller rebinds at its store's applied sequence (acking past the
+    hole would acknowledge what was never applied)."""
+
+
 class Puller:
     """Fetch batches from a durable pull consumer through one plain subscription.
 
@@ -390,8 +397,14 @@ class Puller:
     naks go to each message's own reply subject, as with ``fetch``.
     """
 
-    def __init__(self, nc: NATS, stream: str, durable: str) -> None:
+    def __init__(
+        self, nc: NATS, stream: str, durable: str, *, ordered: bool = False
+    ) -> None:
         self._nc = nc
+        # One owner reads the durable: deliveries must come 1, 2, 3, ... (the
+        # consumer sequence); a hole means some were lost in flight.
+        self._ordered = ordered
+        self._delivered = 0
         self._next = f"{_NEXT}.{stream}.{durable}"
         self._inbox = nc.new_inbox()
         self._buffer: list[Msg] = []
@@ -445,6 +458,15 @@ class Puller:
         if not self._buffer:
             raise TimeoutError
         msgs, self._buffer = self._buffer[:batch], self._buffer[batch:]
+        if self._ordered:
+            first = self._delivered + 1
+            got = [m.metadata.sequence.consumer for m in msgs]
+            if got != list(range(first, first + len(msgs))):
+                raise DeliveryGap(
+                    f"{self._next}: expected delivery {first}, got {got[0]}..; some "
+                    "were lost in flight (a server or leader went away)"
+                )
+            self._delivered += len(msgs)
         return msgs
 
     async def unsubscribe(self) -> None:

@@ -185,8 +185,9 @@ async def _consume(
             except nats.errors.Error as exc:
                 log.warning("%s: fetch failed (%s); retrying", spec.instance, exc)
                 if inp.skip_applied:
-                    # A cluster moving this durable's leader (a node died) can lose a
-                    # fetch's answer in flight, as a reconnect can: rebind the same way.
+                    # Deliveries lost in flight (a hole in the consumer sequence: a
+                    # server or the durable's leader went away): rebind at the store's
+                    # sequence, as after a reconnect.
                     reconnects = -1
                 await anyio.sleep(0.5)
                 continue
@@ -335,7 +336,9 @@ async def _bind(nc: NATS, store: Store, inp: Input[Any]) -> Puller:
         await resume_consumer(js, inp.consumer, start + 1)
     else:
         await ensure_consumer(js, inp.consumer)
-    return await Puller(js._nc, inp.consumer.stream.name, inp.consumer.durable).start()
+    return await Puller(
+        nc, inp.consumer.stream.name, inp.consumer.durable, ordered=inp.skip_applied
+    ).start()
 
 
 async def _unbind(sub: Puller) -> None:

@@ -12,7 +12,14 @@ import nats
 import pytest
 
 from actors.registry import build
-from actors.runtime.bus import connect, ensure_consumer, ensure_streams, unbatched
+from actors.runtime.bus import (
+    DeliveryGap,
+    Puller,
+    connect,
+    ensure_consumer,
+    ensure_streams,
+    unbatched,
+)
 from actors.runtime.errors import BusUnavailable, ConfigDrift
 from actors.runtime.store import Store
 from protocols.messages import PosteriorUpdate
@@ -118,3 +125,40 @@ async def test_committed_outbox_is_published_on_restart(
     reopened = Store(tmp_path / fusion.instance, actor=fusion.instance)
     assert reopened.pending_outbox() == []
     reopened.close()
+
+
+async def test_the_pull_hands_over_batches_and_reports_a_lost_delivery(
+    nats_url: str,
+) -> None:
+    name, token = _names()
+    stream = StreamSpec(name, (f"{token}.>",))
+    spec = ConsumerSpec(stream, "owned", f"{token}.>")
+    nc = await connect(nats_url, name="test")
+    js = nc.jetstream()
+    try:
+        await ensure_streams(js, [stream])
+        await ensure_consumer(js, spec)
+        for n in range(8):
+            await js.publish(f"{token}.x", str(n).encode())
+        puller = await Puller(nc, name, "owned", ordered=True).start()
+        first = await puller.fetch(3, 1.0)
+        assert [m.data for m in first] == [b"0", b"1", b"2"]
+        # Another reader takes deliveries 4 and 5 of the same durable: for the owner
+        # they are lost in flight, and it must not go on (acking past them).
+        thief = await js.pull_subscribe_bind(durable="owned", stream=name)
+        stolen = await thief.fetch(2, timeout=1)
+        assert [m.data for m in stolen] == [b"3", b"4"]
+        with pytest.raises(DeliveryGap, match="expected delivery 4"):
+            await puller.fetch(3, 1.0)
+        await puller.unsubscribe()
+        # An unordered pull (replicas sharing a durable) takes what comes to it.
+        await ensure_consumer(js, ConsumerSpec(stream, "shared", f"{token}.>"))
+        shared = await Puller(nc, name, "shared").start()
+        await (await js.pull_subscribe_bind(durable="shared", stream=name)).fetch(2)
+        rest = await shared.fetch(10, 1.0)
+        assert [m.data for m in rest] == [str(n).encode() for n in range(2, 8)]
+        with pytest.raises(TimeoutError):
+            await shared.fetch(10, 0.3)
+        await shared.unsubscribe()
+    finally:
+        await nc.close()
