@@ -60,6 +60,7 @@ __all__ = [
     "projector_in",
     "rpc",
     "rpc_pattern",
+    "slot_of",
     "state",
     "status_key",
     "world_of",
@@ -265,10 +266,16 @@ def materializer_inputs(
     )
 
 
+def slot_of(key: str, count: int) -> int:
+    """Which of ``count`` owners holds ``key`` (crc32 mod count: the same on every
+    machine and run). Fusion shards own belief ids, materializer partitions own
+    worlds."""
+    return zlib.crc32(key.encode()) % count
+
+
 def partition_of(world: str, count: int) -> int:
-    """The materializer partition that owns ``world`` (crc32: the same on every
-    machine and run)."""
-    return zlib.crc32(world.encode()) % count
+    """The materializer partition that owns ``world``."""
+    return slot_of(world, count)
 
 
 def lease_key(actor: str, index: int, count: int) -> str:

@@ -16,7 +16,6 @@ Output: :class:`PosteriorUpdate` on ``wl.<world>.derived.posterior.<shard>``.
 
 from __future__ import annotations
 
-import zlib
 from typing import TYPE_CHECKING, Final
 
 import msgspec
@@ -38,7 +37,7 @@ from protocols.messages import (
     Statement,
     encode,
 )
-from protocols.subjects import derived
+from protocols.subjects import derived, slot_of
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -95,7 +94,7 @@ def _trust_key(world: str, source: str) -> bytes:
 
 def shard_of(belief_id: str, shards: int) -> int:
     """Stable shard of a belief id (crc32, identical on every machine and run)."""
-    return zlib.crc32(belief_id.encode()) % shards
+    return slot_of(belief_id, shards)
 
 
 def handle(

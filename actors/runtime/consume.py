@@ -180,7 +180,7 @@ async def _consume(
         else:
             try:
                 msgs = await sub.fetch(batch, FETCH_TIMEOUT)
-            except TimeoutError:  # nats-py raises both its own and the builtin kind
+            except TimeoutError:  # nothing arrived within FETCH_TIMEOUT
                 continue
             except nats.errors.Error as exc:
                 log.warning("%s: fetch failed (%s); retrying", spec.instance, exc)

@@ -101,6 +101,28 @@ async def _write(
             await nc.close()
 
 
+def _declare(tmp_path: Path, env: dict[str, str], world: str) -> None:
+    """Load the example crew as ``world`` through the CLI (as henry, its admin)."""
+    decl = CREW_TOML.read_text().replace('id = "enterprise"', f'id = "{world}"', 1)
+    (tmp_path / "crew.toml").write_text(decl)
+    subprocess.run(
+        [WORLDLINE, "world", "load", str(tmp_path / "crew.toml"), "--agent", "henry"],
+        env=env,
+        check=True,
+        timeout=60,
+        capture_output=True,
+    )
+
+
+def _op_ids(exported: str) -> list[str]:
+    """The writer's op ids in ``worldline export`` output, in log order."""
+    return [
+        line.split('"op_id":"', 1)[1].split('"', 1)[0]
+        for line in exported.splitlines()
+        if '"op_id":"op-' in line
+    ]
+
+
 def _settle(
     env: dict[str, str], wait: float
 ) -> tuple[subprocess.CompletedProcess[str], subprocess.CompletedProcess[str]]:
@@ -216,23 +238,8 @@ def test_kill_9_of_single_actors_and_of_the_server(tmp_path: Path) -> None:
     rng = random.Random(7)
     kills = 0
     try:
-        decl = CREW_TOML.read_text().replace('id = "enterprise"', f'id = "{WORLD}"', 1)
-        (tmp_path / "crew.toml").write_text(decl)
         env = {**os.environ, "WORLDLINE_NATS": url, "WORLDLINE_WORLD": WORLD}
-        subprocess.run(
-            [
-                WORLDLINE,
-                "world",
-                "load",
-                str(tmp_path / "crew.toml"),
-                "--agent",
-                "henry",
-            ],
-            env=env,
-            check=True,
-            timeout=60,
-            capture_output=True,
-        )
+        _declare(tmp_path, env, WORLD)
         for round_ in range(ROUNDS + 1):
             victim = "server" if round_ == ROUNDS else rng.choice(names)
             pid = server.pid if victim == "server" else actors[victim].pid
@@ -252,11 +259,7 @@ def test_kill_9_of_single_actors_and_of_the_server(tmp_path: Path) -> None:
         for proc in actors.values():
             _kill(proc)
         server.stop()
-    ids = [
-        line.split('"op_id":"', 1)[1].split('"', 1)[0]
-        for line in exported.stdout.splitlines()
-        if '"op_id":"op-' in line
-    ]
+    ids = _op_ids(exported.stdout)
     lost = set(acked) - set(ids)
     print(
         f"crash (actors + server): {kills} kills, {len(acked)} acknowledged, "

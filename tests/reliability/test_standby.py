@@ -19,8 +19,7 @@ import pytest
 
 from protocols.messages import LEASE_VALUE
 from protocols.subjects import LEASES, lease_key
-from tests.reliability.test_crash import _kill, _write
-from tests.runtime.test_crew import CREW_TOML
+from tests.reliability.test_crash import _declare, _kill, _op_ids, _write
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -130,28 +129,13 @@ def test_standby_takes_over_with_the_same_state_and_loses_nothing(
     nats_url: str, tmp_path: Path
 ) -> None:
     world = "lease"
-    decl = CREW_TOML.read_text().replace('id = "enterprise"', f'id = "{world}"', 1)
-    (tmp_path / "crew.toml").write_text(decl)
     env = {**os.environ, "WORLDLINE_NATS": nats_url, "WORLDLINE_WORLD": world}
     data = tmp_path / "replicas"
     replicas = {"a": _materializer(nats_url, data, "a")}
     replicas["b"] = _materializer(nats_url, data, "b")  # starts as the standby
     acked: list[str] = []
     try:
-        subprocess.run(
-            [
-                WORLDLINE,
-                "world",
-                "load",
-                str(tmp_path / "crew.toml"),
-                "--agent",
-                "henry",
-            ],
-            env=env,
-            check=True,
-            timeout=60,
-            capture_output=True,
-        )
+        _declare(tmp_path, env, world)
         # A quiet takeover: the standby's state is the holder's, hash for hash.
         anyio.run(_write_world, nats_url, world, 0, 300, acked, backend="asyncio")
         before = _replay(env, 60)
@@ -177,21 +161,12 @@ def test_standby_takes_over_with_the_same_state_and_loses_nothing(
             timeout=60,
             check=True,
         )
-        ids = [
-            line.split('"op_id":"', 1)[1].split('"', 1)[0]
-            for line in exported.stdout.splitlines()
-            if '"op_id":"op-' in line
-        ]
+        ids = _op_ids(exported.stdout)
         expected = _expected_beliefs(ids)
         projected = _projected_beliefs(env, expected)
     finally:
         for proc in replicas.values():
             _kill(proc)
-    ids = [
-        line.split('"op_id":"', 1)[1].split('"', 1)[0]
-        for line in exported.stdout.splitlines()
-        if '"op_id":"op-' in line
-    ]
     print(
         f"lease: takeovers in {took:.1f}s and {took_again:.1f}s, "
         f"{len(acked)} acknowledged, {len(set(acked) - set(ids))} lost"
