@@ -499,6 +499,7 @@ def batched(items: list[OutboxItem]) -> list[_Publish]:
     """
     out: list[_Publish] = []
     run: list[OutboxItem] = []
+    run_subject: str | None = None  # the batch subject of ``run``
     size = 0
 
     def flush() -> None:
@@ -507,12 +508,11 @@ def batched(items: list[OutboxItem]) -> list[_Publish]:
             only = run[0]
             out.append(_Publish(only.subject, only.payload, only.msg_id, 0))
         elif run:
-            subject = batch_subject(run[0].subject)
-            assert subject is not None
+            assert run_subject is not None
             digest = hashlib.sha256("\0".join(i.msg_id for i in run).encode())
             out.append(
                 _Publish(
-                    subject,
+                    run_subject,
                     encode_batch([(i.subject, i.payload) for i in run]),
                     f"batch:{digest.hexdigest()[:32]}",
                     len(run),
@@ -527,12 +527,13 @@ def batched(items: list[OutboxItem]) -> list[_Publish]:
             out.append(_Publish(item.subject, item.payload, item.msg_id, 0))
             continue
         if run and (
-            batch_subject(run[0].subject) != key
+            run_subject != key
             or size + len(item.payload) > BATCH_BYTES
             or len(run) >= BATCH_ITEMS
         ):
             flush()
         run.append(item)
+        run_subject = key
         size += len(item.payload) + len(item.subject)
     flush()
     return out
