@@ -27,6 +27,7 @@ import msgspec
 import nats.errors
 
 from actors.runtime.bus import (
+    Delivered,
     Puller,
     connect,
     ensure_buckets,
@@ -42,7 +43,7 @@ from actors.runtime.metrics import Registry
 from actors.runtime.prepare import prepared_input
 from actors.runtime.store import Delivery, OutboxItem, Store
 from protocols.messages import Message, RpcError, encode
-from protocols.subjects import BATCH_HEADER, BUCKETS, STREAMS, world_of
+from protocols.subjects import BUCKETS, STREAMS, world_of
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -164,7 +165,7 @@ async def _consume(
     if gate is None:  # with a lease, the holder settles leftovers when it activates
         await _publish_committed(js, store, store.pending_outbox())
     reconnects = nc.stats["reconnects"]
-    held: list[Msg] = []  # a standby's fetched messages beyond what it may apply
+    held: list[Delivered] = []  # a standby's fetched messages beyond what it may apply
     task_status.started()
     while True:
         if inp.skip_applied and nc.stats["reconnects"] != reconnects:
@@ -201,20 +202,15 @@ async def _consume(
                 gate.follow_limit(inp.consumer.stream.name),
                 store.applied_seq(inp.consumer.durable),
             )
-            beyond = [m for m in msgs if m.metadata.sequence.stream > limit]
-            msgs = [m for m in msgs if m.metadata.sequence.stream <= limit]
+            beyond = [m for m in msgs if m.stream_seq > limit]
+            msgs = [m for m in msgs if m.stream_seq <= limit]
             held = beyond + held
             if beyond:
                 await gate.wait_changed(FETCH_TIMEOUT)
             if not msgs:
                 continue
         deliveries = [
-            Delivery(
-                m.metadata.sequence.stream,
-                m.subject,
-                m.data,
-                batch=BATCH_HEADER in (m.headers or {}),
-            )
+            Delivery(m.stream_seq, m.subject, m.data, batch=m.batch is not None)
             for m in msgs
         ]
         started = time.perf_counter()
@@ -255,7 +251,9 @@ async def _consume(
         )
 
 
-def _bounded(msgs: list[Msg], items: int) -> tuple[list[Msg], list[Msg]]:
+def _bounded(
+    msgs: list[Delivered], items: int
+) -> tuple[list[Delivered], list[Delivered]]:
     """Split fetched messages into what one transaction applies (about ``items``
     outputs: a batch message counts its size) and what waits for the next one. A
     fetch of batches could otherwise carry a hundred times the fetch size, and one
@@ -268,9 +266,9 @@ def _bounded(msgs: list[Msg], items: int) -> tuple[list[Msg], list[Msg]]:
     return msgs, []
 
 
-def _size(msg: Msg) -> int:
+def _size(msg: Delivered) -> int:
     try:
-        return max(1, int((msg.headers or {}).get(BATCH_HEADER, 1)))
+        return max(1, int(msg.batch or 1))
     except ValueError:  # a forged header: the store dead-letters what it carries
         return 1
 
@@ -349,12 +347,14 @@ async def _unbind(sub: Puller) -> None:
             log.debug("unsubscribe failed: %s", exc)
 
 
-async def _settle(msgs: list[Msg], accepted: list[bool], *, cumulative: bool) -> None:
+async def _settle(
+    msgs: list[Delivered], accepted: list[bool], *, cumulative: bool
+) -> None:
     """Ack what was applied, term what was dead-lettered. A durable this process
     owns acks cumulatively: one ack of the batch's last message settles it all (the
     store, not the ack, says what was applied; dead letters are in the DLQ)."""
     if cumulative:
-        await max(msgs, key=lambda m: m.metadata.sequence.stream).ack()
+        await max(msgs, key=lambda m: m.stream_seq).ack()
         return
     for msg, ok in zip(msgs, accepted, strict=True):
         if ok:

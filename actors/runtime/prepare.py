@@ -27,8 +27,7 @@ from protocols.subjects import author_of, world_of
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from nats.aio.msg import Msg
-
+    from actors.runtime.bus import Delivered
     from actors.runtime.store import Delivery
 
 __all__ = ["prepared_input"]
@@ -37,7 +36,7 @@ log = logging.getLogger("worldline.actor")
 
 
 async def prepared_input(
-    inp: Input[Any], msgs: list[Msg], deliveries: list[Delivery], now: datetime
+    inp: Input[Any], msgs: list[Delivered], deliveries: list[Delivery], now: datetime
 ) -> Input[Any]:
     """``inp`` with a handler that sees, in ``Context.prepared``, what ``inp.prepare``
     returned for each of ``deliveries`` (fetched as ``msgs``)."""
@@ -90,7 +89,7 @@ async def prepared_input(
     return dataclasses.replace(inp, handle=with_prepared)
 
 
-async def _keep_alive(msgs: list[Msg], every: float) -> None:
+async def _keep_alive(msgs: list[Delivered], every: float) -> None:
     """Mark ``msgs`` in progress every ``every`` seconds until cancelled."""
     while True:
         await anyio.sleep(every)
