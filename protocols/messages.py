@@ -122,6 +122,7 @@ __all__ = [
     "WorldDeclared",
     "WorldReply",
     "WorldviewReply",
+    "belief_version",
     "decode_batch",
     "encode",
     "encode_batch",
@@ -789,6 +790,23 @@ _ENCODER: Final = msgspec.msgpack.Encoder()
 def encode(message: msgspec.Struct) -> bytes:
     """Encode any wire struct as msgpack."""
     return _ENCODER.encode(message)
+
+
+class _VersionOnly(msgspec.Struct):
+    version: int = 0
+
+
+class _BeliefOnly(msgspec.Struct):
+    belief: _VersionOnly
+
+
+_BELIEF_VERSION: Final = msgspec.msgpack.Decoder(_BeliefOnly)
+
+
+def belief_version(raw: bytes) -> int:
+    """The belief's version in an encoded ``BeliefChanged`` (or anything else holding
+    a ``belief``), decoding nothing else of it."""
+    return _BELIEF_VERSION.decode(raw).belief.version
 
 
 BatchItems = list[tuple[str, bytes]]

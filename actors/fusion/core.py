@@ -140,6 +140,8 @@ def _load(reader: Reader, world: str, belief_id: str) -> FusedBelief | None:
 
 def _trust(reader: Reader, world: str, evidence: list[Evidence]) -> dict[str, float]:
     """The trust multipliers that apply to ``evidence`` (only those set, != 1)."""
+    if next(reader.scan(_trust_key(world, "")), None) is None:
+        return {}  # the usual case: nothing set in this world
     names = {e.source for e in evidence} | {f"agent:{e.author}" for e in evidence}
     found = {}
     for name in sorted(names):

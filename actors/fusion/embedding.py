@@ -86,10 +86,13 @@ def tokens(text: str) -> list[str]:
 def _hashed(text: str, dimensions: int) -> np.ndarray:
     words = tokens(text)
     features = words + [f"{a} {b}" for a, b in itertools.pairwise(words)]
-    vector = np.zeros(dimensions, dtype=np.float64)
+    # Summed in a list (numpy's per-element indexing costs more than the sums): the
+    # same whole numbers, so the same vector.
+    counts = [0.0] * dimensions
     for feature in features:
         h = zlib.crc32(feature.encode())
-        vector[h % dimensions] += 1.0 if (h >> 16) & 1 else -1.0
+        counts[h % dimensions] += 1.0 if (h >> 16) & 1 else -1.0
+    vector = np.array(counts, dtype=np.float64)
     norm = float(np.linalg.norm(vector))
     return vector / norm if norm else vector
 

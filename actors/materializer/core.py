@@ -24,6 +24,7 @@ from protocols.messages import (
     Rejection,
     StateHash,
     StateHashReply,
+    belief_version,
     encode,
 )
 from protocols.subjects import state
@@ -38,7 +39,6 @@ __all__ = [
     "unchanged_key",
 ]
 
-_RECORD = msgspec.msgpack.Decoder(BeliefChanged)
 _REJECTION = msgspec.msgpack.Decoder(Rejection)
 
 
@@ -72,18 +72,21 @@ def handle(reader: Reader, update: PosteriorUpdate, ctx: Context) -> Step:
     key = belief_key(ctx.world, update.belief.id)
     belief = msgspec.structs.replace(update.belief, version=update.cause_seq)
     record = BeliefChanged(belief=belief, evidence=update.evidence, trust=update.trust)
+    payload = encode(record)
     stored = reader.get(key)
-    if stored is not None:
-        held = _RECORD.decode(stored)
-        if held == record or held.belief.version > belief.version:
-            return Step()
+    # Encoding is deterministic: the same bytes are the same record.
+    if stored is not None and (
+        stored == payload or belief_version(stored) > belief.version
+    ):
+        return Step()
     return Step(
-        writes={key: encode(record)},
+        writes={key: payload},
         out=[
             Outgoing(
                 subject=state(ctx.world, "belief"),
                 message=record,
                 msg_id=f"state:{ctx.world}:belief:{belief.id}:{belief.version}",
+                payload=payload,
             )
         ],
     )

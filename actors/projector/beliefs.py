@@ -27,6 +27,7 @@ from protocols.messages import (
     BeliefReply,
     ListBeliefs,
     TraceReply,
+    belief_version,
     encode,
 )
 
@@ -69,7 +70,7 @@ def apply_belief(
     ranks in the index."""
     key = _key(ctx.world, change.belief.id)
     raw = reader.get(key)
-    if raw is not None and _RECORD.decode(raw).belief.version >= change.belief.version:
+    if raw is not None and belief_version(raw) >= change.belief.version:
         return {}
     writes: dict[bytes, bytes | None] = {key: encode(change)}
     _reindex(reader, ctx.world, change.belief, writes)

@@ -81,7 +81,8 @@ def vector_of(c: Card) -> np.ndarray:
     return np.frombuffer(c.vector, dtype=np.float32).astype(np.float64)
 
 
-def _keys(world: str, c: Card) -> list[bytes]:
+def _keys(world: str, c: Card, *, stems: bool = True) -> list[bytes]:
+    """The card's index keys (``stems=False``: all but its ``tok/`` keys)."""
     b = c.belief
     if b.status != "active":
         return []
@@ -93,8 +94,21 @@ def _keys(world: str, c: Card) -> list[bytes]:
         f"rm/{world}/{_rank(c.weight * _doubt(b))}/{b.id}".encode(),
         f"recent/{world}/{_rank(b.updated_at.timestamp() / 1e3)}/{b.id}".encode(),
     ]
-    keys += [f"tok/{world}/{s}/{weight}/{b.id}".encode() for s in c.stems]
+    if stems:
+        keys += [f"tok/{world}/{s}/{weight}/{b.id}".encode() for s in c.stems]
     return keys
+
+
+def _same_stem_keys(old: Card, new: Card) -> bool:
+    """Whether both cards have the same ``tok/`` keys (most changes move only a
+    belief's confidence: its stems and influence stay)."""
+    a, b = old.belief, new.belief
+    return (
+        old.stems == new.stems
+        and _rank(old.weight) == _rank(new.weight)
+        and (a.status == "active") == (b.status == "active")
+        and (a.type == "goal") == (b.type == "goal")
+    )
 
 
 def index_writes(
@@ -107,7 +121,6 @@ def index_writes(
     """Add to ``writes`` the card and index keys of ``belief`` at ``weight``,
     replacing the keys of its previous card."""
     old = card(reader, world, belief.id)
-    stale = set() if old is None else set(_keys(world, old))
     embedder = embedding.active().id
     if old is not None and old.belief.text == belief.text and old.embedder == embedder:
         stems, vector = old.stems, old.vector
@@ -117,9 +130,12 @@ def index_writes(
         belief=belief, weight=weight, stems=stems, vector=vector, embedder=embedder
     )
     writes[f"card/{world}/{belief.id}".encode()] = encode(new)
-    for key in _keys(world, new):
+    # Unchanged keys are neither deleted nor written again.
+    all_keys = old is None or not _same_stem_keys(old, new)
+    stale = set() if old is None else set(_keys(world, old, stems=all_keys))
+    for key in _keys(world, new, stems=all_keys):
         if key in stale:
-            stale.discard(key)  # unchanged: neither deleted nor written again
+            stale.discard(key)
         else:
             writes[key] = b""
     for key in stale:

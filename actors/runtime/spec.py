@@ -57,6 +57,8 @@ class Outgoing:
     subject: str
     message: Message
     msg_id: str  # Nats-Msg-Id: deterministic, so a replayed publish is de-duplicated
+    # ``message`` already encoded, when the core encoded it anyway (to store it)
+    payload: bytes | None = None
 
 
 @dataclass(slots=True)

@@ -88,6 +88,11 @@ class _TxnReader:
             yield bytes(key), bytes(value)
 
 
+# (world, author) by subject: a batch's messages mostly share a few subjects.
+_places: dict[str, tuple[str, str]] = {}
+_PLACES = 4096
+
+
 class Store:
     """One actor's LMDB environment with three databases: state, meta and outbox."""
 
@@ -221,13 +226,12 @@ class Store:
         except RecursionError:
             return "undecodable: nested too deeply to decode"
         try:
-            ctx = Context(
-                world=world_of(d.subject),
-                author=author_of(d.subject),
-                subject=d.subject,
-                seq=d.seq,
-                now=now,
-            )
+            place = _places.get(d.subject)
+            if place is None:
+                if len(_places) >= _PLACES:
+                    _places.clear()
+                place = _places[d.subject] = (world_of(d.subject), author_of(d.subject))
+            ctx = Context(place[0], place[1], d.subject, d.seq, now)
             step = inp.handle(reader, message, ctx)
         except InvalidInput as exc:
             return f"invalid: {exc}"
@@ -243,7 +247,8 @@ class Store:
             else:
                 txn.put(key, value, db=self._state)
         for out in step.out:
-            stage(out.subject, out.msg_id, encode(out.message))
+            payload = encode(out.message) if out.payload is None else out.payload
+            stage(out.subject, out.msg_id, payload)
         return None
 
     def pending_outbox(self) -> list[OutboxItem]:

@@ -7,6 +7,8 @@ from datetime import UTC, datetime
 from typing import Final
 
 import msgspec
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from actors.projector import core, index
 from actors.runtime.memory import MemoryState
@@ -133,3 +135,48 @@ def test_decision_views_read_the_survivors_at_the_clock() -> None:
     assert msgspec.json.encode(view, order="sorted") == msgspec.json.encode(
         again, order="sorted"
     )
+
+
+_CHANGE = st.tuples(
+    st.sampled_from(["b0", "b1", "b2"]),
+    st.sampled_from(["the cache is warm", "the cache is cold", "deploys pass"]),
+    st.sampled_from(["claim", "goal"]),
+    st.sampled_from(["active", "active", "retracted"]),
+    st.floats(0.05, 0.95),
+    st.one_of(st.none(), st.floats(0.0, 0.5)),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(_CHANGE, min_size=1, max_size=12), st.booleans())
+def test_the_index_kept_change_by_change_is_the_index_of_the_last_cards(
+    changes: list[tuple[str, str, str, str, float, float | None]], linked: bool
+) -> None:
+    """Whatever moved (text, type, status, confidence, doubt, influence), no index
+    key of an earlier card stays behind and none of the last card is missing."""
+    kept, fresh = Replica(), Replica()
+    if linked:  # influence: b0 rests on b1
+        kept.edge("e1", "depends_on", "b0", "b1")
+        fresh.edge("e1", "depends_on", "b0", "b1")
+    last: dict[str, tuple[str, str, str, float, float | None]] = {}
+    for belief_id, text, kind, status, confidence, doubt in changes:
+        fields = {"type": kind, "status": status, "uncertainty": doubt}
+        if kind == "goal":
+            fields |= {"confidence": None, "prior": None}
+        else:
+            fields |= {"confidence": confidence}
+        kept.belief(belief_id, text, **fields)
+        last[belief_id] = (text, kind, status, confidence, doubt)
+    for belief_id, (text, kind, status, confidence, doubt) in sorted(last.items()):
+        fields = {"type": kind, "status": status, "uncertainty": doubt}
+        if kind == "goal":
+            fields |= {"confidence": None, "prior": None}
+        else:
+            fields |= {"confidence": confidence}
+        fresh.seq = kept.seq  # the same version, so the same card
+        fresh.belief(belief_id, text, **fields)
+
+    def keys(r: Replica) -> list[bytes]:
+        return [k for k, _ in r.st.scan(b"") if not k.startswith((b"card/", b"bel"))]
+
+    assert keys(kept) == keys(fresh)
