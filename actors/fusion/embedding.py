@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib
 import itertools
+import math
 import os
 import re
 import threading
@@ -85,16 +86,18 @@ def tokens(text: str) -> list[str]:
 
 def _hashed(text: str, dimensions: int) -> np.ndarray:
     words = tokens(text)
-    features = words + [f"{a} {b}" for a, b in itertools.pairwise(words)]
-    # Summed in a list (numpy's per-element indexing costs more than the sums): the
-    # same whole numbers, so the same vector.
-    counts = [0.0] * dimensions
-    for feature in features:
+    counts: dict[int, float] = {}  # bucket -> signed count, only the buckets hit
+    for feature in itertools.chain(words, map(" ".join, itertools.pairwise(words))):
         h = zlib.crc32(feature.encode())
-        counts[h % dimensions] += 1.0 if (h >> 16) & 1 else -1.0
-    vector = np.array(counts, dtype=np.float64)
-    norm = float(np.linalg.norm(vector))
-    return vector / norm if norm else vector
+        bucket = h % dimensions
+        counts[bucket] = counts.get(bucket, 0.0) + (1.0 if (h >> 16) & 1 else -1.0)
+    vector = np.zeros(dimensions, dtype=np.float64)
+    # Whole numbers: their squares sum exactly in any order, so this is numpy's norm
+    # to the bit, and each component the same quotient.
+    norm = math.sqrt(sum(v * v for v in counts.values()))
+    if norm:
+        vector[list(counts)] = [v / norm for v in counts.values()]
+    return vector
 
 
 class HashingEmbedder:

@@ -5,12 +5,16 @@ model is tested where its optional extra is installed."""
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import json
+import zlib
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from actors.fusion import embedding
 from actors.fusion.embedding import (
@@ -236,3 +240,23 @@ def test_a_bad_choice_fails_when_the_actor_is_built(
     monkeypatch.setenv(ENV_EMBEDDER, "bert")
     with pytest.raises(ValueError, match="WORLDLINE_EMBEDDER='bert'"):
         build_actor(actor)
+
+
+def _hashed_by_definition(text: str, dimensions: int) -> np.ndarray:
+    """The hashing embedder as its docstring defines it, in plain numpy."""
+    words = embedding.tokens(text)
+    vector = np.zeros(dimensions)
+    for feature in words + [f"{a} {b}" for a, b in itertools.pairwise(words)]:
+        h = zlib.crc32(feature.encode())
+        vector[h % dimensions] += 1.0 if (h >> 16) & 1 else -1.0
+    norm = np.linalg.norm(vector)
+    return vector / norm if norm else vector
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="abcdeing sz-'", max_size=80), st.sampled_from([1, 7, 256]))
+def test_the_hashing_embedder_is_its_definition_to_the_bit(
+    text: str, dimensions: int
+) -> None:
+    got = embedding.HashingEmbedder(dimensions).embed(text)
+    assert got.tobytes() == _hashed_by_definition(text, dimensions).tobytes()
