@@ -16,7 +16,7 @@ import hashlib
 import logging
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import lmdb
 import msgspec
@@ -159,14 +159,13 @@ class Store:
                 raw_next = txn.get(_OUTBOX_NEXT, db=self._meta)
                 next_key = 0 if raw_next is None else int(bytes(raw_next))
 
+                # The batch's outputs go into the outbox as one entry (one put now,
+                # one delete once published), under this key.
+                key = next_key.to_bytes(8, "big")
+
                 def stage(subject: str, msg_id: str, payload: bytes) -> None:
-                    nonlocal next_key
-                    if not publish:
-                        return
-                    key = next_key.to_bytes(8, "big")
-                    next_key += 1
-                    txn.put(key, encode_item(subject, msg_id, payload), db=self._outbox)
-                    items.append(OutboxItem(key, subject, msg_id, payload))
+                    if publish:
+                        items.append(OutboxItem(key, subject, msg_id, payload))
 
                 def reject(d: Delivery, reason: str, msg_id: str, on: str) -> None:
                     letter = dead_letter(self.actor, d, reason, now)
@@ -201,8 +200,10 @@ class Store:
                         continue
                     accepted.append(False)
                     reject(d, reason, msg_id, d.subject)
+                if items:
+                    txn.put(key, encode_entry(items), db=self._outbox)
+                    txn.put(_OUTBOX_NEXT, str(next_key + 1).encode(), db=self._meta)
                 txn.put(durable_key, str(applied).encode(), db=self._meta)
-                txn.put(_OUTBOX_NEXT, str(next_key).encode(), db=self._meta)
         except lmdb.Error as exc:
             raise StoreError(
                 f"{self.actor}: LMDB write failed at {self.path}: {exc}"
@@ -255,16 +256,18 @@ class Store:
         """Committed messages not yet confirmed published (after a crash, say)."""
         with self._env.begin(db=self._outbox) as txn:
             return [
-                decode_item(bytes(key), bytes(value))
+                item
                 for key, value in txn.cursor(db=self._outbox)
+                for item in decode_entry(bytes(key), bytes(value))
             ]
 
     def clear_outbox(self, keys: list[bytes]) -> None:
-        """Forget outbox entries once JetStream has acknowledged them."""
+        """Forget outbox entries once JetStream has acknowledged them (``keys`` of
+        :class:`OutboxItem` s: the items of one batch share theirs)."""
         if not keys:
             return
         with self._env.begin(write=True, db=self._outbox) as txn:
-            for key in keys:
+            for key in dict.fromkeys(keys):
                 txn.delete(key, db=self._outbox)
 
 
@@ -317,13 +320,24 @@ def _unbatched(d: Delivery) -> list[tuple[Delivery, str | None]]:
     return out
 
 
-def encode_item(subject: str, msg_id: str, payload: bytes) -> bytes:
-    return msgspec.msgpack.encode((subject, msg_id, payload))
+_Entry = list[tuple[str, str, bytes]]  # (subject, msg_id, payload) per output
+_ENTRY: Final = msgspec.msgpack.Decoder(_Entry)
+_ITEM: Final = msgspec.msgpack.Decoder(tuple[str, str, bytes])
 
 
-def decode_item(key: bytes, raw: bytes) -> OutboxItem:
-    subject, msg_id, payload = msgspec.msgpack.decode(raw, type=tuple[str, str, bytes])
-    return OutboxItem(key, subject, msg_id, payload)
+def encode_entry(items: list[OutboxItem]) -> bytes:
+    """One outbox entry holding a batch's outputs, in order."""
+    return msgspec.msgpack.encode([(i.subject, i.msg_id, i.payload) for i in items])
+
+
+def decode_entry(key: bytes, raw: bytes) -> list[OutboxItem]:
+    """The outputs an outbox entry holds. Stores written before outputs were kept
+    per batch hold one output per entry, a bare (subject, msg_id, payload)."""
+    try:
+        entry = _ENTRY.decode(raw)
+    except msgspec.ValidationError:
+        entry = [_ITEM.decode(raw)]
+    return [OutboxItem(key, *output) for output in entry]
 
 
 def _world_or_unknown(subject: str) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+import lmdb
 import msgspec
 
 from actors.registry import build
@@ -13,7 +14,7 @@ from actors.runtime.memory import MemoryState, state_hash
 from actors.runtime.spec import Context
 from actors.runtime.store import Delivery, Store
 from protocols.messages import AddBelief, DeadLetter, PosteriorUpdate, encode
-from protocols.subjects import dlq, ops
+from protocols.subjects import derived, dlq, ops
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -77,6 +78,31 @@ def test_outbox_survives_a_crash_before_publish(tmp_path: Path) -> None:
     assert update.belief.id == "b-1"
     reopened.clear_outbox([item.key for item in pending])
     assert reopened.pending_outbox() == []
+    reopened.close()
+
+
+def test_a_batch_outputs_share_one_outbox_entry_and_older_entries_still_read(
+    tmp_path: Path,
+) -> None:
+    store = Store(tmp_path / "fusion", actor="fusion")
+    first = store.apply_batch(FUSION, _deliveries(1, 4), AT)
+    second = store.apply_batch(FUSION, _deliveries(4, 6), AT)
+    assert len({i.key for i in first.outbox}) == 1
+    assert len(first.outbox) == 3
+    assert first.outbox[0].key < second.outbox[0].key
+    store.close()
+    # An entry as stores kept them before outputs were kept per batch: one output.
+    env = lmdb.open(str(tmp_path / "fusion"), max_dbs=4)
+    with env.begin(write=True, db=env.open_db(b"outbox")) as txn:
+        legacy = msgspec.msgpack.encode((derived("w", "posterior", "0"), "old", b"x"))
+        txn.put((10**6).to_bytes(8, "big"), legacy)
+    env.close()
+    reopened = Store(tmp_path / "fusion", actor="fusion")
+    pending = reopened.pending_outbox()
+    assert pending[:5] == first.outbox + second.outbox
+    assert [(i.msg_id, i.payload) for i in pending[5:]] == [("old", b"x")]
+    reopened.clear_outbox([item.key for item in pending[:3]])  # one batch published
+    assert reopened.pending_outbox() == pending[3:]
     reopened.close()
 
 
