@@ -3,13 +3,17 @@ consumer unpacks, applies and rejects what one carries."""
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING
 
+import anyio
+import anyio.to_thread
 import msgspec
 
 from actors.registry import build
 from actors.runtime.bus import BATCH_BYTES, BATCH_ITEMS, batched
-from actors.runtime.store import Delivery, OutboxItem, Store
+from actors.runtime.consume import INLINE_BUDGET, _Pace
+from actors.runtime.store import BatchResult, Delivery, OutboxItem, Store
 from protocols.messages import DeadLetter, decode_batch, encode_batch
 from protocols.subjects import batch_subject, derived, dlq, inbox, ops, state
 from tests.runtime.test_store import AT, WORLD, _deliveries
@@ -139,3 +143,37 @@ def test_a_broken_batch_or_a_smuggled_item_is_dead_lettered(tmp_path: Path) -> N
         f"dlq:{POSTERIORS.consumer.durable}:2.1",
     ]
     store.close()
+
+
+def test_a_batch_runs_on_the_event_loop_only_once_it_is_known_to_be_quick() -> None:
+    pace = _Pace()
+    assert not pace.inline("in", 1)  # nothing measured yet: a worker thread
+    pace.note("in", 256, 256 * 40e-6)  # 40 us a delivery
+    assert pace.inline("in", 256)  # about 10 ms: within the budget
+    assert not pace.inline("in", int(2 * INLINE_BUDGET / 40e-6))
+    assert not pace.inline("other", 1)  # each input is measured on its own
+    pace.note("in", 256, 3.0)  # a slow batch (a crew world's views, a slow disk)
+    assert not pace.inline("in", 256)
+    for _ in range(30):  # quick again
+        pace.note("in", 256, 256 * 40e-6)
+    assert pace.inline("in", 256)
+
+
+async def test_no_batch_runs_on_the_event_loop_while_another_applies_in_a_thread() -> (
+    None
+):
+    pace = _Pace()
+    pace.note("a", 1, 1e-6)
+    started, release = threading.Event(), threading.Event()
+
+    def slow() -> BatchResult:
+        started.set()
+        release.wait(5)
+        return BatchResult([], [])
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(pace.in_thread, slow)
+        await anyio.to_thread.run_sync(started.wait, 5)
+        assert not pace.inline("a", 1)  # it would wait on the store's write lock
+        release.set()
+    assert pace.inline("a", 1)
