@@ -68,7 +68,7 @@ FETCH_BATCH = (
 FETCH_TIMEOUT = 1.0  # seconds a fetch waits for messages before trying again
 # A batch expected to apply within this many seconds runs on the event loop; a longer
 # one in a worker thread (see _Pace).
-INLINE_BUDGET = 0.02
+INLINE_BUDGET = 0.05
 SHUTDOWN_GRACE = 5.0  # seconds cleanup may take before it is abandoned
 
 
