@@ -20,6 +20,7 @@ RATES = (
     "raw_publish",
     "raw_consume",
     "raw_pipeline",
+    "raw_pipeline_lean",
     "e2e_publish",
     "e2e",
     "replay_publish",
