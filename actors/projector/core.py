@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from actors.runtime.spec import Context, Reader
     from protocols.messages import Message
 
-__all__ = ["handle", "serve"]
+__all__ = ["handle", "newest_only", "serve"]
 
 
 def handle(reader: Reader, change: ProjectorInbox, ctx: Context) -> Step:
@@ -46,6 +46,18 @@ def handle(reader: Reader, change: ProjectorInbox, ctx: Context) -> Step:
     if not writes:
         return Step()
     return views.refresh_all(reader, writes, ctx)
+
+
+def newest_only(change: ProjectorInbox) -> str | None:
+    """What a change makes obsolete, when several come in one batch: a belief's
+    change carries its whole newest state (the replica keeps only the newest), and
+    the feed brings a belief's versions in order, so of several changes to one
+    belief in a batch only the last needs applying. That also spares rebuilding
+    every agent's view per change when a batch restates one belief many times.
+    Edges and crew changes are applied one by one."""
+    if isinstance(change, BeliefChanged):
+        return change.belief.id
+    return None
 
 
 def serve(reader: Reader, request: ProjectorRpc, world: str) -> Message:

@@ -22,7 +22,14 @@ def spec(replica: str = "0") -> ActorSpec:
     return ActorSpec(
         name="projector",
         replica=replica,
-        inputs=(Input(projector_in(replica), PROJECTOR_INBOX, core.handle),),
+        inputs=(
+            Input(
+                projector_in(replica),
+                PROJECTOR_INBOX,
+                core.handle,
+                coalesce=core.newest_only,
+            ),
+        ),
         services=(
             Service(rpc_pattern("get"), "projector", PROJECTOR_RPC, core.serve),
             Service(rpc_pattern("list"), "projector", PROJECTOR_RPC, core.serve),

@@ -8,7 +8,7 @@ never see ``nats.Msg``, LMDB, or the wall clock (``Context.now`` is passed in).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
@@ -114,6 +114,12 @@ class Input(Generic[In]):
     prepare: Prepare[In] | None = None
     prepare_concurrency: int = 4
     prepare_timeout: float = 60.0
+    # What a message makes obsolete: of the items of one batch message with the same
+    # key, only the last is handled (the others count as applied). For an input whose
+    # messages each carry a thing's whole newest state, in order (so the last one
+    # leaves the state as all of them in turn would). None, or a key of None: every
+    # item is handled.
+    coalesce: Callable[[In], Hashable | None] | None = None
 
 
 @dataclass(frozen=True, slots=True)

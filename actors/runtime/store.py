@@ -183,9 +183,14 @@ class Store:
                     msg_id = f"dlq:{inp.consumer.durable}:{d.seq}"
                     if d.batch:
                         ok = True
-                        for part, (item, bad) in enumerate(_unbatched(d)):
+                        parts = _unbatched(d)
+                        decoded = _coalesced(inp, parts)
+                        for part, (item, bad) in enumerate(parts):
+                            message = decoded[part]
+                            if message is _SUPERSEDED:
+                                continue  # a later item of the batch replaces it
                             reason = bad or self._handle_one(
-                                inp, reader, txn, item, now, stage
+                                inp, reader, txn, item, now, stage, message
                             )
                             if reason is not None:
                                 ok = False
@@ -218,14 +223,17 @@ class Store:
         d: Delivery,
         now: Any,
         stage: Any,
+        message: Any = None,
     ) -> str | None:
-        """Handle one delivery inside the batch transaction; return a reject reason."""
-        try:
-            message = inp.decoder.decode(d.data)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            return f"undecodable: {exc}"
-        except RecursionError:
-            return "undecodable: nested too deeply to decode"
+        """Handle one delivery (``message``: its payload already decoded) inside the
+        batch transaction; return a reject reason."""
+        if message is None:
+            try:
+                message = inp.decoder.decode(d.data)
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                return f"undecodable: {exc}"
+            except RecursionError:
+                return "undecodable: nested too deeply to decode"
         try:
             place = _places.get(d.subject)
             if place is None:
@@ -318,6 +326,38 @@ def _unbatched(d: Delivery) -> list[tuple[Delivery, str | None]]:
         else:
             out.append((item, None))
     return out
+
+
+_SUPERSEDED: Final = object()
+
+
+def _coalesced(inp: Input[Any], parts: list[tuple[Delivery, str | None]]) -> list[Any]:
+    """Per item of a batch: its decoded message, :data:`_SUPERSEDED` when a later
+    item has the same :attr:`Input.coalesce` key, or None (not decoded here: the
+    handler path decodes it, and reports what does not decode)."""
+    if inp.coalesce is None:
+        return [None] * len(parts)
+    decoded: list[Any] = []
+    keys: list[Any] = []
+    for item, bad in parts:
+        message = key = None
+        if bad is None:
+            try:
+                message = inp.decoder.decode(item.data)
+                key = inp.coalesce(message)
+            except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+                message = None
+        decoded.append(message)
+        keys.append(key)
+    seen: set[Any] = set()
+    for n in range(len(parts) - 1, -1, -1):
+        key = keys[n]
+        if key is None:
+            continue
+        if key in seen:
+            decoded[n] = _SUPERSEDED
+        seen.add(key)
+    return decoded
 
 
 _Entry = list[tuple[str, str, bytes]]  # (subject, msg_id, payload) per output

@@ -3,23 +3,34 @@ consumer unpacks, applies and rejects what one carries."""
 
 from __future__ import annotations
 
+import tempfile
 import threading
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Literal
 
 import anyio
 import anyio.to_thread
 import msgspec
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from actors.registry import build
 from actors.runtime.bus import BATCH_BYTES, BATCH_ITEMS, batched
 from actors.runtime.consume import INLINE_BUDGET, _Pace
+from actors.runtime.memory import state_hash
 from actors.runtime.store import BatchResult, Delivery, OutboxItem, Store
-from protocols.messages import DeadLetter, decode_batch, encode_batch
+from protocols.beliefs import BeliefEdge
+from protocols.messages import (
+    Belief,
+    BeliefChanged,
+    BeliefEdgeChanged,
+    DeadLetter,
+    decode_batch,
+    encode,
+    encode_batch,
+)
 from protocols.subjects import batch_subject, derived, dlq, inbox, ops, state
 from tests.runtime.test_store import AT, WORLD, _deliveries
-
-if TYPE_CHECKING:
-    from pathlib import Path
 
 FUSION = build("fusion").inputs[0]
 _, POSTERIORS = build("materializer").inputs
@@ -177,3 +188,66 @@ async def test_no_batch_runs_on_the_event_loop_while_another_applies_in_a_thread
         assert not pace.inline("a", 1)  # it would wait on the store's write lock
         release.set()
     assert pace.inline("a", 1)
+
+
+PROJECTOR = build("projector").inputs[0]
+Status = Literal["active", "retracted"]
+_CHANGE = st.tuples(
+    st.sampled_from(["b0", "b1", "b2"]),
+    st.sampled_from(["the cache is warm", "the cache is cold"]),
+    st.sampled_from(["active", "active", "retracted"]),
+    st.floats(0.05, 0.95),
+    st.sampled_from([None, ("e1", "b0", "b1"), ("e2", "b2", "b0")]),
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(_CHANGE, min_size=1, max_size=20))
+def test_a_batch_of_changes_leaves_the_projector_as_applying_each_in_turn(
+    changes: list[tuple[str, str, Status, float, tuple[str, str, str] | None]],
+) -> None:
+    """The projector handles only the last change of a belief in a batch: the
+    replica it leaves is the one applying every change alone leaves."""
+    items = []
+    for version, (belief_id, text, status, confidence, edge) in enumerate(changes, 1):
+        if edge is not None:
+            edge_id, source, target = edge
+            link = BeliefEdge(
+                id=edge_id,
+                type="depends_on",
+                source=source,
+                target=target,
+                confidence=1.0,
+                version=version,
+            )
+            change = encode(BeliefEdgeChanged(edge=link))
+            items.append((state(WORLD, "belief_edge"), change))
+        belief = Belief(
+            id=belief_id,
+            text=text,
+            type="claim",
+            author="ada",
+            status=status,
+            confidence=confidence,
+            created_at=AT,
+            updated_at=AT,
+            version=version,
+        )
+        items.append((state(WORLD, "belief"), encode(BeliefChanged(belief=belief))))
+    subject = state(WORLD, "batch")
+    with tempfile.TemporaryDirectory() as tmp:
+        batched_store = Store(Path(tmp) / "batched", actor="projector")
+        one_by_one = Store(Path(tmp) / "one-by-one", actor="projector")
+        result = batched_store.apply_batch(
+            PROJECTOR, [Delivery(1, subject, encode_batch(items), batch=True)], AT
+        )
+        assert result.accepted == [True]
+        alone = [
+            Delivery(n, subject, encode_batch([item]), batch=True)
+            for n, item in enumerate(items, 1)
+        ]
+        assert all(one_by_one.apply_batch(PROJECTOR, alone, AT).accepted)
+        with batched_store.reader() as a, one_by_one.reader() as b:
+            assert state_hash(a) == state_hash(b)
+        batched_store.close()
+        one_by_one.close()
