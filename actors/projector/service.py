@@ -4,13 +4,14 @@ Inbox: ``wl.*.state.*`` through durable ``projector-<replica>`` (each replica ke
 own copy). Accepts the change feed (beliefs, entities, edges, declarations, inbox
 summaries). Serves (queue group ``projector``): ``wl.<world>.rpc.get``, ``list``,
 ``read`` and ``view``. Outputs: each agent's startup view to the ``wl-views`` bucket
-(key ``<world>.<agent>``) whenever it changes. State: see
+(key ``<world>.<agent>``) whenever it changes, rebuilt once per batch for the agents
+its changes touched. State: see
 ``actors.projector.core``. Ack policy: after the LMDB commit.
 """
 
 from __future__ import annotations
 
-from actors.projector import core
+from actors.projector import core, views
 from actors.runtime.spec import ActorSpec, Input, Service
 from protocols.messages import PROJECTOR_INBOX, PROJECTOR_RPC
 from protocols.subjects import projector_in, rpc_pattern
@@ -28,6 +29,7 @@ def spec(replica: str = "0") -> ActorSpec:
                 PROJECTOR_INBOX,
                 core.handle,
                 coalesce=core.newest_only,
+                finish=views.refresh_stale,
             ),
         ),
         services=(

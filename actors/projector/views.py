@@ -38,6 +38,7 @@ __all__ = [
     "read_world",
     "refresh",
     "refresh_all",
+    "refresh_stale",
     "replica_version",
 ]
 
@@ -214,17 +215,47 @@ def apply_change(
         case InboxChanged(agent=agent):
             writes[f"inboxsum/{world}/{agent}".encode()] = encode(change)
             affected.add(agent)
-    return refresh(reader, writes, ctx, affected)
+    for agent in affected:
+        writes[_stale_key(world, agent)] = b""
+    return Step(writes=writes)
 
 
 def refresh_all(
     reader: Reader, writes: dict[bytes, bytes | None], ctx: Context
 ) -> Step:
     """A belief changed: every agent's standing worldview may read differently."""
-    overlay = Overlay(reader, writes)
-    if _decl(overlay, ctx.world) is None:
-        return Step(writes=writes)
-    agents = {ref_name(e.id) for e in _entities(overlay, ctx.world, AGENT)}
+    if _decl(Overlay(reader, writes), ctx.world) is not None:
+        writes[_all_stale_key(ctx.world)] = b""
+    return Step(writes=writes)
+
+
+# Views are rebuilt once per batch (refresh_stale, the input's finish step), not per
+# change: a change marks the views it makes stale, in the same transaction, and the
+# marks are gone again when the batch commits.
+def _stale_key(world: str, agent: str) -> bytes:
+    return f"viewstale/{world}/{agent}".encode()
+
+
+def _all_stale_key(world: str) -> bytes:
+    return f"viewsstale/{world}".encode()
+
+
+def refresh_stale(reader: Reader, ctx: Context) -> Step:
+    """Rebuild the views the batch's changes in ``ctx.world`` made stale (marked by
+    :func:`apply_change` and :func:`refresh_all`), once, as of its last change."""
+    world = ctx.world
+    writes: dict[bytes, bytes | None] = {}
+    agents: set[str] = set()
+    every = _all_stale_key(world)
+    if reader.get(every) is not None:
+        writes[every] = None
+        agents |= {ref_name(e.id) for e in _entities(reader, world, AGENT)}
+    prefix = _stale_key(world, "")
+    for key, _ in reader.scan(prefix):
+        writes[key] = None
+        agents.add(key[len(prefix) :].decode())
+    if not writes:
+        return Step()
     return refresh(reader, writes, ctx, agents)
 
 

@@ -120,6 +120,11 @@ class Input(Generic[In]):
     # leaves the state as all of them in turn would). None, or a key of None: every
     # item is handled.
     coalesce: Callable[[In], Hashable | None] | None = None
+    # Run after the batch's messages, in the same transaction, once per world the
+    # batch touched (with the context of that world's last message): work worth doing
+    # once per batch rather than per message (the handlers leave marks in the state
+    # for it to find). Its writes and messages commit with the batch.
+    finish: Callable[[Reader, Context], Step] | None = None
 
 
 @dataclass(frozen=True, slots=True)

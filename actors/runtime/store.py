@@ -22,12 +22,12 @@ import lmdb
 import msgspec
 
 from actors.runtime.errors import InvalidInput, StoreError
-from actors.runtime.spec import Context, Input, Reader
+from actors.runtime.spec import Context, Input, Reader, Step
 from protocols.messages import DeadLetter, decode_batch, encode
 from protocols.subjects import author_of, batch_subject, dlq, world_of
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
     from pathlib import Path
 
 __all__ = ["BatchResult", "Delivery", "OutboxItem", "Store"]
@@ -175,6 +175,8 @@ class Store:
                         encode(letter),
                     )
 
+                # The context of each world's last handled message, for inp.finish.
+                touched: dict[str, Context] = {}
                 for d in deliveries:
                     if inp.skip_applied and d.seq <= applied:
                         accepted.append(True)
@@ -190,7 +192,7 @@ class Store:
                             if message is _SUPERSEDED:
                                 continue  # a later item of the batch replaces it
                             reason = bad or self._handle_one(
-                                inp, reader, txn, item, now, stage, message
+                                inp, reader, txn, item, now, stage, touched, message
                             )
                             if reason is not None:
                                 ok = False
@@ -199,12 +201,15 @@ class Store:
                                 reject(item, reason, f"{msg_id}.{part}", d.subject)
                         accepted.append(ok)
                         continue
-                    reason = self._handle_one(inp, reader, txn, d, now, stage)
+                    reason = self._handle_one(inp, reader, txn, d, now, stage, touched)
                     if reason is None:
                         accepted.append(True)
                         continue
                     accepted.append(False)
                     reject(d, reason, msg_id, d.subject)
+                if inp.finish is not None:
+                    for world in sorted(touched):
+                        self._finish(inp.finish, reader, txn, touched[world], stage)
                 if items:
                     txn.put(key, encode_entry(items), db=self._outbox)
                     txn.put(_OUTBOX_NEXT, str(next_key + 1).encode(), db=self._meta)
@@ -223,6 +228,7 @@ class Store:
         d: Delivery,
         now: Any,
         stage: Any,
+        touched: dict[str, Context],
         message: Any = None,
     ) -> str | None:
         """Handle one delivery (``message``: its payload already decoded) inside the
@@ -250,6 +256,28 @@ class Store:
                 "%s: handler failed on %s seq %d", self.actor, d.subject, d.seq
             )
             return f"internal error in {self.actor}: {exc!r}"
+        self._commit_step(txn, step, stage)
+        touched[ctx.world] = ctx
+        return None
+
+    def _finish(
+        self,
+        finish: Callable[[Reader, Context], Step],
+        reader: _TxnReader,
+        txn: Any,
+        ctx: Context,
+        stage: Any,
+    ) -> None:
+        """The input's once-per-batch work for one world. Its inputs are already
+        applied: if it fails (a bug), it is logged and the batch commits without it."""
+        try:
+            step = finish(reader, ctx)
+        except Exception:
+            log.exception("%s: the batch's finish failed for %s", self.actor, ctx.world)
+            return
+        self._commit_step(txn, step, stage)
+
+    def _commit_step(self, txn: Any, step: Step, stage: Any) -> None:
         for key, value in step.writes.items():
             if value is None:
                 txn.delete(key, db=self._state)
@@ -258,7 +286,6 @@ class Store:
         for out in step.out:
             payload = encode(out.message) if out.payload is None else out.payload
             stage(out.subject, out.msg_id, payload)
-        return None
 
     def pending_outbox(self) -> list[OutboxItem]:
         """Committed messages not yet confirmed published (after a crash, say)."""

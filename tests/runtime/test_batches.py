@@ -29,7 +29,18 @@ from protocols.messages import (
     encode,
     encode_batch,
 )
-from protocols.subjects import batch_subject, derived, dlq, inbox, ops, state
+from protocols.subjects import (
+    VIEWS,
+    batch_subject,
+    bucket_key,
+    bucket_put,
+    derived,
+    dlq,
+    inbox,
+    ops,
+    state,
+)
+from tests.core.test_crew import AGENTS, T0, Crew
 from tests.runtime.test_store import AT, WORLD, _deliveries
 
 FUSION = build("fusion").inputs[0]
@@ -249,5 +260,63 @@ def test_a_batch_of_changes_leaves_the_projector_as_applying_each_in_turn(
         assert all(one_by_one.apply_batch(PROJECTOR, alone, AT).accepted)
         with batched_store.reader() as a, one_by_one.reader() as b:
             assert state_hash(a) == state_hash(b)
+        batched_store.close()
+        one_by_one.close()
+
+
+def test_agents_views_are_rebuilt_once_per_batch_not_once_per_change() -> None:
+    """A batch of 40 belief changes in a world with a crew pushes each agent's view
+    once (it used to rebuild every view per change), and leaves the replica and the
+    views exactly as applying each change alone does."""
+    crew = Crew()
+    changes = [
+        (out.subject, encode(out.message))
+        for out in crew.declare()
+        if out.subject.startswith(state(crew.world, ""))
+    ]
+    for n in range(40):
+        belief = Belief(id=f"b{n}", text=f"the soteria pilot needs part {n}",
+                        type="claim", author="ada", confidence=0.5 + n / 100,
+                        uncertainty=0.3 - n / 200, created_at=T0,
+                        updated_at=T0, version=100 + n)  # fmt: skip
+        changes.append(
+            (state(crew.world, "belief"), encode(BeliefChanged(belief=belief)))
+        )
+    subject = state(crew.world, "batch")
+
+    def pushed(outbox: list[OutboxItem]) -> dict[str, list[bytes]]:
+        views: dict[str, list[bytes]] = {}
+        keys = {bucket_put(VIEWS, bucket_key(crew.world, a)) for a in AGENTS}
+        for item in outbox:
+            if item.subject in keys:
+                views.setdefault(item.subject, []).append(item.payload)
+        return views
+
+    with tempfile.TemporaryDirectory() as tmp:
+        batched_store = Store(Path(tmp) / "batched", actor="projector")
+        one_by_one = Store(Path(tmp) / "one-by-one", actor="projector")
+        once = batched_store.apply_batch(
+            PROJECTOR, [Delivery(1, subject, encode_batch(changes), batch=True)], AT
+        )
+        each = [
+            item
+            for n, change in enumerate(changes, 1)
+            for item in one_by_one.apply_batch(
+                PROJECTOR,
+                [Delivery(n, subject, encode_batch([change]), batch=True)],
+                AT,
+            ).outbox
+        ]
+        by_batch, by_change = pushed(once.outbox), pushed(each)
+        assert len(by_batch) == len(AGENTS)  # a view for every agent of the crew
+        assert all(len(p) == 1 for p in by_batch.values())
+        assert sum(len(p) for p in by_change.values()) > 10 * len(AGENTS)
+        # The same last view of every agent, and the same replica, marks gone.
+        assert {k: p[-1] for k, p in by_batch.items()} == {
+            k: p[-1] for k, p in by_change.items()
+        }
+        with batched_store.reader() as a, one_by_one.reader() as b:
+            assert state_hash(a) == state_hash(b)
+            assert not [k for k, _ in a.scan(b"") if b"stale" in k]
         batched_store.close()
         one_by_one.close()
