@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import inspect
 import json
 import logging
 import os
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import anyio
 import anyio.lowlevel
@@ -386,6 +387,20 @@ class DeliveryGap(nats.errors.Error):
     hole would acknowledge what was never applied)."""
 
 
+def _hands_raw_messages() -> bool:
+    """Whether the installed nats-py's client takes each message from its parser the
+    way :class:`_Client` expects (``_process_msg(sid, subject, reply, data,
+    headers)``); if a release changes that, pulls take nats-py's ``Msg`` objects."""
+    try:
+        params = list(inspect.signature(NATS._process_msg).parameters)
+    except (AttributeError, TypeError, ValueError):
+        return False
+    return params == ["self", "sid", "subject", "reply", "data", "headers"]
+
+
+RAW_MESSAGES: Final = _hands_raw_messages()
+
+
 class _Client(NATS):
     """nats-py's client, plus subscriptions that take their messages off the wire.
 
@@ -536,7 +551,7 @@ class Puller:
         self._sub: Any = None
 
     async def start(self) -> Puller:
-        if isinstance(self._nc, _Client):
+        if isinstance(self._nc, _Client) and RAW_MESSAGES:
             self._sub = await self._nc.subscribe(self._inbox)
             self._nc.sink(self._sub._id, self._take_raw)
         else:  # a client of nats-py's own: take its Msg objects

@@ -371,9 +371,13 @@ def _coalesced(inp: Input[Any], parts: list[tuple[Delivery, str | None]]) -> lis
         if bad is None:
             try:
                 message = inp.decoder.decode(item.data)
-                key = inp.coalesce(message)
             except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
                 message = None
+        if message is not None:
+            try:
+                key = inp.coalesce(message)
+            except Exception:  # a bug in the core: handle the item on its own
+                log.exception("coalesce failed on %s", item.subject)
         decoded.append(message)
         keys.append(key)
     seen: set[Any] = set()

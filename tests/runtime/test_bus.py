@@ -13,6 +13,7 @@ import pytest
 
 from actors.registry import build
 from actors.runtime.bus import (
+    RAW_MESSAGES,
     DeliveryGap,
     Puller,
     connect,
@@ -162,3 +163,44 @@ async def test_the_pull_hands_over_batches_and_reports_a_lost_delivery(
         await shared.unsubscribe()
     finally:
         await nc.close()
+
+
+async def test_the_pull_reads_deliveries_off_the_wire_and_from_a_plain_client_alike(
+    nats_url: str,
+) -> None:
+    """worldline's client hands a puller's messages over raw (the installed nats-py
+    takes them from its parser as the sink expects); a plain nats-py client's
+    ``Msg`` objects give the same deliveries."""
+    assert RAW_MESSAGES
+    name, token = _names()
+    stream = StreamSpec(name, (f"{token}.>",))
+    ours = await connect(nats_url, name="test")
+    plain = await nats.connect(nats_url)
+    js = ours.jetstream()
+    try:
+        await ensure_streams(js, [stream])
+        for n in range(3):
+            await js.publish(f"{token}.x", str(n).encode(), headers={"Wl-Batch": "2"})
+        got = []
+        for nc, durable in ((ours, "ours"), (plain, "plain")):
+            await ensure_consumer(js, ConsumerSpec(stream, durable, f"{token}.>"))
+            puller = await Puller(nc, name, durable, ordered=True).start()
+            if nc is ours:
+                assert puller._sub._id in ours._sinks  # type: ignore[attr-defined]
+            msgs = await puller.fetch(10, 1.0)
+            got.append(
+                [
+                    (m.subject, m.data, m.batch, m.stream_seq, m.consumer_seq)
+                    for m in msgs
+                ]
+            )
+            await msgs[-1].ack()
+            await puller.unsubscribe()
+        assert (
+            got[0]
+            == got[1]
+            == [(f"{token}.x", str(n).encode(), "2", n + 1, n + 1) for n in range(3)]
+        )
+    finally:
+        await plain.close()
+        await ours.close()
