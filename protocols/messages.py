@@ -598,6 +598,9 @@ class ReadWorld(Message, tag="rpc.read_world.v1", kw_only=True, frozen=True):
 
     entity_type: str | None = None  # only entities of this type
     at: datetime | None = None  # the clock beliefs are read at
+    # False: the crew part only (declaration, entities, edges), without the beliefs,
+    # contradictions and moves, which grow with the world
+    beliefs: bool = True
 
 
 class WorldReply(Message, tag="rpc.world.v1", kw_only=True, frozen=True):

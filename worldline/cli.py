@@ -184,7 +184,8 @@ async def _declare_once(url: str, declaration: WorldDecl) -> None:
     name = declaration.world.id
     author = (declaration.authority.admins or ["worldline"])[0]
     async with connect(url, world=name, agent=author) as world:
-        current = (await world.read_world(entity_type="none")).declaration
+        crew = await world.read_world(entity_type="none", beliefs=False)
+        current = crew.declaration
         if current == declaration:
             print(f"world: {name} (already declared)", flush=True)
             return

@@ -275,9 +275,14 @@ class CrewMixin:
         )
         return await self._submit(op)
 
-    async def read_world(self, *, entity_type: str | None = None) -> WorldReply:
-        """The declaration, entities and edges, from a projector replica."""
-        reply = await self._read_at_fence("read", ReadWorld(entity_type=entity_type))
+    async def read_world(
+        self, *, entity_type: str | None = None, beliefs: bool = True
+    ) -> WorldReply:
+        """The declaration, entities and edges, from a projector replica; with
+        ``beliefs``, also the beliefs, gaps, goals, contradictions and moves (these
+        grow with the world: a reply is capped at the server's max payload)."""
+        request = ReadWorld(entity_type=entity_type, beliefs=beliefs)
+        reply = await self._read_at_fence("read", request)
         if not isinstance(reply, WorldReply):
             raise BadRequest(f"unexpected reply to read: {reply!r}")
         return reply

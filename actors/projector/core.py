@@ -71,6 +71,8 @@ def serve(reader: Reader, request: ProjectorRpc, world: str) -> Message:
             return beliefs.trace(reader, world, belief_id)
         case ReadWorld(entity_type=entity_type, at=at):
             crew = views.read_world(reader, world, entity_type)
+            if not request.beliefs:
+                return crew
             every = beliefs.world_beliefs(reader, world, at)
             if at is not None:  # the world model as it stood at ``at``
                 every = [beliefs.as_of(b, at) for b in every if b.created_at <= at]
