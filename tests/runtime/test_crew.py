@@ -390,3 +390,9 @@ async def test_a_flood_of_statements_in_a_crew_world_does_not_hold_up_an_add(
         assert len(await ada.list(limit=5000)) == 1001
         view = await ada.view("spock")
         assert view is not None
+        # The crew part alone stays small however many beliefs the world holds
+        # (`worldline up --world-file` compares the declaration with it).
+        crew_only = await ada.read_world(entity_type="none", beliefs=False)
+        assert crew_only.declaration == crew(world)
+        assert crew_only.beliefs == []
+        assert len(msgspec.msgpack.encode(crew_only)) < 50_000
