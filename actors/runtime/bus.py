@@ -519,7 +519,10 @@ def _batch_header(headers: bytes) -> str | None:
     if at < 0:
         return None
     start = at + len(_BATCH_LINE)
-    return headers[start : headers.index(b"\r\n", start)].decode().strip()
+    end = headers.find(b"\r\n", start)
+    value = headers[start:] if end < 0 else headers[start:end]
+    # Whatever a hostile publisher put there reaches the store, which rejects it.
+    return value.decode(errors="replace").strip()
 
 
 class Puller:
@@ -564,12 +567,13 @@ class Puller:
     def _take_raw(
         self, subject: bytes, reply: bytes, data: bytes, headers: bytes | None
     ) -> None:
+        # Called by nats-py's protocol parser: nothing here may raise.
         if headers is not None and _status(headers):
             self._ended = True  # no more for the request (or an old one's expiry)
         else:
             self._take(
-                subject.decode(),
-                reply.decode(),
+                subject.decode(errors="replace"),
+                reply.decode(errors="replace"),
                 data,
                 None if headers is None else _batch_header(headers),
             )

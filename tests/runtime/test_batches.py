@@ -11,11 +11,18 @@ from typing import Literal
 import anyio
 import anyio.to_thread
 import msgspec
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from actors.registry import build
-from actors.runtime.bus import BATCH_BYTES, BATCH_ITEMS, batched
+from actors.runtime.bus import (
+    BATCH_BYTES,
+    BATCH_ITEMS,
+    _batch_header,
+    _sequences,
+    batched,
+)
 from actors.runtime.consume import INLINE_BUDGET, _Pace
 from actors.runtime.memory import state_hash
 from actors.runtime.store import BatchResult, Delivery, OutboxItem, Store
@@ -320,3 +327,16 @@ def test_agents_views_are_rebuilt_once_per_batch_not_once_per_change() -> None:
             assert not [k for k, _ in a.scan(b"") if b"stale" in k]
         batched_store.close()
         one_by_one.close()
+
+
+def test_the_raw_pull_reads_sequences_and_headers_and_never_raises_on_them() -> None:
+    assert _sequences("$JS.ACK.WL_OPS.fusion.1.42.7.1700000000000000000.3") == (42, 7)
+    assert _sequences(  # the form with a domain and an account hash
+        "$JS.ACK.hub.ACCHASH.WL_OPS.fusion.1.42.7.1700000000000000000.3.rnd"
+    ) == (42, 7)
+    for bad in ("_INBOX.x", "$JS.ACK.S.c.1.x.7.1.3", "$JS.ACK.too.short"):
+        with pytest.raises(ValueError, match=r"not a JetStream delivery|invalid"):
+            _sequences(bad)
+    assert _batch_header(b"NATS/1.0\r\nNats-Msg-Id: a\r\nWl-Batch: 12\r\n\r\n") == "12"
+    assert _batch_header(b"NATS/1.0\r\nNats-Msg-Id: a\r\n\r\n") is None
+    assert _batch_header(b"NATS/1.0\r\nWl-Batch: \xff9") == "\ufffd9"  # no CRLF
