@@ -1112,6 +1112,12 @@ def parser() -> argparse.ArgumentParser:
         "status", help="actors, consumer lag, rates, dead letters, store sizes"
     )
     status.add_argument("--nats", default=None, help="NATS URL (env WORLDLINE_NATS)")
+    status.add_argument(
+        "--creds",
+        default=None,
+        help="the operator's credentials file from `worldline creds` (operator.creds; "
+        f"env {CREDS_ENV})",
+    )
     status.add_argument("--json", action="store_true", help="machine-readable output")
     status.add_argument("--timeout", type=float, default=10.0, help="seconds to wait")
     status.set_defaults(run=_status)

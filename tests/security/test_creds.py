@@ -43,6 +43,7 @@ from protocols.subjects import (
     state,
 )
 from tests.support import all_actors, running, unique_world
+from worldline.cli import main as cli_main
 from worldline.creds import new_seed, write_credentials
 from worldline.declaration import load_declaration
 from worldline.errors import BadRequest, BusUnavailable
@@ -411,3 +412,27 @@ async def test_buckets_made_before_per_key_reads_get_them(nats_url: str) -> None
         await nc.close()
     assert not before.config.allow_direct
     assert after.config.allow_direct
+
+
+async def test_status_reads_the_secured_bus_with_the_operators_creds(
+    secured: Secured,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    def status(*extra: str) -> int:
+        argv = ["status", "--nats", secured.url, "--json", "--timeout", "5", *extra]
+        try:
+            return cli_main(argv)
+        except SystemExit as exc:  # how the CLI reports a failure
+            return int(exc.code or 0)
+
+    async with actors_as_own_users(secured, monkeypatch):
+        refused = await anyio.to_thread.run_sync(status)
+        assert refused == 4  # anonymous: the server turns it away
+        assert "refused an anonymous client" in capsys.readouterr().err
+        creds = str(secured.out / "operator.creds")
+        assert await anyio.to_thread.run_sync(status, "--creds", creds) == 0
+        report = json.loads(capsys.readouterr().out)
+        seen = {row["instance"] for row in report["instances"] if row["pid"]}
+        assert {"fusion", "materializer", "projector-0"} <= seen  # their heartbeats
+        assert all(row["messages"] is not None for row in report["streams"])
