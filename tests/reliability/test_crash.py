@@ -123,10 +123,11 @@ def _op_ids(exported: str) -> list[str]:
     ]
 
 
-def _settle(
-    env: dict[str, str], wait: float
-) -> tuple[subprocess.CompletedProcess[str], subprocess.CompletedProcess[str]]:
-    """Replay until the live state matches (or ``wait`` runs out), then export."""
+def replay_until_match(
+    env: dict[str, str], wait: float, every: float = 1.0
+) -> subprocess.CompletedProcess[str]:
+    """``worldline replay --json`` until the live hash matches the log's (or ``wait``
+    runs out): the last run."""
     deadline = time.monotonic() + wait
     while True:
         replayed = subprocess.run(
@@ -138,8 +139,15 @@ def _settle(
             check=False,
         )
         if '"match":true' in replayed.stdout or time.monotonic() > deadline:
-            break
-        time.sleep(1)
+            return replayed
+        time.sleep(every)
+
+
+def _settle(
+    env: dict[str, str], wait: float
+) -> tuple[subprocess.CompletedProcess[str], subprocess.CompletedProcess[str]]:
+    """Replay until the live state matches (or ``wait`` runs out), then export."""
+    replayed = replay_until_match(env, wait)
     exported = subprocess.run(
         [WORLDLINE, "export"],
         env=env,

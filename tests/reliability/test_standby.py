@@ -19,7 +19,13 @@ import pytest
 
 from protocols.messages import LEASE_VALUE
 from protocols.subjects import LEASES, lease_key
-from tests.reliability.test_crash import _declare, _kill, _op_ids, _write
+from tests.reliability.test_crash import (
+    _declare,
+    _kill,
+    _op_ids,
+    _write,
+    replay_until_match,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -74,23 +80,11 @@ async def _holder(url: str, key: str = KEY) -> str:
 def _replay(env: dict[str, str], wait: float) -> dict[str, object]:
     """``worldline replay --json`` until the live hash matches the log's (or time
     runs out): the live hash comes from whichever replica holds the lease."""
-    deadline = time.monotonic() + wait
-    while True:
-        done = subprocess.run(
-            [WORLDLINE, "replay", "--json"],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        if done.stdout.strip():
-            result: dict[str, object] = json.loads(done.stdout)
-            if result["match"] or time.monotonic() > deadline:
-                return result
-        elif time.monotonic() > deadline:
-            raise AssertionError(f"replay failed: {done.stderr}")
-        time.sleep(0.5)
+    done = replay_until_match(env, wait, every=0.5)
+    if not done.stdout.strip():
+        raise AssertionError(f"replay failed: {done.stderr}")
+    result: dict[str, object] = json.loads(done.stdout)
+    return result
 
 
 def _takeover(url: str, dead: str, alive: str) -> float:
