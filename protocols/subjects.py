@@ -30,6 +30,7 @@ __all__ = [
     "OPS",
     "PREFIX",
     "PRESENCE",
+    "REPLY_ROOT",
     "SIMULATOR_IN",
     "STATE",
     "STATUS",
@@ -52,6 +53,7 @@ __all__ = [
     "fusion_in",
     "inbox",
     "inbox_in",
+    "is_reply_subject",
     "lease_key",
     "materializer_inputs",
     "obs",
@@ -169,6 +171,23 @@ def rpc(world: str, verb: RpcVerb) -> str:
 def rpc_pattern(verb: RpcVerb) -> str:
     """Wildcard a queue group subscribes to so it serves ``verb`` for every world."""
     return f"{PREFIX}.*.rpc.{verb}"
+
+
+# Reply subjects: every requester's replies arrive under ``_INBOX.`` (nats-py's default
+# inbox prefix; a user with credentials gets ``_INBOX.<public key>``).
+REPLY_ROOT: Final = "_INBOX"
+_REPLY_TOKEN = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def is_reply_subject(subject: str) -> bool:
+    """Whether an actor may answer a request on ``subject``: only a plain reply
+    inbox, ``_INBOX.<token>[.<token>...]``, never a stream, bucket or JetStream API
+    subject a request names (an actor holds rights there that the requester lacks:
+    answering there would make it a confused deputy)."""
+    root, _, rest = subject.partition(".")
+    if root != REPLY_ROOT or not rest:
+        return False
+    return all(_REPLY_TOKEN.fullmatch(token) for token in rest.split("."))
 
 
 def world_of(subject: str) -> str:

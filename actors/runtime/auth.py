@@ -19,6 +19,8 @@ from typing import Any, Final
 
 import nkeys
 
+from protocols.subjects import REPLY_ROOT
+
 __all__ = [
     "CREDS_ENV",
     "ClientAuth",
@@ -29,7 +31,6 @@ __all__ = [
 ]
 
 CREDS_ENV: Final = "WORLDLINE_CREDS"
-_REPLY_ROOT: Final = "_INBOX"
 _SEED_MARK: Final = "SU"  # a user nkey seed starts with these two letters
 _JWT_MARK: Final = "BEGIN NATS USER JWT"
 
@@ -40,7 +41,7 @@ class CredentialsError(ValueError):
 
 def reply_prefix(public_key: str) -> str:
     """The reply subjects of the user with this public key: ``_INBOX.<key>``."""
-    return f"{_REPLY_ROOT}.{public_key}"
+    return f"{REPLY_ROOT}.{public_key}"
 
 
 def public_key_of(seed: str) -> str:

@@ -43,7 +43,7 @@ from actors.runtime.metrics import Registry
 from actors.runtime.prepare import prepared_input
 from actors.runtime.store import BatchResult, Delivery, OutboxItem, Store
 from protocols.messages import Message, RpcError, encode
-from protocols.subjects import BUCKETS, STREAMS, world_of
+from protocols.subjects import BUCKETS, STREAMS, is_reply_subject, world_of
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -446,7 +446,16 @@ async def _serve(
     task_status.started()
     try:
         async for msg in sub.messages:
-            if not msg.reply:
+            if not is_reply_subject(msg.reply):
+                # No reply inbox (nothing to answer), or a reply subject that names a
+                # stream, bucket or JetStream API call: answering there would act with
+                # this actor's rights on the requester's behalf (a confused deputy).
+                if msg.reply:
+                    log.warning(
+                        "%s: refused to answer on %r (not an _INBOX reply subject)",
+                        store.actor,
+                        msg.reply[:200],
+                    )
                 continue
             reply = _answer(store, service, msg.subject, msg.data)
             if reply is not None:
