@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.support import SHARED_TRACES, unique_world
+from tests.support import TRACES, unique_world
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -377,9 +377,6 @@ def test_an_actor_against_an_unreachable_bus_exits_4(tmp_path: Path) -> None:
     assert result.returncode == 4
     assert "Traceback" not in result.stderr
     assert "cannot reach NATS" in result.stderr
-
-
-TRACES = SHARED_TRACES
 
 
 def _traces() -> list[str]:

@@ -26,7 +26,7 @@ from actors.simulator.evaluate import (
 )
 from actors.simulator.index import build, load, save
 from protocols.messages import Transition
-from tests.support import SHARED_TRACES
+from tests.support import TRACES
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -566,10 +566,9 @@ def test_the_example_plan_is_valid() -> None:
     assert sum(1 for t in plan.tasks if t.tools) == 1
 
 
-@pytest.mark.skipif(not SHARED_TRACES.is_dir(), reason="the shared traces are absent")
 def test_the_example_runs_on_an_index_of_the_real_traces(tmp_path: Path) -> None:
     transitions: list[Any] = []
-    for path in sorted(SHARED_TRACES.glob("*/*")):
+    for path in sorted(TRACES.glob("*/*")):
         if path.name != "LICENSE":
             transitions += parse_trace(path.name, path.read_bytes()).transitions
     save(build(transitions), tmp_path / "sim-index")

@@ -14,9 +14,7 @@ import pytest
 
 from actors.extractor.traces import TraceParse, UnknownTraceFormat, parse_trace
 from protocols.messages import Transition
-from tests.support import SHARED_TRACES
-
-TRACES: Final = SHARED_TRACES
+from tests.support import TRACES
 
 # Transitions per real file, counted by hand from the files (message indexes are
 # positions in ToolBench's answer_generation.train_messages[-1] or SWE-agent's

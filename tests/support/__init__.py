@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
     from actors.runtime.spec import ActorSpec
 
-__all__ = ["SHARED_TRACES", "all_actors", "running", "unique_world"]
+__all__ = ["TRACES", "all_actors", "running", "unique_world"]
 
 
 def unique_world(prefix: str = "t") -> str:
@@ -42,8 +42,6 @@ async def running(
         tg.cancel_scope.cancel()
 
 
-# The real traces live in the workspace's shared folder, beside the checkout (as CI lays
-# it out too): ``<checkout>/../shared/data/traces``. Tests only read them.
-SHARED_TRACES = (
-    Path(__file__).resolve().parents[2].parent / "shared" / "data" / "traces"
-)
+# Real traces written by others (licenses and provenance in tests/data/README.md),
+# shipped with the suite so a clone runs it on its own. Tests only read them.
+TRACES = Path(__file__).resolve().parents[1] / "data" / "traces"
