@@ -31,12 +31,28 @@ class Overlay:
         return self.reader.get(key)
 
     def scan(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
-        merged: dict[bytes, bytes | None] = dict(self.reader.scan(prefix))
-        merged.update({k: v for k, v in self.writes.items() if k.startswith(prefix)})
-        for key in sorted(merged):
-            value = merged[key]
+        # A merge as the caller reads on, not the whole prefix read up front: a
+        # reader that stops after an index's first few keys must not pay for every
+        # key under the prefix (the projector's views read top-N ranks).
+        pending = sorted(
+            ((k, v) for k, v in self.writes.items() if k.startswith(prefix)),
+            key=lambda item: item[0],
+        )
+        i = 0
+        for key, stored in self.reader.scan(prefix):
+            value: bytes | None = stored
+            while i < len(pending) and pending[i][0] <= key:
+                held, new = pending[i]
+                i += 1
+                if held == key:
+                    value = new
+                elif new is not None:
+                    yield held, new
             if value is not None:
                 yield key, value
+        for held, new in pending[i:]:
+            if new is not None:
+                yield held, new
 
 
 class MemoryState:
