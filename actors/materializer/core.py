@@ -5,6 +5,13 @@ live state and a replay of the log agree byte for byte whatever order the poster
 crew-op inputs interleave in. The crew world (entities, edges, work, inboxes) is in
 :mod:`actors.materializer.crew`.
 
+A posterior names its cause by OPS sequence, and nothing else vouches for it on a bus
+without credentials, so one whose ``cause_seq`` is below 1 or beyond the end of the
+op log (``Context.batch_prepared``: ``WL_OPS``'s last sequence, which the service
+fetches outside the transaction) is refused with :class:`InvalidInput` and
+dead-lettered: otherwise a forged huge ``cause_seq`` would pin the belief, since
+every real later posterior would look older.
+
 State keys: ``belief/<world>/<id>`` -> ``Belief``.
 Output: ``BeliefChanged`` on ``wl.<world>.state.belief``.
 """
@@ -13,6 +20,7 @@ from __future__ import annotations
 
 import msgspec
 
+from actors.runtime.errors import InvalidInput
 from actors.runtime.memory import state_hash
 from actors.runtime.spec import Context, Outgoing, Reader, Step
 from protocols.messages import (
@@ -20,6 +28,7 @@ from protocols.messages import (
     Message,
     OpStatus,
     OpStatusReply,
+    OpVerdict,
     PosteriorUpdate,
     Rejection,
     StateHash,
@@ -31,15 +40,19 @@ from protocols.subjects import state
 
 __all__ = [
     "belief_key",
+    "check_cause",
     "conflict_key",
     "handle",
     "last_change_key",
     "last_op_key",
+    "record_verdict",
     "serve",
     "unchanged_key",
+    "verdict_key",
 ]
 
 _REJECTION = msgspec.msgpack.Decoder(Rejection)
+_VERDICT = msgspec.msgpack.Decoder(OpVerdict)
 
 
 def belief_key(world: str, belief_id: str) -> bytes:
@@ -68,7 +81,16 @@ def conflict_key(world: str, seq: int) -> bytes:
 
 def handle(reader: Reader, update: PosteriorUpdate, ctx: Context) -> Step:
     """Apply one posterior (with its evidence); a repeat that changes nothing, or one
-    older than what is held, is suppressed."""
+    older than what is held, is suppressed.
+
+    ``ctx.batch_prepared`` is the op log's last sequence when the runtime fetched it
+    (None in a replay, whose posteriors are rebuilt from the log itself).
+
+    Raises:
+        InvalidInput: ``cause_seq`` is below 1 or beyond the op log's end: no op
+            caused this posterior, so fusion did not publish it.
+    """
+    check_cause(update, ctx.world, ctx.batch_prepared)
     key = belief_key(ctx.world, update.belief.id)
     belief = msgspec.structs.replace(update.belief, version=update.cause_seq)
     record = BeliefChanged(belief=belief, evidence=update.evidence, trust=update.trust)
@@ -92,16 +114,56 @@ def handle(reader: Reader, update: PosteriorUpdate, ctx: Context) -> Step:
     )
 
 
+def check_cause(update: PosteriorUpdate, world: str, ops_end: int | None) -> None:
+    """Refuse a posterior no op of the log can have caused.
+
+    Raises:
+        InvalidInput: ``update.cause_seq`` < 1, or > ``ops_end`` (when known).
+    """
+    seq = update.cause_seq
+    if seq < 1:
+        raise InvalidInput(
+            f"posterior for belief {update.belief.id!r} in world {world!r} has "
+            f"cause_seq {seq}: the op that caused it has an OPS stream sequence, "
+            "which starts at 1. Only fusion publishes posteriors; record an op "
+            "(add, evidence) instead"
+        )
+    if ops_end is not None and seq > ops_end:
+        raise InvalidInput(
+            f"posterior for belief {update.belief.id!r} in world {world!r} has "
+            f"cause_seq {seq}, beyond the op log (WL_OPS ends at sequence "
+            f"{ops_end}): no op caused it, so fusion did not publish it (forged?). "
+            "Only fusion publishes posteriors; record an op (add, evidence) "
+            "instead, and secure the bus with per-agent credentials "
+            "(deploy/credentials.md)"
+        )
+
+
+def verdict_key(world: str, seq: int) -> bytes:
+    """Fusion's verdict on the belief op at OPS sequence ``seq`` (refused, unchanged,
+    or a trust setting applied)."""
+    return f"verdict/{world}/{seq:012d}".encode()
+
+
+def record_verdict(reader: Reader, verdict: OpVerdict, ctx: Context) -> Step:
+    """Keep fusion's verdict on one op beside the materializer's own op outcomes, for
+    ``op_status``: how the author of a refused or repeated belief op learns of it."""
+    return Step(writes={verdict_key(ctx.world, verdict.seq): encode(verdict)})
+
+
 def serve(reader: Reader, request: StateHash | OpStatus, world: str) -> Message:
-    """The hash of everything held for ``world``, or what became of one op."""
+    """The hash of everything held for ``world``, or what became of one op (with
+    fusion's verdict on it, once there is one)."""
     raw = reader.get(last_op_key(world))
     applied = 0 if raw is None else int(raw)
     match request:
         case StateHash():
             return StateHashReply(hash=state_hash(reader, world=world), applied=applied)
         case OpStatus(seq=seq):
+            found = reader.get(verdict_key(world, seq)) if seq > 0 else None
+            verdict = None if found is None else _VERDICT.decode(found)
             if seq > applied:
-                return OpStatusReply(state="pending")
+                return OpStatusReply(state="pending", verdict=verdict)
             raw_fence = reader.get(last_change_key(world))
             fence = 0 if raw_fence is None else int(raw_fence)
             rejected = reader.get(conflict_key(world, seq))
@@ -111,6 +173,7 @@ def serve(reader: Reader, request: StateHash | OpStatus, world: str) -> Message:
                     state="applied",
                     fence=fence,
                     version=seq if kept is None else int(kept),
+                    verdict=verdict,
                 )
             rejection = _REJECTION.decode(rejected)
             return OpStatusReply(state="rejected", rejection=rejection, fence=fence)

@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from actors.materializer import core, crew
+from actors.materializer.ops_end import OpsEnd
 from actors.runtime.spec import (
     ActorSpec,
     Context,
@@ -69,7 +70,13 @@ def spec(replica: str = "", partition: str = "0/1") -> ActorSpec:
         lease=lease_key("materializer", index, count),
         inputs=(
             Input(ops_in, OPS_INBOX, _owned(crew.handle, index, count)),
-            Input(posteriors_in, MATERIALIZER_INBOX, _owned(core.handle, index, count)),
+            Input(
+                posteriors_in,
+                MATERIALIZER_INBOX,
+                _owned(core.handle, index, count),
+                # The op log's end, which a posterior's cause_seq may not pass.
+                prepare_batch=OpsEnd(),
+            ),
         ),
         services=(
             Service(rpc_pattern("state_hash"), queue, MATERIALIZER_RPC, serve),

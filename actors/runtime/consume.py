@@ -222,7 +222,7 @@ async def _consume(
         started = time.perf_counter()
         now = clock()
         # The input's optional async prepare step, outside the write transaction.
-        prepared = await prepared_input(inp, msgs, deliveries, now)
+        prepared = await prepared_input(inp, msgs, deliveries, now, js=js)
         applying = time.perf_counter()
         apply = partial(store.apply_batch, prepared, deliveries, now, publish=publish)
         items = sum(_size(m) for m in msgs)

@@ -16,12 +16,14 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     import msgspec
+    from nats.js import JetStreamContext
 
     from protocols.messages import Message
     from protocols.subjects import ConsumerSpec
 
 __all__ = [
     "ActorSpec",
+    "BatchPrepare",
     "Context",
     "Handler",
     "Input",
@@ -81,6 +83,10 @@ class Context:
     # What the input's ``prepare`` step returned for this delivery (None without one);
     # an :class:`Unprepared` when that step failed or ran out of time.
     prepared: Any = None
+    # What the input's ``prepare_batch`` step returned for the fetched batch this
+    # message came in (None without one, and wherever the runtime did not run it:
+    # ``worldline replay`` and tests that call the store directly).
+    batch_prepared: Any = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +100,12 @@ Handler = Callable[[Reader, In, Context], Step]
 # Async work outside the batch transaction (a model call, say): its result reaches the
 # pure handler as ``Context.prepared``. It must not touch the actor's state.
 Prepare = Callable[[In, Context], Awaitable[Any]]
+# Async work once per fetched batch, outside the batch transaction: given the bus and
+# the payload of every message the batch carries (a batch message's items unpacked,
+# not decoded), its result reaches every handler call of the batch as
+# ``Context.batch_prepared``. For a fact of the bus the handler must check against
+# (the end of another stream, say). It must not touch the actor's state.
+BatchPrepare = Callable[["JetStreamContext", list[bytes]], Awaitable[Any]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +126,11 @@ class Input(Generic[In]):
     prepare: Prepare[In] | None = None
     prepare_concurrency: int = 4
     prepare_timeout: float = 60.0
+    # Optional async step once per fetched batch (see :data:`BatchPrepare`), after
+    # ``prepare``. The runtime retries it until it returns (logging each failure and
+    # marking the batch in progress meanwhile): the batch is never applied without
+    # its result.
+    prepare_batch: BatchPrepare | None = None
     # What a message makes obsolete: of the items of one batch message with the same
     # key, only the last is handled (the others count as applied). For an input whose
     # messages each carry a thing's whole newest state, in order (so the last one
