@@ -46,7 +46,7 @@ from protocols.messages import (
 from protocols.world import Value, WorldDecl
 from worldline.client import DEFAULT_URL, World, connect
 from worldline.creds import write_credentials
-from worldline.crew import ExportRecord
+from worldline.crew import RawRecord
 from worldline.declaration import load_declaration
 from worldline.errors import (
     BadRequest,
@@ -55,7 +55,7 @@ from worldline.errors import (
     Rejected,
     SimulationError,
 )
-from worldline.replay import ReplayResult, replay
+from worldline.replay import ReplayResult, read_export, replay
 from worldline.status import gather as gather_status
 from worldline.status import render as render_status
 
@@ -568,12 +568,26 @@ def _view(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
 
 def _export(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
     async def run(world: World) -> None:
-        lines = [msgspec.json.encode(record) + b"\n" async for record in world.export()]
+        # Every op the log holds, each on its line: one that does not decode is kept
+        # as its bytes (a backup that silently drops nothing).
+        lines = []
+        raw = []
+        async for record in world.backup():
+            lines.append(msgspec.json.encode(record) + b"\n")
+            if isinstance(record, RawRecord):
+                raw.append(record.seq)
         if args.out:
             await anyio.Path(args.out).write_bytes(b"".join(lines))
             sys.stderr.write(f"exported {len(lines)} ops to {args.out}\n")
         else:
             sys.stdout.write(b"".join(lines).decode())
+        if raw:
+            shown = ", ".join(map(str, raw[:10])) + (", ..." if len(raw) > 10 else "")
+            sys.stderr.write(
+                f"warning: {len(raw)} of {len(lines)} ops do not decode (seq "
+                f'{shown}); kept as their bytes ("payload"), as the actors '
+                "dead-lettered them; replay does the same\n"
+            )
 
     return run
 
@@ -773,7 +787,7 @@ def _replay_into(args: argparse.Namespace, data: Path) -> int:
     if args.source:
         try:
             with open(args.source, "rb") as f:
-                records = [msgspec.json.decode(line, type=ExportRecord) for line in f]
+                records = read_export(f)
         except (OSError, msgspec.MsgspecError) as exc:
             raise BadRequest(f"cannot read export {args.source}: {exc}") from exc
         result = replay(records, data, args.world)
@@ -781,8 +795,12 @@ def _replay_into(args: argparse.Namespace, data: Path) -> int:
     else:
         result, live = anyio.run(_replay_from_bus, args, data, backend="asyncio")
     human = [f"state-hash: {result.hash}", f"ops: {result.ops}"]
+    if result.raw:
+        human.append(f"undecodable: {result.raw} (dead-lettered, as the actors did)")
+    # ``applied``: the last op the world's materializer applied or rejected, on both
+    # sides (an op dead-lettered at the end of the log moves neither).
     matches = live is None or (
-        live.hash == result.hash and live.applied == result.last_seq
+        live.hash == result.hash and live.applied == result.applied
     )
     if live is not None:
         human.append(f"live-hash: {live.hash} (applied through op {live.applied})")
@@ -792,6 +810,7 @@ def _replay_into(args: argparse.Namespace, data: Path) -> int:
         {
             "state_hash": result.hash,
             "ops": result.ops,
+            "undecodable": result.raw,
             "live_hash": None if live is None else live.hash,
             "match": matches,
         },
@@ -809,7 +828,7 @@ async def _replay_from_bus(
         agent=args.agent,
         request_timeout=args.timeout,
     ) as world:
-        records = [record async for record in world.export()]
+        records = [record async for record in world.backup()]
         live = await world.state_hash()
     return replay(records, data, args.world), live
 

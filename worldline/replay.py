@@ -3,7 +3,9 @@ and the same store code the live actors use, and hash it.
 
 The live materializer's hash of the same world must match byte for byte: versions are
 OPS sequences and every time is the op's own, so nothing depends on when or in which
-batches the live actors happened to apply the log.
+batches the live actors happened to apply the log. An op that does not decode (a
+:class:`~worldline.crew.RawRecord`) goes through the same store code as its bytes and
+is dead-lettered there, as the live actors did.
 """
 
 from __future__ import annotations
@@ -12,20 +14,23 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+import msgspec
+
+from actors.materializer.core import last_op_key
 from actors.registry import build
 from actors.runtime.memory import state_hash
 from actors.runtime.store import Delivery, Store
 from protocols.messages import encode
 from protocols.subjects import DERIVED_CHANNEL, channel_of
+from worldline.crew import ExportRecord, RawRecord
 from worldline.errors import BadRequest
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
     from pathlib import Path
 
-    from worldline.crew import ExportRecord
 
-__all__ = ["ReplayResult", "replay"]
+__all__ = ["ReplayResult", "read_export", "replay"]
 
 BATCH = 1000  # ops per LMDB transaction, as a live actor would fetch them
 
@@ -35,11 +40,17 @@ class ReplayResult:
     """What the replay rebuilt."""
 
     hash: str
-    ops: int
-    last_seq: int
+    ops: int  # records replayed (raw ones included)
+    last_seq: int  # the highest sequence among them
+    # the last op the rebuilt materializer applied or rejected in the world (what the
+    # live one answers as ``applied``: a dead-lettered op does not move it)
+    applied: int = 0
+    raw: int = 0  # records that did not decode, dead-lettered as the live actors did
 
 
-def replay(records: Iterable[ExportRecord], data: Path, world: str) -> ReplayResult:
+def replay(
+    records: Iterable[ExportRecord | RawRecord], data: Path, world: str
+) -> ReplayResult:
     """Apply ``records`` (in log order) to fresh fusion and materializer stores in
     ``data`` and return the materializer's hash of ``world``.
 
@@ -49,11 +60,16 @@ def replay(records: Iterable[ExportRecord], data: Path, world: str) -> ReplayRes
     if data.exists() and any(data.iterdir()):
         raise BadRequest(f"{data} is not empty; replay needs a fresh folder")
     rebuild = _Rebuild(data)
-    count = last_seq = 0
+    count = last_seq = raw = 0
     try:
         batch: list[Delivery] = []
         for record in records:
-            batch.append(Delivery(record.seq, record.subject, encode(record.op)))
+            if isinstance(record, RawRecord):
+                payload = record.payload
+                raw += 1
+            else:
+                payload = encode(record.op)
+            batch.append(Delivery(record.seq, record.subject, payload))
             count += 1
             last_seq = max(last_seq, record.seq)
             if len(batch) == BATCH:
@@ -62,9 +78,38 @@ def replay(records: Iterable[ExportRecord], data: Path, world: str) -> ReplayRes
         rebuild.apply(batch)
         with rebuild.materializer.reader() as reader:
             digest = state_hash(reader, world=world)
+            marker = reader.get(last_op_key(world))
     finally:
         rebuild.close()
-    return ReplayResult(hash=digest, ops=count, last_seq=last_seq)
+    return ReplayResult(
+        hash=digest,
+        ops=count,
+        last_seq=last_seq,
+        applied=0 if marker is None else int(marker),
+        raw=raw,
+    )
+
+
+_EXPORT_LINE = msgspec.json.Decoder(ExportRecord)
+_RAW_LINE = msgspec.json.Decoder(RawRecord)
+
+
+def read_export(lines: Iterable[bytes]) -> list[ExportRecord | RawRecord]:
+    """The records of an export file (``worldline export``), raw ones included.
+
+    Raises:
+        msgspec.MsgspecError: a line is neither an op nor a raw record.
+    """
+    records: list[ExportRecord | RawRecord] = []
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            records.append(_EXPORT_LINE.decode(line))
+        except msgspec.ValidationError:
+            # An op that did not decode when it was exported: kept as its bytes.
+            records.append(_RAW_LINE.decode(line))
+    return records
 
 
 class _Rebuild:

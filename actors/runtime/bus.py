@@ -50,9 +50,11 @@ __all__ = [
     "ensure_consumer",
     "ensure_streams",
     "publish_all",
+    "raw_subject",
     "resume_consumer",
     "stream_replicas",
     "unbatched",
+    "valid_subject",
 ]
 
 log = logging.getLogger("worldline.bus")
@@ -440,6 +442,43 @@ class _Client(NATS):
         self.stats["in_msgs"] += 1
         self.stats["in_bytes"] += len(data)
         sink(subject, reply, data, headers)
+
+    def _build_message(
+        self,
+        sid: int,
+        subject: bytes,
+        reply: bytes,
+        data: bytes,
+        headers: dict[str, str] | None,
+    ) -> Msg:
+        # nats-py decodes strictly, inside its protocol parser: one frame whose
+        # subject is not valid UTF-8 (anyone may publish one) raised there and broke
+        # the connection (an export read 32 of 512 ops). Bytes that are not UTF-8
+        # become lone surrogates instead: ``raw_subject`` gets the bytes back, and
+        # anything that encodes the subject strictly fails on it, as it should.
+        return self.msg_class(
+            subject=subject.decode(errors="surrogateescape"),
+            reply=reply.decode(errors="surrogateescape"),
+            data=data,
+            headers=headers,
+            _client=self,
+            _sid=sid,
+        )
+
+
+def raw_subject(subject: str) -> bytes:
+    """The bytes of a subject read by a client of :func:`connect`, including one
+    that is not valid UTF-8 (see ``_Client._build_message``)."""
+    return subject.encode(errors="surrogateescape")
+
+
+def valid_subject(subject: str) -> bool:
+    """Whether a subject read by a client of :func:`connect` was valid UTF-8."""
+    try:
+        subject.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 class Delivered:
