@@ -105,8 +105,8 @@ def apply_edge(
     edge = change.edge
     writes[key] = encode(edge)
     if not edge.removed:
-        writes[_end_key(ctx.world, "from", edge.source, edge.id)] = b""
-        writes[_end_key(ctx.world, "to", edge.target, edge.id)] = b""
+        writes[_end_key(ctx.world, "from", edge.source, edge.id)] = edge.id.encode()
+        writes[_end_key(ctx.world, "to", edge.target, edge.id)] = edge.id.encode()
     # The ends' local influence moved: re-rank them.
     ends = {edge.source, edge.target}
     if raw is not None:
@@ -118,16 +118,24 @@ def apply_edge(
     return writes
 
 
+def _end_prefix(world: str, end: str, belief_id: str) -> str:
+    # Two ids in one key: each bounded (index.key_part), so the key fits LMDB.
+    return f"bedge{end}/{world}/{index.key_part(belief_id, index.ID_BYTES)}/"
+
+
 def _end_key(world: str, end: str, belief_id: str, edge_id: str) -> bytes:
-    return f"bedge{end}/{world}/{belief_id}/{edge_id}".encode()
+    edge = index.key_part(edge_id, index.ID_BYTES)
+    return f"{_end_prefix(world, end, belief_id)}{edge}".encode()
 
 
 def _touching(reader: Reader, world: str, end: str, belief_id: str) -> list[BeliefEdge]:
-    """Edges whose ``end`` ("from" or "to") is ``belief_id``, from the index."""
-    prefix = f"bedge{end}/{world}/{belief_id}/".encode()
+    """Edges whose ``end`` ("from" or "to") is ``belief_id``, from the index (the
+    value holds the edge id; empty in keys written before, which end with it)."""
+    prefix = _end_prefix(world, end, belief_id).encode()
     found = []
-    for key, _ in reader.scan(prefix):
-        raw = reader.get(_edge_key(world, key[len(prefix) :].decode()))
+    for key, value in reader.scan(prefix):
+        edge_id = value.decode() if value else key[len(prefix) :].decode()
+        raw = reader.get(_edge_key(world, edge_id))
         if raw is not None:
             found.append(_EDGE.decode(raw))
     return found

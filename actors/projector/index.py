@@ -11,10 +11,18 @@ reads the best first, ties by id.
 
 Ranks use :func:`actors.fusion.model.local_influence`, which the projector can keep
 current from the edges that touch one belief.
+
+Keys are bounded by construction, whatever the text: LMDB refuses a key over 511 bytes
+(``MDB_BAD_VALSIZE``), and one such key once made the projector retry a batch forever.
+Each variable part (world, stem, belief id) longer than its budget is written as a
+readable prefix, a space and a digest of the whole (:func:`key_part`); a space occurs
+in no world, stem or id, so a shortened part never equals a written-out one. Rank keys
+hold their belief id as their value, so the id is read back whole.
 """
 
 from __future__ import annotations
 
+import hashlib
 from typing import TYPE_CHECKING, Final
 
 import msgspec
@@ -32,6 +40,7 @@ __all__ = [
     "candidates",
     "card",
     "index_writes",
+    "key_part",
     "recent",
     "vector_of",
 ]
@@ -43,6 +52,12 @@ PER_FOCUS_STEM: Final = 8  # per goal or work stem
 MAX_QUERY_STEMS: Final = 12
 GOALS: Final = 32
 RECENT: Final = 3  # recent changes a decision view considers
+# Bytes a variable part of an index key may take before it is shortened. At most
+# 7 + 64 + 1 + 64 + 1 + 13 + 1 + 128 = 279 bytes a key, well under LMDB's 511.
+WORLD_BYTES: Final = 64
+STEM_BYTES: Final = 64
+ID_BYTES: Final = 128
+_DIGEST_HEX: Final = 16  # hex digits of sha256 kept in a shortened part
 
 
 class Card(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag="card.v1"):
@@ -68,8 +83,33 @@ def _doubt(belief: Belief) -> float:
     return 0.5 if belief.uncertainty is None else belief.uncertainty
 
 
+def key_part(text: str, budget: int) -> str:
+    """``text`` as one part of an index key: itself when it fits ``budget`` bytes,
+    else a readable prefix, a space and a digest of the whole (``budget`` bytes at
+    most; same text, same part)."""
+    raw = text.encode()
+    if len(raw) <= budget:
+        return text
+    digest = hashlib.sha256(raw).hexdigest()[:_DIGEST_HEX]
+    room = max(budget - _DIGEST_HEX - 1, 0)
+    prefix = raw[:room].decode(errors="ignore").replace("/", "_")
+    return f"{prefix} {digest}"
+
+
+def _w(world: str) -> str:
+    return key_part(world, WORLD_BYTES)
+
+
+def _id(belief_id: str) -> str:
+    return key_part(belief_id, ID_BYTES)
+
+
+def _card_key(world: str, belief_id: str) -> bytes:
+    return f"card/{_w(world)}/{_id(belief_id)}".encode()
+
+
 def card(reader: Reader, world: str, belief_id: str) -> Card | None:
-    raw = reader.get(f"card/{world}/{belief_id}".encode())
+    raw = reader.get(_card_key(world, belief_id))
     return None if raw is None else _CARD.decode(raw)
 
 
@@ -86,17 +126,22 @@ def _keys(world: str, c: Card, *, stems: bool = True) -> list[bytes]:
     b = c.belief
     if b.status != "active":
         return []
+    w, i = _w(world), _id(b.id)
     if b.type == "goal":
-        return [f"goal/{world}/{b.id}".encode()]
+        return [f"goal/{w}/{i}".encode()]
     weight = _rank(c.weight)
     keys = [
-        f"rw/{world}/{weight}/{b.id}".encode(),
-        f"rm/{world}/{_rank(c.weight * _doubt(b))}/{b.id}".encode(),
-        f"recent/{world}/{_rank(b.updated_at.timestamp() / 1e3)}/{b.id}".encode(),
+        f"rw/{w}/{weight}/{i}".encode(),
+        f"rm/{w}/{_rank(c.weight * _doubt(b))}/{i}".encode(),
+        f"recent/{w}/{_rank(b.updated_at.timestamp() / 1e3)}/{i}".encode(),
     ]
     if stems:
-        keys += [f"tok/{world}/{s}/{weight}/{b.id}".encode() for s in c.stems]
+        keys += [f"tok/{w}/{_stem(s)}/{weight}/{i}".encode() for s in c.stems]
     return keys
+
+
+def _stem(stem: str) -> str:
+    return key_part(stem, STEM_BYTES)
 
 
 def _same_stem_keys(old: Card, new: Card) -> bool:
@@ -129,7 +174,7 @@ def index_writes(
     new = Card(
         belief=belief, weight=weight, stems=stems, vector=vector, embedder=embedder
     )
-    writes[f"card/{world}/{belief.id}".encode()] = encode(new)
+    writes[_card_key(world, belief.id)] = encode(new)
     # Unchanged keys are neither deleted nor written again.
     all_keys = old is None or not _same_stem_keys(old, new)
     stale = set() if old is None else set(_keys(world, old, stems=all_keys))
@@ -137,7 +182,7 @@ def index_writes(
         if key in stale:
             stale.discard(key)
         else:
-            writes[key] = b""
+            writes[key] = belief.id.encode()
     for key in stale:
         writes[key] = None
 
@@ -150,8 +195,10 @@ def _features(text: str) -> tuple[tuple[str, ...], bytes]:
 
 def _first(reader: Reader, prefix: bytes, limit: int) -> list[str]:
     found = []
-    for key, _ in reader.scan(prefix):
-        found.append(key.decode().rsplit("/", 1)[1])
+    for key, value in reader.scan(prefix):
+        # Keys written before ranks held their id have an empty value; their id
+        # is the key's last part.
+        found.append(value.decode() if value else key.decode().rsplit("/", 1)[1])
         if len(found) >= limit:
             break
     return found
@@ -159,7 +206,7 @@ def _first(reader: Reader, prefix: bytes, limit: int) -> list[str]:
 
 def recent(reader: Reader, world: str, limit: int = RECENT) -> list[str]:
     """The most recently changed beliefs, newest first."""
-    return _first(reader, f"recent/{world}/".encode(), limit)
+    return _first(reader, f"recent/{_w(world)}/".encode(), limit)
 
 
 def candidates(reader: Reader, world: str, query: str, focus: str) -> list[Card]:
@@ -167,14 +214,15 @@ def candidates(reader: Reader, world: str, query: str, focus: str) -> list[Card]
     most worth a move, those sharing the query's stems, those near the agent's goals
     and work, and the goals themselves. Its size does not grow with the store."""
     ids: dict[str, None] = {}
-    for ranked, limit in ((f"rw/{world}/", TOP), (f"rm/{world}/", TOP)):
+    w = _w(world)
+    for ranked, limit in ((f"rw/{w}/", TOP), (f"rm/{w}/", TOP)):
         ids.update(dict.fromkeys(_first(reader, ranked.encode(), limit)))
     for text, per in ((query, PER_STEM), (focus, PER_FOCUS_STEM)):
         stems = sorted(set(normalize(text)[0].split()))[:MAX_QUERY_STEMS]
         for stem in stems:
-            prefix = f"tok/{world}/{stem}/".encode()
+            prefix = f"tok/{w}/{_stem(stem)}/".encode()
             ids.update(dict.fromkeys(_first(reader, prefix, per)))
-    ids.update(dict.fromkeys(_first(reader, f"goal/{world}/".encode(), GOALS)))
+    ids.update(dict.fromkeys(_first(reader, f"goal/{w}/".encode(), GOALS)))
     ids.update(dict.fromkeys(recent(reader, world)))
     cards = [card(reader, world, i) for i in ids]
     return [c for c in cards if c is not None]
