@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
     from protocols.worldview import Worldview
 
-__all__ = ["BeliefMixin"]
+__all__ = ["BeliefMixin", "observation_id"]
 
 _DEAD_LETTER = msgspec.msgpack.Decoder(DeadLetter)
 Flag = Literal["stale", "stable", "contradicted", "uncertain"]
@@ -233,16 +233,14 @@ class BeliefMixin(CrewMixin):
     ) -> str:
         """Hand an artifact to the extractor; return the observation id.
 
-        The id is derived from the content, so observing the same artifact twice
-        changes nothing.
+        The id is derived from the world and the content (see
+        :func:`observation_id`), so observing the same artifact twice in one world
+        changes nothing, and observing it in two worlds reaches both.
         """
         kind = media_type or _sniff(text)
-        digest = hashlib.sha256(
-            "\0".join((self.agent, source, role, kind, text)).encode()
-        ).hexdigest()[:24]
         observation = validated(
             Observe(
-                obs_id=f"obs-{digest}",
+                obs_id=observation_id(self.world, self.agent, source, role, kind, text),
                 author=self.agent,
                 at=utc_now(),
                 source=source,
@@ -316,6 +314,19 @@ class BeliefMixin(CrewMixin):
         if reply.belief is None:
             raise BadRequest(f"no belief {belief_id!r} in world {self.world!r}")
         return reply
+
+
+def observation_id(
+    world: str, agent: str, source: str, role: str, media_type: str, text: str
+) -> str:
+    """The idempotency id of an observation, also its ``Nats-Msg-Id``.
+
+    The world is part of it: JetStream's duplicate window spans the whole ``WL_OBS``
+    stream, every world, so an id without it made the same artifact observed into a
+    second world within two minutes a silent duplicate there.
+    """
+    material = "\0".join((world, agent, source, role, media_type, text))
+    return f"obs-{hashlib.sha256(material.encode()).hexdigest()[:24]}"
 
 
 def _sniff(text: str) -> Literal["text", "markdown", "json"]:
