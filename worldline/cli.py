@@ -156,6 +156,8 @@ def _up(args: argparse.Namespace) -> int:
             )
             url = server.start()
         print(f"nats: {url}", flush=True)
+        if server is not None:  # on stderr: stdout's lines are what scripts parse
+            print(_reach(url, args.server_config), file=sys.stderr, flush=True)
 
         async def ready() -> None:
             if declaration is not None:
@@ -177,6 +179,16 @@ def _up(args: argparse.Namespace) -> int:
             url_file.unlink(missing_ok=True)
             server.stop()
     return EXIT_OK
+
+
+def _reach(url: str, config: Path | None) -> str:
+    """Who can reach the embedded server ``up`` started (it binds 127.0.0.1)."""
+    if config is not None:
+        return f"nats: {url} (loopback only; clients authenticate as {config} says)"
+    return (
+        f"nats: {url} (loopback only: every local process can act as any agent; "
+        "see deploy/credentials.md for a secured server)"
+    )
 
 
 async def _declare_once(url: str, declaration: WorldDecl) -> None:
