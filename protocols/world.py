@@ -12,9 +12,13 @@ from typing import Annotated, Final, Literal
 
 import msgspec
 
+from protocols.subjects import ACTOR_NAMES
+
 __all__ = [
     "AGENT",
     "MAX_VALUE_BYTES",
+    "OPERATOR",
+    "RESERVED_AGENTS",
     "WORK",
     "Action",
     "Authority",
@@ -38,6 +42,7 @@ __all__ = [
     "WorldDecl",
     "WorldInfo",
     "agent_ref",
+    "agents_named",
     "entity_type",
     "ref_name",
 ]
@@ -45,6 +50,11 @@ __all__ = [
 AGENT: Final = "agent"  # entity type of crew members: ``agent:<bus name>``
 WORK: Final = "work"  # entity type of work requests: ``work:<id>``
 MAX_VALUE_BYTES: Final = 16 * 1024  # one field value, encoded
+# Who runs worldline rather than works in it: with credentials, only the operator may
+# declare a world first. Its name and the actors' (the extractor writes ops as
+# ``extractor``) are never agents, or an agent could speak as one of them.
+OPERATOR: Final = "operator"
+RESERVED_AGENTS: Final = frozenset((*ACTOR_NAMES, OPERATOR))
 
 Token = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_-]{1,64}\Z")]
 FieldName = Annotated[str, msgspec.Meta(pattern=r"^[a-z][a-z0-9_]{0,63}\Z")]
@@ -207,6 +217,22 @@ class WorldDecl(_Decl, frozen=True):
     subscriptions: list[Subscription] = msgspec.field(default_factory=list)
     rules: list[Rule] = msgspec.field(default_factory=list)
     dampening: Dampening = msgspec.field(default_factory=Dampening)
+
+
+def agents_named(decl: WorldDecl) -> set[str]:
+    """Every agent ``decl`` names: admins, grantees, subscribers and ``agent:<name>``
+    entities."""
+    names = set(decl.authority.admins)
+    for grant in decl.authority.grants:
+        names.update(grant.agents)
+    names.update(sub.agent for sub in decl.subscriptions)
+    prefix = f"{AGENT}:"
+    names.update(
+        seed.id.removeprefix(prefix)
+        for seed in decl.entities
+        if seed.id.startswith(prefix)
+    )
+    return names
 
 
 # --- materialized records -------------------------------------------------------------

@@ -13,9 +13,19 @@ talks to the bus, and no further:
   of its worlds (``add``/``evidence`` wait on them).
 
 Everything else is denied: another agent's ops, obs, inbox or view; the
-``state``/``derived``/``inbox`` channels; stream and consumer admin. Each actor (and
-an ``operator`` for ``export``/``replay``) gets its own user with broad rights on
-``wl.>``, ``$JS.>``, ``$KV.>`` and ``_INBOX.>``.
+``state``/``derived``/``inbox`` channels; stream and consumer admin.
+
+Each actor gets its own user with what it does on the bus and no more
+(:func:`actor_permissions`): declare (info, create, update) worldline's streams and
+buckets, run the durables of its input streams, publish its own outputs (only fusion
+writes ``derived``, only the materializer ``state`` and ``inbox``, only the projector
+views, only the extractor ops as ``extractor``) and dead letters, heartbeat, serve its
+RPC verbs and answer on ``_INBOX.`` reply subjects. No actor may purge or delete a
+stream or its messages, touch an agent's inbox durable, or write an agent's ops: an
+actor tricked into publishing somewhere (a confused deputy) cannot do that harm.
+``actors/all.creds`` is the union of the five, for ``worldline up`` (one process).
+The ``operator`` (``export``, ``replay``, ``status``, declaring worlds first) keeps
+broad rights on ``wl.>``, ``$JS.>``, ``$KV.>`` and ``_INBOX.>``.
 
 The permission sets and the config text are pure functions; :func:`write_credentials`
 is the only part that touches files (never the bus). Keys are kept across runs unless
@@ -32,6 +42,8 @@ from typing import TYPE_CHECKING, Final, Literal, get_args
 
 import nkeys
 
+from actors.extractor.core import AUTHOR as EXTRACTOR_AUTHOR
+from actors.registry import ACTORS
 from actors.runtime.auth import (
     CredentialsError,
     load_credentials,
@@ -40,22 +52,30 @@ from actors.runtime.auth import (
 )
 from protocols.subjects import (
     ACTOR_NAMES,
+    BUCKETS,
+    LEASES,
     PREFIX,
     PRESENCE,
+    REPLY_ROOT,
+    STATUS,
+    STREAMS,
     VIEWS,
     RpcVerb,
     bucket_key,
     bucket_put,
     bucket_stream,
     check_name,
+    derived,
     dlq,
     every_bucket_key,
+    inbox,
     inbox_in,
     obs,
     ops,
     rpc,
+    state,
 )
-from protocols.world import AGENT
+from protocols.world import OPERATOR, RESERVED_AGENTS, agents_named
 from worldline.errors import BadRequest
 
 if TYPE_CHECKING:
@@ -65,6 +85,7 @@ if TYPE_CHECKING:
     from protocols.world import WorldDecl
 
 __all__ = [
+    "ALL_ACTORS",
     "OPERATOR",
     "CredsReport",
     "Permissions",
@@ -72,21 +93,25 @@ __all__ = [
     "User",
     "actor_permissions",
     "agent_permissions",
+    "all_actors_permissions",
     "credentials_text",
     "declared_agents",
     "new_seed",
+    "operator_permissions",
     "plan_users",
     "server_config",
     "write_credentials",
 ]
 
 Role = Literal["agent", "actor", "operator"]
-OPERATOR: Final = "operator"
+# The actor user with every actor's rights: the five actors in one process (`up`).
+ALL_ACTORS: Final = "all"
 AUTH_CONF: Final = "auth.conf"
 _JS_API: Final = "$JS.API"
 _JS_ALL: Final = "$JS.>"
 _JS_ACK: Final = "$JS.ACK"
-_ALL_REPLIES: Final = "_INBOX.>"
+_ALL_REPLIES: Final = f"{REPLY_ROOT}.>"
+_ANY: Final = "*"  # one subject token, any value
 _FOLDERS: Final[dict[Role, str]] = {"agent": "agents", "actor": "actors"}
 
 
@@ -114,18 +139,18 @@ def declared_agents(decl: WorldDecl) -> list[str]:
     ``agent:<name>`` entities.
 
     Raises:
-        BadRequest: a name is not usable as a subject token.
+        BadRequest: a name is not usable as a subject token, or is reserved for an
+            actor or the operator (an agent of that name could write as it).
     """
-    names = set(decl.authority.admins)
-    for grant in decl.authority.grants:
-        names.update(grant.agents)
-    names.update(sub.agent for sub in decl.subscriptions)
-    prefix = f"{AGENT}:"
-    names.update(
-        seed.id.removeprefix(prefix)
-        for seed in decl.entities
-        if seed.id.startswith(prefix)
-    )
+    names = agents_named(decl)
+    reserved = sorted(names & RESERVED_AGENTS)
+    if reserved:
+        every = ", ".join(sorted(RESERVED_AGENTS))
+        raise BadRequest(
+            f"world {decl.world.id}: agent name(s) {', '.join(reserved)} are reserved "
+            f"for worldline's actors and operator ({every}); rename those agents in "
+            "the declaration"
+        )
     try:
         return sorted(check_name("agent", name) for name in names)
     except ValueError as exc:
@@ -172,10 +197,77 @@ def agent_permissions(
     return Permissions(tuple(publish), tuple(subscribe))
 
 
-def actor_permissions() -> Permissions:
-    """Broad rights: an actor serves every world and declares streams and buckets."""
+# What each actor's core publishes (its outputs; every actor also dead-letters and
+# heartbeats). The rest of an actor's rights follow from its spec: the streams its
+# inputs read, its RPC verbs, its lease.
+_OUTPUTS: Final[dict[str, tuple[str, ...]]] = {
+    "extractor": (ops(_ANY, EXTRACTOR_AUTHOR),),
+    "fusion": (derived(_ANY, _ANY, _ANY),),
+    "materializer": (state(_ANY, _ANY), inbox(_ANY, _ANY)),
+    "projector": (bucket_put(VIEWS, ">"),),
+    "simulator": (),
+}
+
+
+def actor_permissions(actor: str, public_key: str) -> Permissions:
+    """What ``actor`` does on the bus, and nothing more.
+
+    Every actor declares (info, create, update; never purge or delete) worldline's
+    streams and buckets, dead-letters on ``wl.*.dlq.*``, heartbeats in
+    ``wl-status``, and answers requests on ``_INBOX.`` reply subjects. Per its spec:
+    create, read (and, for a durable it owns, re-create) the durables of its input
+    streams, fetch and ack there; subscribe to its RPC verbs; keep its lease. Per
+    its core: publish its outputs (``_OUTPUTS``). Replies come back under its own
+    prefix ``_INBOX.<public key>`` only.
+
+    Raises:
+        KeyError: ``actor`` is not one of ``ACTOR_NAMES``.
+    """
+    spec = ACTORS[actor]()
+    api = _JS_API
+    managed = [s.name for s in STREAMS] + [bucket_stream(b) for b in BUCKETS]
+    publish = [
+        *(f"{api}.STREAM.{verb}.{name}" for name in managed
+          for verb in ("INFO", "CREATE", "UPDATE")),
+        *_OUTPUTS[actor],
+        dlq(_ANY, _ANY),
+        bucket_put(STATUS, ">"),
+        _ALL_REPLIES,
+    ]  # fmt: skip
+    for inp in spec.inputs:
+        stream = inp.consumer.stream.name
+        publish += [
+            f"{api}.CONSUMER.INFO.{stream}.{_ANY}",
+            f"{api}.CONSUMER.CREATE.{stream}.{_ANY}.>",
+            f"{api}.CONSUMER.MSG.NEXT.{stream}.{_ANY}",
+            f"{_JS_ACK}.{stream}.>",
+        ]
+        if inp.skip_applied:  # a durable it owns is re-created at its store's place
+            publish.append(f"{api}.CONSUMER.DELETE.{stream}.{_ANY}")
+    if spec.lease:
+        leases = bucket_put(LEASES, ">")
+        publish += [leases, f"{api}.DIRECT.GET.{bucket_stream(LEASES)}.{leases}"]
+    subscribe = [f"{reply_prefix(public_key)}.>", *(s.subject for s in spec.services)]
+    return Permissions(_unique(publish), _unique(subscribe))
+
+
+def all_actors_permissions(public_key: str) -> Permissions:
+    """Every actor's rights in one user: the five actors in one process (``up``)."""
+    each = [actor_permissions(actor, public_key) for actor in ACTOR_NAMES]
+    return Permissions(
+        _unique([s for p in each for s in p.publish]),
+        _unique([s for p in each for s in p.subscribe]),
+    )
+
+
+def operator_permissions() -> Permissions:
+    """Broad rights: the operator exports, replays, inspects and administers."""
     every = (f"{PREFIX}.>", _JS_ALL, every_bucket_key(), _ALL_REPLIES)
     return Permissions(every, every)
+
+
+def _unique(subjects: Iterable[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(subjects))
 
 
 def new_seed() -> str:
@@ -210,9 +302,11 @@ def plan_users(
         users.append(User("agent", agent, public, permissions, tuple(worlds)))
     for actor in ACTOR_NAMES:
         public = public_key_of(seeds["actor", actor])
-        users.append(User("actor", actor, public, actor_permissions()))
+        users.append(User("actor", actor, public, actor_permissions(actor, public)))
+    public = public_key_of(seeds["actor", ALL_ACTORS])
+    users.append(User("actor", ALL_ACTORS, public, all_actors_permissions(public)))
     public = public_key_of(seeds["operator", OPERATOR])
-    users.append(User("operator", OPERATOR, public, actor_permissions()))
+    users.append(User("operator", OPERATOR, public, operator_permissions()))
     return users
 
 
@@ -224,6 +318,8 @@ def _list(subjects: Sequence[str], indent: str) -> str:
 def _label(user: User) -> str:
     if user.role == "agent":
         return f"agent {user.name} (worlds: {', '.join(user.worlds)})"
+    if user.role == "actor" and user.name == ALL_ACTORS:
+        return "every actor in one process (worldline up)"
     return f"{user.role} {user.name}" if user.role == "actor" else user.name
 
 
@@ -325,7 +421,7 @@ def write_credentials(
     wanted: list[tuple[Role, str]] = []
     for decl in decls:
         wanted += [("agent", name) for name in declared_agents(decl)]
-    wanted += [("actor", name) for name in ACTOR_NAMES]
+    wanted += [("actor", name) for name in (*ACTOR_NAMES, ALL_ACTORS)]
     wanted.append(("operator", OPERATOR))
     report = CredsReport(config=out / AUTH_CONF)
     seeds: dict[tuple[Role, str], str] = {}

@@ -71,6 +71,8 @@ from protocols.subjects import inbox, state
 from protocols.world import (
     AGENT,
     MAX_VALUE_BYTES,
+    OPERATOR,
+    RESERVED_AGENTS,
     WORK,
     Edge,
     Entity,
@@ -78,6 +80,7 @@ from protocols.world import (
     Value,
     WorldDecl,
     agent_ref,
+    agents_named,
     entity_type,
     ref_name,
 )
@@ -266,8 +269,17 @@ class _Tx(Overlay):
         return Step(writes=self.writes, out=self.out)
 
 
-def handle(reader: Reader, op: OpsInbox, ctx: Context) -> Step:
-    """Apply one crew op, or reject it with a reason code (never silently)."""
+def handle(
+    reader: Reader, op: OpsInbox, ctx: Context, *, secured: bool = False
+) -> Step:
+    """Apply one crew op, or reject it with a reason code (never silently).
+
+    ``secured`` says whether the bus authenticates authors (the materializer runs
+    with credentials, so every client is a NATS user confined to its own subjects):
+    then a world's first declaration must come from the operator. On an open bus
+    anyone can publish as anyone, so the first declaration must come from an agent
+    it names as an admin. Re-declarations need a current admin either way.
+    """
     last_op: dict[bytes, bytes | None] = {last_op_key(ctx.world): str(ctx.seq).encode()}
     if isinstance(op, AddBelief | Statement):
         # Beliefs reach the materializer through fusion's posteriors; what beliefs
@@ -292,7 +304,7 @@ def handle(reader: Reader, op: OpsInbox, ctx: Context) -> Step:
             )
         match op:
             case DeclareWorld():
-                _declare(tx, op)
+                _declare(tx, op, secured=secured)
             case LinkBeliefs():
                 _link_beliefs(tx, op)  # beliefs need no declared world
             case _:
@@ -394,6 +406,14 @@ def _check_declaration(decl: WorldDecl, world: str) -> None:
             f"declaration is for world {decl.world.id!r}, not {world!r}; "
             "load it with --world matching [world] id",
         )
+    reserved = sorted(agents_named(decl) & RESERVED_AGENTS)
+    if reserved:
+        raise Reject(
+            "invalid",
+            f"agent name(s) {', '.join(reserved)} are reserved for worldline's "
+            f"actors and operator ({', '.join(sorted(RESERVED_AGENTS))}); rename "
+            "those agents in the declaration",
+        )
     types = _types(decl)
     refs = {e.id for e in decl.entities}
     for seed in decl.entities:
@@ -442,7 +462,32 @@ def encode_value(value: Value) -> bytes:
     return msgspec.msgpack.encode(value)
 
 
-def _declare(tx: _Tx, op: DeclareWorld) -> None:
+def _check_first_declarer(
+    decl: WorldDecl, world: str, author: str, *, secured: bool
+) -> None:
+    """Who may declare a world nobody has declared yet (no world squatting)."""
+    if secured:
+        if author != OPERATOR:
+            raise Reject(
+                "unauthorized",
+                f"world {world!r} is not declared yet and this bus authenticates "
+                f"its users: only the {OPERATOR} declares a world first "
+                f"(`worldline world load FILE --world {world} --agent {OPERATOR} "
+                f"--creds {OPERATOR}.creds`); its admins may re-declare it after",
+            )
+        return
+    admins = decl.authority.admins
+    if author not in admins:
+        named = ", ".join(admins) if admins else "none"
+        raise Reject(
+            "unauthorized",
+            f"world {world!r} is not declared yet: its first declaration must come "
+            f"from an admin it names (admins: {named}), not {author!r}; declare it "
+            "as one of them (--agent ADMIN), or add yourself to [authority] admins",
+        )
+
+
+def _declare(tx: _Tx, op: DeclareWorld, *, secured: bool) -> None:
     current = load_decl(tx, tx.world)
     if current is not None and op.author not in current.authority.admins:
         raise Reject(
@@ -451,6 +496,8 @@ def _declare(tx: _Tx, op: DeclareWorld) -> None:
             "re-declare it",
         )
     decl = op.declaration
+    if current is None:
+        _check_first_declarer(decl, tx.world, op.author, secured=secured)
     _check_declaration(decl, tx.world)
     tx.put(decl_key(tx.world), encode(decl))
     seq = tx.ctx.seq

@@ -20,10 +20,13 @@ transaction).
 
 from __future__ import annotations
 
+import os
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from actors.materializer import core, crew
 from actors.materializer.ops_end import OpsEnd
+from actors.runtime.auth import CREDS_ENV
 from actors.runtime.spec import (
     ActorSpec,
     Context,
@@ -49,14 +52,24 @@ if TYPE_CHECKING:
 __all__ = ["spec"]
 
 
-def spec(replica: str = "", partition: str = "0/1") -> ActorSpec:
+def spec(
+    replica: str = "", partition: str = "0/1", *, secured: bool | None = None
+) -> ActorSpec:
     """The materializer replica ``replica`` of partition ``I/N`` (``partition``).
+
+    ``secured``: whether the bus authenticates authors, so that a world's first
+    declaration must come from the operator (``crew.handle``). Default: whether this
+    process connects with credentials (``--creds`` / ``$WORLDLINE_CREDS`` is set, as
+    the runtime's ``connect`` reads it), which a server requiring them enforces for
+    every client; ``worldline replay`` decides the same way, so it rebuilds alike.
 
     A partition owns the worlds :func:`protocols.subjects.partition_of` maps to it;
     each of its replicas follows the whole log through durables of its own, and the
     one holding the partition's lease publishes and serves (the others are hot
     standbys).
     """
+    if secured is None:
+        secured = bool(os.environ.get(CREDS_ENV))
     index, count = parse_part(partition, "partition")
     ops_in, posteriors_in = materializer_inputs(replica, index, count)
     instance = "-".join(
@@ -69,7 +82,11 @@ def spec(replica: str = "", partition: str = "0/1") -> ActorSpec:
         replica=instance,
         lease=lease_key("materializer", index, count),
         inputs=(
-            Input(ops_in, OPS_INBOX, _owned(crew.handle, index, count)),
+            Input(
+                ops_in,
+                OPS_INBOX,
+                _owned(partial(crew.handle, secured=secured), index, count),
+            ),
             Input(
                 posteriors_in,
                 MATERIALIZER_INBOX,

@@ -15,6 +15,7 @@ import pytest
 
 from actors.runtime.auth import load_credentials, public_key_of, reply_prefix
 from protocols.subjects import (
+    ACTOR_NAMES,
     INBOX,
     PREFIX,
     PRESENCE,
@@ -37,6 +38,7 @@ from worldline.creds import (
     agent_permissions,
     declared_agents,
     new_seed,
+    operator_permissions,
     write_credentials,
 )
 from worldline.declaration import load_declaration
@@ -115,12 +117,18 @@ def test_an_agent_may_publish_only_its_own_subjects() -> None:
     assert [s for s in sub if s.startswith("_INBOX")] == [f"{reply_prefix(public)}.>"]
 
 
-def test_actors_have_broad_rights() -> None:
-    rights = actor_permissions()
+def test_only_the_operator_has_broad_rights() -> None:
+    rights = operator_permissions()
     assert set(rights.publish) == set(rights.subscribe)
     assert {f"{PREFIX}.>", "$JS.>", every_bucket_key(), "_INBOX.>"} <= set(
         rights.publish
     )
+    # Actors: least privilege (tests/security/test_actor_rights.py has the detail).
+    public = public_key_of(new_seed())
+    for actor in ACTOR_NAMES:
+        assert not {f"{PREFIX}.>", "$JS.>", every_bucket_key()} & set(
+            actor_permissions(actor, public).publish
+        ), actor
 
 
 def test_files_are_secret_keys_are_kept_and_rotated_only_on_request(
@@ -140,7 +148,7 @@ def test_files_are_secret_keys_are_kept_and_rotated_only_on_request(
     # Public keys only: no seed in the server config.
     seeds = {load_credentials(p).seed for p in first.created}  # type: ignore[union-attr]
     assert not any(seed in config for seed in seeds)
-    assert len(first.users) == 2 + 5 + 1
+    assert len(first.users) == 2 + 5 + 1 + 1  # agents, actors, all actors, operator
 
     # A new agent: everyone else keeps their key; a dropped one is named stale.
     key = _public(ada)
@@ -183,9 +191,9 @@ def test_cli_writes_credentials(
     assert main(["creds", str(CREW_TOML), "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "agents: ada, book, geordi, henry, scotty, spock, zora" in printed
-    assert "13 new, 0 kept" in printed
+    assert "14 new, 0 kept" in printed
     assert main(["creds", str(CREW_TOML), "--out", str(out)]) == 0
-    assert "0 new, 13 kept" in capsys.readouterr().out
+    assert "0 new, 14 kept" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(
@@ -227,8 +235,9 @@ def test_cli_rejects_a_missing_credentials_file(
 
 @pytest.mark.cli
 def test_up_with_auth_and_verbs_with_their_creds(tmp_path: Path) -> None:
-    """``up --server-config auth.conf --creds ACTOR``: the embedded server requires
-    credentials; a verb passes with its agent's file and is refused without."""
+    """``up --server-config auth.conf --creds actors/all.creds``: the embedded server
+    requires credentials; the operator declares the world first; a verb passes with
+    its agent's file and is refused without."""
     worldline = str(Path(sys.executable).parent / "worldline")
     out = tmp_path / "creds"
     assert main(["creds", str(CREW_TOML), "--out", str(out)]) == 0
@@ -241,9 +250,7 @@ def test_up_with_auth_and_verbs_with_their_creds(tmp_path: Path) -> None:
             "--server-config",
             str(out / "auth.conf"),
             "--creds",
-            str(out / "actors" / "materializer.creds"),
-            "--world-file",
-            str(CREW_TOML),
+            str(out / "actors" / "all.creds"),
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -253,10 +260,19 @@ def test_up_with_auth_and_verbs_with_their_creds(tmp_path: Path) -> None:
         assert up.stdout is not None
         url = up.stdout.readline().split()[-1]
         assert url.startswith("nats://127.0.0.1:")
-        assert up.stdout.readline().startswith("world: enterprise")
         assert up.stdout.readline() == "ready\n"
         env = {k: v for k, v in os.environ.items() if not k.startswith("WORLDLINE_")}
         env |= {"WORLDLINE_NATS": url, "WORLDLINE_WORLD": "enterprise"}
+        load = [worldline, "world", "load", str(CREW_TOML), "--agent", "operator"]
+        declared = subprocess.run(
+            [*load, "--creds", str(out / "operator.creds")],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env=env,
+            check=False,
+        )
+        assert declared.returncode == 0, declared.stderr
         verb = [worldline, "inbox", "--agent", "spock", "--json"]
         allowed = subprocess.run(
             [*verb, "--creds", str(out / "agents" / "spock.creds")],
