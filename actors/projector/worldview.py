@@ -12,6 +12,7 @@ at most :data:`CAP`; the rendered prompt stays under :data:`MAX_TOKENS` by the e
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -86,6 +87,17 @@ def bound(leaves: Sequence[Leaf]) -> list[Leaf]:
     return (kept or ordered[:FLOOR])[:CAP]
 
 
+@functools.lru_cache(maxsize=4096)
+def _featured(embedder: str, text: str) -> tuple[frozenset[str], np.ndarray]:
+    """``text``'s stems and its vector from the active embedder (named, so a cached
+    vector never crosses embedders). Every view rebuilt in a batch scores the same
+    goals, constraints, actions and focus: reading them once, not per view and
+    batch, was a fifth of the projector's time in a bulk load. Read-only: shared."""
+    vector = embedding.embed(text)
+    vector.setflags(write=False)
+    return frozenset(normalize(text)[0].split()), vector
+
+
 class _Relevance:
     """Hybrid relevance of a text to the query: keyword overlap, hashing-embedding
     cosine, and proximity to the agent's goals and work."""
@@ -97,7 +109,7 @@ class _Relevance:
         features: dict[str, tuple[frozenset[str], np.ndarray]] | None = None,
     ) -> None:
         self.words = set(normalize(query)[0].split())
-        self.vector = embedding.embed(query)
+        self.vector = _featured(embedding.active().id, query)[1]
         self.focus = set(normalize(focus)[0].split())
         self.features = features or {}
         self.memo: dict[str, float] = {}  # slices ask about the same texts
@@ -112,8 +124,8 @@ class _Relevance:
             stems, vector = self.features[text]
             words = set(stems)
         else:
-            words = set(normalize(text)[0].split())
-            vector = embedding.embed(text)
+            found, vector = _featured(embedding.active().id, text)
+            words = set(found)
         keyword = len(words & self.words) / len(words | self.words) if words else 0.0
         semantic = max(0.0, embedding.cosine(self.vector, vector))
         near = len(words & self.focus) / len(words) if words else 0.0

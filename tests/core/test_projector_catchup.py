@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Final
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from actors.fusion import embedding
 from actors.projector import core, views
 from actors.runtime.memory import MemoryState, Overlay
 from actors.runtime.spec import Context
@@ -22,6 +23,9 @@ from worldline.declaration import load_declaration
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+
+    import numpy as np
+    import pytest
 
 W: Final = "enterprise"
 T0: Final = datetime(2026, 1, 1, tzinfo=UTC)
@@ -152,3 +156,24 @@ def test_a_batch_view_rebuild_reads_the_same_at_any_world_size() -> None:
     # Bounded by the index's top-N limits, not by the beliefs held (on the old code
     # ``large`` read about ten times ``small``: every ranked key, per agent).
     assert large <= small + 50, (small, large)
+
+
+def test_a_view_rebuild_embeds_nothing_it_embedded_before(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Goals, constraints, actions and each agent's focus read the same in every
+    batch: embedding them once per view and batch was a fifth of a bulk load."""
+    replica = _world(40)
+    _refresh_reads(replica, 40)  # every view rebuilt once
+    calls: list[str] = []
+    real = embedding.embed
+
+    def counted(text: str) -> np.ndarray:
+        calls.append(text)
+        return real(text)
+
+    monkeypatch.setattr(embedding, "embed", counted)
+    _refresh_reads(replica, 41)
+    # The changed belief kept its text (its card keeps its vector), and the views'
+    # goals, constraints, actions and focus were embedded in the first rebuild.
+    assert calls == []
