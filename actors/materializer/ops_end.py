@@ -28,9 +28,12 @@ log = logging.getLogger("worldline.materializer")
 
 
 class _Cause(msgspec.Struct):
-    """The one field of a ``PosteriorUpdate`` this step reads (the rest is skipped)."""
+    """The OPS sequence a derived message names (the rest is skipped): a
+    ``PosteriorUpdate``'s ``cause_seq``, or ``seq`` of a message from fusion about
+    one op (so a handler may check either against the same bound)."""
 
     cause_seq: int = 0
+    seq: int = 0
 
 
 _CAUSE: Final = msgspec.msgpack.Decoder(_Cause)
@@ -50,7 +53,8 @@ class OpsEnd:
         highest = 0
         for payload in payloads:
             try:
-                highest = max(highest, _CAUSE.decode(payload).cause_seq)
+                cause = _CAUSE.decode(payload)
+                highest = max(highest, cause.cause_seq, cause.seq)
             except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
                 continue
         if highest > self.known:
@@ -63,8 +67,8 @@ class OpsEnd:
                 self.known = last
             if highest > self.known:
                 log.warning(
-                    "materializer: a posterior claims cause_seq %d, beyond %s's last "
-                    "sequence %d; it will be dead-lettered",
+                    "materializer: a message from fusion names OPS sequence %d, "
+                    "beyond %s's last sequence %d (forged?)",
                     highest,
                     self.stream,
                     self.known,

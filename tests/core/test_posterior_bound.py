@@ -206,3 +206,8 @@ async def test_ops_end_asks_the_bus_only_beyond_what_it_knows() -> None:
     assert js.calls == 1
     assert await end(js, [encode(update(10**12))]) == 50  # type: ignore[arg-type]
     assert js.calls == 2  # a forgery costs one lookup for its batch
+    # Fusion's word on one op names its sequence as ``seq``: the same bound covers it.
+    about_an_op = msgspec.msgpack.encode({"kind": "derived.verdict.v1", "seq": 70})
+    js.last_seq = 70
+    assert await end(js, [about_an_op]) == 70  # type: ignore[arg-type]
+    assert js.calls == 3
