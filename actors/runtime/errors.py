@@ -13,6 +13,7 @@ __all__ = [
     "EmbeddedServerError",
     "InvalidInput",
     "StoreError",
+    "StoreFull",
 ]
 
 
@@ -39,6 +40,12 @@ class ConfigDrift(ActorError):
 
 class StoreError(ActorError):
     """Raised when an actor's LMDB store cannot be opened or written."""
+
+
+class StoreFull(StoreError):
+    """Raised when a write failed for want of room (the disk is full, or the LMDB map
+    is at its ceiling): the batch is retried until there is room, never dead-lettered.
+    """
 
 
 class EmbeddedServerError(ActorError):

@@ -8,12 +8,26 @@ skipped, and outbox entries that were committed but not yet published are sent a
 
 Write transactions live entirely inside one synchronous call (run in a worker thread by
 the runtime), never across an ``await``: py-lmdb binds them to their thread.
+
+Room: the map (address space reserved; the file grows as needed) starts at
+``WORLDLINE_LMDB_MAP_SIZE`` (bytes, or with a K/M/G/T suffix; default 8 GiB) or the
+``map_size`` keyword, and doubles on ``MDB_MAP_FULL`` up to ``max_map_size``; the
+batch is then retried in the same call. A full disk, or a map at its ceiling, raises
+:class:`StoreFull` (the runtime retries it until there is room), and an environment
+LMDB marked unusable after a failed write is reopened, so none of it needs a restart.
+No key a handler writes may exceed LMDB's limit (511 bytes): such a message is
+dead-lettered with the reason, never retried.
 """
 
 from __future__ import annotations
 
+import errno
+import functools
 import hashlib
 import logging
+import os
+import re
+import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
@@ -21,20 +35,35 @@ from typing import TYPE_CHECKING, Any, Final
 import lmdb
 import msgspec
 
-from actors.runtime.errors import InvalidInput, StoreError
+from actors.runtime.errors import InvalidInput, StoreError, StoreFull
 from actors.runtime.spec import Context, Input, Reader, Step
 from protocols.messages import DeadLetter, decode_batch, encode
 from protocols.subjects import author_of, batch_subject, dlq, world_of
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Iterator, Mapping
     from pathlib import Path
 
-__all__ = ["BatchResult", "Delivery", "OutboxItem", "Store"]
+__all__ = [
+    "MAP_SIZE_ENV",
+    "BatchResult",
+    "Delivery",
+    "OutboxItem",
+    "Store",
+    "configured_map_size",
+    "parse_size",
+]
 
 log = logging.getLogger("worldline.store")
 
-_MAP_SIZE = 8 << 30  # address space reserved, not disk used; LMDB grows the file lazily
+MAP_SIZE_ENV: Final = "WORLDLINE_LMDB_MAP_SIZE"
+# Address space reserved, not disk used: LMDB grows the file as it fills.
+DEFAULT_MAP_SIZE: Final = 8 << 30
+MAX_MAP_SIZE: Final = 1 << 40  # the default ceiling the map doubles up to
+_UNITS: Final = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+_SIZE: Final = re.compile(r"\s*(\d+)\s*([KMGT]?)(?:I?B)?\s*", re.IGNORECASE)
+# errno values that mean "no room": retried until there is, never dead-lettered.
+_NO_ROOM: Final = frozenset({errno.ENOSPC, errno.EDQUOT, errno.ENOMEM})
 _APPLIED = b"applied/"
 _OUTBOX_NEXT = b"outbox-next"
 
@@ -67,6 +96,92 @@ class BatchResult:
     outbox: list[OutboxItem]
 
 
+def parse_size(text: str) -> int:
+    """Bytes from ``"1048576"``, ``"512M"``, ``"8G"``, ``"8GiB"`` (powers of 1024).
+
+    Raises:
+        ValueError: not a positive size.
+    """
+    match = _SIZE.fullmatch(text)
+    if match is None or int(match[1]) <= 0:
+        raise ValueError(
+            f"{MAP_SIZE_ENV}={text!r} is not a size: write bytes, or a number with "
+            "K, M, G or T (powers of 1024), e.g. 8G"
+        )
+    return int(match[1]) * _UNITS[match[2].upper()]
+
+
+@functools.cache
+def configured_map_size() -> int:
+    """The map size stores open with: ``WORLDLINE_LMDB_MAP_SIZE`` (read once per
+    process), else 8 GiB.
+
+    Raises:
+        StoreError: the variable is set but is not a size.
+    """
+    raw = os.environ.get(MAP_SIZE_ENV, "").strip()
+    if not raw:
+        return DEFAULT_MAP_SIZE
+    try:
+        return parse_size(raw)
+    except ValueError as exc:
+        raise StoreError(str(exc)) from None
+
+
+class _Gate:
+    """Counts this process's open transactions on one environment, so the map can
+    be grown (or the environment reopened) only while none is open: LMDB requires it,
+    and py-lmdb invalidates any transaction open in another thread when it happens."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._open = 0
+        self._closed = False  # the environment is being replaced
+
+    @contextmanager
+    def txn(self) -> Iterator[None]:
+        with self._cond:
+            while self._closed:
+                self._cond.wait()
+            self._open += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._open -= 1
+                self._cond.notify_all()
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        with self._cond:
+            while self._closed:
+                self._cond.wait()
+            self._closed = True
+            while self._open:
+                self._cond.wait()
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._closed = False
+                self._cond.notify_all()
+
+
+def _no_room(exc: BaseException) -> bool:
+    """Whether ``exc`` means the disk (or memory) is full: worth waiting for."""
+    if isinstance(exc, lmdb.DiskError | lmdb.MemoryError | lmdb.ReadersFullError):
+        return True
+    if isinstance(exc, OSError):
+        return exc.errno in _NO_ROOM
+    # py-lmdb raises a plain Error for errno values it does not map (EDQUOT): the
+    # code is its last argument, or only in its text.
+    code = exc.args[-1] if exc.args else None
+    if isinstance(code, int) and code in _NO_ROOM:
+        return True
+    text = str(exc)
+    return any(os.strerror(n) in text for n in _NO_ROOM)
+
+
 class _TxnReader:
     """A :class:`Reader` over an open LMDB transaction (sees the batch's own writes)."""
 
@@ -96,39 +211,113 @@ _PLACES = 4096
 class Store:
     """One actor's LMDB environment with three databases: state, meta and outbox."""
 
-    def __init__(self, path: Path, *, actor: str) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        actor: str,
+        map_size: int | None = None,
+        max_map_size: int | None = None,
+    ) -> None:
+        """Open (or create) the store at ``path``.
+
+        Args:
+            path: the store's folder.
+            actor: the actor instance, for messages.
+            map_size: bytes of address space to map at first (default: see
+                :func:`configured_map_size`); the file grows as it fills.
+            max_map_size: the ceiling the map doubles up to when full (default
+                1 TiB, or ``map_size`` if larger).
+
+        Raises:
+            StoreError: the folder cannot be created or the store opened, or
+                ``WORLDLINE_LMDB_MAP_SIZE`` is not a size.
+        """
         self.path = path
         self.actor = actor
+        self._gate = _Gate()
+        self._map_size = configured_map_size() if map_size is None else map_size
+        self._max_map_size = max(max_map_size or MAX_MAP_SIZE, self._map_size)
         try:
             path.mkdir(parents=True, exist_ok=True)
-            self._env = lmdb.open(str(path), map_size=_MAP_SIZE, max_dbs=4)
+        except OSError as exc:
+            raise StoreError(
+                f"{actor}: cannot create the LMDB store folder {path}: {exc}. Check "
+                "that its parent exists and is writable."
+            ) from exc
+        self._open()
+
+    def _open(self) -> None:
+        try:
+            self._env = lmdb.open(str(self.path), map_size=self._map_size, max_dbs=4)
             self._state = self._env.open_db(b"state")
             self._meta = self._env.open_db(b"meta")
             self._outbox = self._env.open_db(b"outbox")
         except (OSError, lmdb.Error) as exc:
             raise StoreError(
-                f"{actor}: cannot open LMDB store at {path}: {exc}. Check that the "
-                "folder is writable and that no other process of this actor uses it."
+                f"{self.actor}: cannot open LMDB store at {self.path}: {exc}. Check "
+                "that the folder is writable and that no other process of this actor "
+                "uses it."
             ) from exc
+        self.max_key_size = int(self._env.max_key_size())
 
     def close(self) -> None:
         self._env.close()
 
+    @property
+    def map_size(self) -> int:
+        """Bytes of address space the store maps now (grows when full)."""
+        return int(self._env.info()["map_size"])
+
     def size_bytes(self) -> int:
-        info = self._env.info()
-        stat = self._env.stat()
+        with self._gate.txn():
+            info = self._env.info()
+            stat = self._env.stat()
         return int(info["last_pgno"] + 1) * int(stat["psize"])
+
+    @contextmanager
+    def _begin(self, **kwargs: Any) -> Iterator[Any]:
+        with self._gate.txn(), self._env.begin(**kwargs) as txn:
+            yield txn
 
     @contextmanager
     def reader(self) -> Iterator[Reader]:
         """A consistent read-only view of the state (a read transaction)."""
-        with self._env.begin(db=self._state) as txn:
+        with self._begin(db=self._state) as txn:
             yield _TxnReader(txn, self._state)
 
     def applied_seq(self, durable: str) -> int:
-        with self._env.begin(db=self._meta) as txn:
+        with self._begin(db=self._meta) as txn:
             raw = txn.get(_APPLIED + durable.encode(), db=self._meta)
         return 0 if raw is None else int(bytes(raw))
+
+    def _grow(self, exc: lmdb.Error) -> None:
+        """Double the map after ``MDB_MAP_FULL`` (once no transaction is open), or
+        raise :class:`StoreFull` at the ceiling."""
+        with self._gate.exclusive():
+            size = int(self._env.info()["map_size"])
+            if size >= self._max_map_size:
+                raise StoreFull(
+                    f"{self.actor}: the LMDB map at {self.path} is full at its "
+                    f"ceiling of {size:,} bytes ({exc}); the batch is retried. Raise "
+                    f"the ceiling (Store(max_map_size=...)) or free space in the store"
+                ) from exc
+            new = min(size * 2, self._max_map_size)
+            self._env.set_mapsize(new)
+            self._map_size = new
+        log.warning(
+            "%s: LMDB map full at %s bytes; grown to %s", self.actor, f"{size:,}",
+            f"{new:,}",
+        )  # fmt: skip
+
+    def _reopen(self, exc: lmdb.Error) -> None:
+        """Reopen an environment LMDB marked unusable after a failed write (a
+        failed meta page write on a full disk, say), instead of failing every
+        later batch until a restart."""
+        log.warning("%s: reopening the LMDB store after: %s", self.actor, exc)
+        with self._gate.exclusive():
+            self._env.close()
+            self._open()
 
     def apply_batch(
         self,
@@ -137,6 +326,7 @@ class Store:
         now: Any,
         *,
         publish: bool = True,
+        refuse: Mapping[int, str] | None = None,
     ) -> BatchResult:
         """Decode, handle and commit a batch in one write transaction.
 
@@ -147,77 +337,115 @@ class Store:
 
         ``publish=False`` applies the state changes but stages no outputs: a standby
         replica following what its active replica has already published.
+        ``refuse`` maps stream sequences to a reason: those deliveries are
+        dead-lettered with it, unhandled (a message the store cannot apply).
+
+        A full map is grown and the batch tried again, here.
+
+        Raises:
+            StoreFull: no room (full disk, or the map at its ceiling): retry later.
+            StoreError: any other LMDB failure; nothing of the batch was committed.
         """
+        while True:
+            try:
+                return self._apply_batch(inp, deliveries, now, publish, refuse or {})
+            except (lmdb.MapFullError, lmdb.MapResizedError) as exc:
+                self._grow(exc)
+            except lmdb.PanicError as exc:
+                self._reopen(exc)
+                raise StoreError(
+                    f"{self.actor}: LMDB write failed at {self.path}: {exc}; the "
+                    "store was reopened"
+                ) from exc
+            except (lmdb.Error, OSError) as exc:
+                if _no_room(exc):
+                    raise StoreFull(
+                        f"{self.actor}: no room to write the LMDB store at "
+                        f"{self.path} ({exc}); the batch is retried until there is: "
+                        "free or add disk space"
+                    ) from exc
+                raise StoreError(
+                    f"{self.actor}: LMDB write failed at {self.path}: {exc}"
+                ) from exc
+
+    def _apply_batch(
+        self,
+        inp: Input[Any],
+        deliveries: list[Delivery],
+        now: Any,
+        publish: bool,
+        refuse: Mapping[int, str],
+    ) -> BatchResult:
         durable_key = _APPLIED + inp.consumer.durable.encode()
         accepted: list[bool] = []
         items: list[OutboxItem] = []
-        try:
-            with self._env.begin(write=True) as txn:
-                reader = _TxnReader(txn, self._state)
-                raw = txn.get(durable_key, db=self._meta)
-                applied = 0 if raw is None else int(bytes(raw))
-                raw_next = txn.get(_OUTBOX_NEXT, db=self._meta)
-                next_key = 0 if raw_next is None else int(bytes(raw_next))
+        with self._begin(write=True) as txn:
+            reader = _TxnReader(txn, self._state)
+            raw = txn.get(durable_key, db=self._meta)
+            applied = 0 if raw is None else int(bytes(raw))
+            raw_next = txn.get(_OUTBOX_NEXT, db=self._meta)
+            next_key = 0 if raw_next is None else int(bytes(raw_next))
 
-                # The batch's outputs go into the outbox as one entry (one put now,
-                # one delete once published), under this key.
-                key = next_key.to_bytes(8, "big")
+            # The batch's outputs go into the outbox as one entry (one put now,
+            # one delete once published), under this key.
+            key = next_key.to_bytes(8, "big")
 
-                def stage(subject: str, msg_id: str, payload: bytes) -> None:
-                    if publish:
-                        items.append(OutboxItem(key, subject, msg_id, payload))
+            def stage(subject: str, msg_id: str, payload: bytes) -> None:
+                if publish:
+                    items.append(OutboxItem(key, subject, msg_id, payload))
 
-                def reject(d: Delivery, reason: str, msg_id: str, on: str) -> None:
-                    letter = dead_letter(self.actor, d, reason, now)
-                    stage(
-                        dlq(_world_or_unknown(on), self.actor),
-                        msg_id,
-                        encode(letter),
-                    )
+            def reject(d: Delivery, reason: str, msg_id: str, on: str) -> None:
+                letter = dead_letter(self.actor, d, reason, now)
+                stage(
+                    dlq(_world_or_unknown(on), self.actor),
+                    msg_id,
+                    encode(letter),
+                )
 
-                # The context of each world's last handled message, for inp.finish.
-                touched: dict[str, Context] = {}
-                for d in deliveries:
-                    if inp.skip_applied and d.seq <= applied:
-                        accepted.append(True)
-                        continue
-                    applied = max(applied, d.seq)
-                    msg_id = f"dlq:{inp.consumer.durable}:{d.seq}"
-                    if d.batch:
-                        ok = True
-                        parts = _unbatched(d)
-                        decoded = _coalesced(inp, parts)
-                        for part, (item, bad) in enumerate(parts):
-                            message = decoded[part]
-                            if message is _SUPERSEDED:
-                                continue  # a later item of the batch replaces it
-                            reason = bad or self._handle_one(
-                                inp, reader, txn, item, now, stage, touched, message
-                            )
-                            if reason is not None:
-                                ok = False
-                                # filed under the batch's world, not the
-                                # item's claim
-                                reject(item, reason, f"{msg_id}.{part}", d.subject)
-                        accepted.append(ok)
-                        continue
-                    reason = self._handle_one(inp, reader, txn, d, now, stage, touched)
-                    if reason is None:
-                        accepted.append(True)
-                        continue
+            # The context of each world's last handled message, for inp.finish.
+            touched: dict[str, Context] = {}
+            for d in deliveries:
+                if inp.skip_applied and d.seq <= applied:
+                    accepted.append(True)
+                    continue
+                applied = max(applied, d.seq)
+                msg_id = f"dlq:{inp.consumer.durable}:{d.seq}"
+                refused = refuse.get(d.seq)
+                if refused is not None:
                     accepted.append(False)
-                    reject(d, reason, msg_id, d.subject)
-                if inp.finish is not None:
-                    for world in sorted(touched):
-                        self._finish(inp.finish, reader, txn, touched[world], stage)
-                if items:
-                    txn.put(key, encode_entry(items), db=self._outbox)
-                    txn.put(_OUTBOX_NEXT, str(next_key + 1).encode(), db=self._meta)
-                txn.put(durable_key, str(applied).encode(), db=self._meta)
-        except lmdb.Error as exc:
-            raise StoreError(
-                f"{self.actor}: LMDB write failed at {self.path}: {exc}"
-            ) from exc
+                    reject(d, refused, msg_id, d.subject)
+                    continue
+                if d.batch:
+                    ok = True
+                    parts = _unbatched(d)
+                    decoded = _coalesced(inp, parts)
+                    for part, (item, bad) in enumerate(parts):
+                        message = decoded[part]
+                        if message is _SUPERSEDED:
+                            continue  # a later item of the batch replaces it
+                        reason = bad or self._handle_one(
+                            inp, reader, txn, item, now, stage, touched, message
+                        )
+                        if reason is not None:
+                            ok = False
+                            # filed under the batch's world, not the
+                            # item's claim
+                            reject(item, reason, f"{msg_id}.{part}", d.subject)
+                    accepted.append(ok)
+                    continue
+                reason = self._handle_one(inp, reader, txn, d, now, stage, touched)
+                if reason is None:
+                    accepted.append(True)
+                    continue
+                accepted.append(False)
+                reject(d, reason, msg_id, d.subject)
+            if inp.finish is not None:
+                for world in sorted(touched):
+                    self._finish(inp.finish, reader, txn, touched[world], stage)
+            if items:
+                txn.put(key, encode_entry(items), db=self._outbox)
+                txn.put(_OUTBOX_NEXT, str(next_key + 1).encode(), db=self._meta)
+            txn.put(durable_key, str(applied).encode(), db=self._meta)
         return BatchResult(accepted, items)
 
     def _handle_one(
@@ -256,8 +484,24 @@ class Store:
                 "%s: handler failed on %s seq %d", self.actor, d.subject, d.seq
             )
             return f"internal error in {self.actor}: {exc!r}"
+        too_long = self._unfit_key(step)
+        if too_long is not None:
+            return f"invalid: {too_long}"
         self._commit_step(txn, step, stage)
         touched[ctx.world] = ctx
+        return None
+
+    def _unfit_key(self, step: Step) -> str | None:
+        """Why LMDB would refuse a key of ``step`` (deterministically: retrying the
+        batch would fail forever), or None."""
+        for key in step.writes:
+            if not 0 < len(key) <= self.max_key_size:
+                shown = key[:80].decode(errors="replace")
+                return (
+                    f"{self.actor} would store a key of {len(key)} bytes "
+                    f"({shown!r}...), over LMDB's limit of {self.max_key_size}: "
+                    "use shorter names and ids"
+                )
         return None
 
     def _finish(
@@ -275,6 +519,11 @@ class Store:
         except Exception:
             log.exception("%s: the batch's finish failed for %s", self.actor, ctx.world)
             return
+        too_long = self._unfit_key(step)
+        if too_long is not None:
+            log.error("%s: the batch's finish for %s: %s", self.actor, ctx.world,
+                      too_long)  # fmt: skip
+            return
         self._commit_step(txn, step, stage)
 
     def _commit_step(self, txn: Any, step: Step, stage: Any) -> None:
@@ -289,7 +538,7 @@ class Store:
 
     def pending_outbox(self) -> list[OutboxItem]:
         """Committed messages not yet confirmed published (after a crash, say)."""
-        with self._env.begin(db=self._outbox) as txn:
+        with self._begin(db=self._outbox) as txn:
             return [
                 item
                 for key, value in txn.cursor(db=self._outbox)
@@ -301,7 +550,7 @@ class Store:
         :class:`OutboxItem` s: the items of one batch share theirs)."""
         if not keys:
             return
-        with self._env.begin(write=True, db=self._outbox) as txn:
+        with self._begin(write=True, db=self._outbox) as txn:
             for key in dict.fromkeys(keys):
                 txn.delete(key, db=self._outbox)
 
