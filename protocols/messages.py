@@ -135,6 +135,7 @@ Ident = Annotated[str, msgspec.Meta(min_length=1, max_length=128, pattern=r"^\S+
 """An opaque id: 1-128 characters, no whitespace."""
 
 Token = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_-]{1,64}\Z")]
+Cursor = Annotated[str, msgspec.Meta(max_length=1024)]  # a page's opaque position
 """A name usable as one subject token (world, agent, actor)."""
 
 BeliefText = Annotated[str, msgspec.Meta(min_length=1, max_length=64 * 1024)]
@@ -518,6 +519,8 @@ class ListBeliefs(Message, tag="rpc.list.v1", kw_only=True, frozen=True):
     flag: Literal["stale", "stable", "contradicted", "uncertain"] | None = None
     status: Literal["active", "retracted", "resolved", "any"] = "active"
     at: datetime | None = None
+    # Opaque: the previous page's ``next_cursor`` ("" for the first page)
+    cursor: Cursor = ""
 
 
 class BeliefReply(Message, tag="rpc.belief.v1", kw_only=True, frozen=True):
@@ -531,6 +534,9 @@ class BeliefListReply(Message, tag="rpc.beliefs.v1", kw_only=True, frozen=True):
 
     beliefs: tuple[Belief, ...] = ()
     total: int = 0
+    # Where the next page starts ("": this is the last). A page holds at most
+    # ``limit`` beliefs and about 512 KiB, whichever comes first.
+    next_cursor: str = ""
 
 
 class SimStatus(Message, tag="rpc.sim_status.v1", kw_only=True, frozen=True):
@@ -601,6 +607,10 @@ class ReadWorld(Message, tag="rpc.read_world.v1", kw_only=True, frozen=True):
     # False: the crew part only (declaration, entities, edges), without the beliefs,
     # contradictions and moves, which grow with the world
     beliefs: bool = True
+    # Opaque: the previous page's ``next_cursor`` ("" for the first page)
+    cursor: Cursor = ""
+    # beliefs and belief edges a page holds at most (None: as many as fit ~512 KiB)
+    limit: Annotated[int, msgspec.Meta(ge=1, le=10_000)] | None = None
 
 
 class WorldReply(Message, tag="rpc.world.v1", kw_only=True, frozen=True):
@@ -616,6 +626,10 @@ class WorldReply(Message, tag="rpc.world.v1", kw_only=True, frozen=True):
     goals: list[Belief] = msgspec.field(default_factory=list)
     contradictions: list[Contradiction] = msgspec.field(default_factory=list)
     moves: list[Leaf] = msgspec.field(default_factory=list)  # ranked next moves
+    # Where the next page starts ("": this is the last). The first page holds the
+    # crew part and the moves; each page a part of the beliefs (in id order), then
+    # of the belief edges (in id order), with the contradictions they carry.
+    next_cursor: str = ""
 
 
 class TraceBelief(Message, tag="rpc.trace.v1", kw_only=True, frozen=True):

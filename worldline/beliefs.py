@@ -49,6 +49,7 @@ __all__ = ["BeliefMixin", "observation_id"]
 
 _DEAD_LETTER = msgspec.msgpack.Decoder(DeadLetter)
 Flag = Literal["stale", "stable", "contradicted", "uncertain"]
+LIST_PAGE = 10_000  # beliefs a list asks for per page (the projector bounds bytes too)
 
 
 class BeliefMixin(CrewMixin):
@@ -276,24 +277,42 @@ class BeliefMixin(CrewMixin):
         flag: Flag | None = None,
         status: Literal["active", "retracted", "resolved", "any"] = "active",
         at: datetime | None = None,
-        limit: int = 1000,
+        limit: int | None = 1000,
     ) -> list[Belief]:
-        """The active set (or a filtered part of it), oldest first."""
-        request = ListBeliefs(
-            type=type, label=label, flag=flag, status=status, at=at, limit=limit
-        )
-        reply = await self._request("list", request)
-        if not isinstance(reply, BeliefListReply):
-            raise BadRequest(f"unexpected reply to list: {reply!r}")
-        return list(reply.beliefs)
+        """The active set (or a filtered part of it), oldest first: at most ``limit``
+        beliefs (None: every one), read a page at a time.
+
+        Raises:
+            BadRequest: ``limit`` below 1.
+        """
+        if limit is not None and limit < 1:
+            raise BadRequest(f"limit {limit} lists nothing; pass 1 or more, or None")
+        found: list[Belief] = []
+        cursor = ""
+        while limit is None or len(found) < limit:
+            page = LIST_PAGE if limit is None else min(LIST_PAGE, limit - len(found))
+            request = ListBeliefs(
+                type=type,
+                label=label,
+                flag=flag,
+                status=status,
+                at=at,
+                limit=page,
+                cursor=cursor,
+            )
+            reply = await self._request("list", request)
+            if not isinstance(reply, BeliefListReply):
+                raise BadRequest(f"unexpected reply to list: {reply!r}")
+            found += reply.beliefs
+            cursor = reply.next_cursor
+            if not cursor:
+                break
+        return found
 
     async def read(self, *, at: datetime | None = None) -> WorldReply:
         """The whole world model: beliefs, edges, gaps, goals, contradictions, and the
-        crew world (declaration, entities, typed edges)."""
-        reply = await self._request("read", ReadWorld(at=at))
-        if not isinstance(reply, WorldReply):
-            raise BadRequest(f"unexpected reply to read: {reply!r}")
-        return reply
+        crew world (declaration, entities, typed edges), read a page at a time."""
+        return await self._read_pages(ReadWorld(at=at), fenced=False)
 
     async def before(self, query: str, *, at: datetime | None = None) -> Worldview:
         """The worldview for the move ``query``: six bounded, traced slices and the

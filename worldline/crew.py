@@ -296,11 +296,38 @@ class CrewMixin:
         """The declaration, entities and edges, from a projector replica; with
         ``beliefs``, also the beliefs, gaps, goals, contradictions and moves (these
         grow with the world: a reply is capped at the server's max payload)."""
-        request = ReadWorld(entity_type=entity_type, beliefs=beliefs)
-        reply = await self._read_at_fence("read", request)
-        if not isinstance(reply, WorldReply):
-            raise BadRequest(f"unexpected reply to read: {reply!r}")
-        return reply
+        return await self._read_pages(
+            ReadWorld(entity_type=entity_type, beliefs=beliefs), fenced=True
+        )
+
+    async def _read_pages(self, request: ReadWorld, *, fenced: bool) -> WorldReply:
+        """Every page of a ``read``, joined: the projector answers a page at a time
+        (each bounded in bytes, the first with the crew part and the moves)."""
+        pages: list[WorldReply] = []
+        while True:
+            if fenced and not pages:
+                reply = await self._read_at_fence("read", request)
+            else:
+                reply = await self._request("read", request)
+            if not isinstance(reply, WorldReply):
+                raise BadRequest(f"unexpected reply to read: {reply!r}")
+            pages.append(reply)
+            if not reply.next_cursor:
+                break
+            request = msgspec.structs.replace(request, cursor=reply.next_cursor)
+        if len(pages) == 1:
+            return pages[0]
+        first = pages[0]
+        return msgspec.structs.replace(
+            first,
+            version=min(p.version for p in pages),
+            beliefs=[b for p in pages for b in p.beliefs],
+            belief_edges=[e for p in pages for e in p.belief_edges],
+            gaps=[b for p in pages for b in p.gaps],
+            goals=[b for p in pages for b in p.goals],
+            contradictions=[c for p in pages for c in p.contradictions],
+            next_cursor="",
+        )
 
     async def _read_at_fence(self, verb: RpcVerb, request: Message) -> Message:
         """Read your own writes: ask replicas until one holds every change this

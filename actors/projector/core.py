@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from actors.projector import beliefs, views, worldview
+from actors.projector import beliefs, pages, views, worldview
 from actors.runtime.spec import Step
 from protocols.messages import (
     Before,
@@ -23,7 +23,6 @@ from protocols.messages import (
     ReadWorld,
     TraceBelief,
     ViewReply,
-    WorldReply,
     WorldviewReply,
 )
 
@@ -66,35 +65,12 @@ def serve(reader: Reader, request: ProjectorRpc, world: str) -> Message:
         case GetBelief(belief_id=belief_id, at=at):
             return beliefs.get(reader, world, belief_id, at)
         case ListBeliefs():
-            return beliefs.list_beliefs(reader, world, request)
+            return pages.list_beliefs(reader, world, request)
         case TraceBelief(belief_id=belief_id):
             return beliefs.trace(reader, world, belief_id)
-        case ReadWorld(entity_type=entity_type, at=at):
-            crew = views.read_world(reader, world, entity_type)
-            if not request.beliefs:
-                return crew
-            every = beliefs.world_beliefs(reader, world, at)
-            if at is not None:  # the world model as it stood at ``at``
-                every = [beliefs.as_of(b, at) for b in every if b.created_at <= at]
-            active = [b for b in every if b.status == "active"]
-            scene = worldview.Scene(
-                world=world,
-                decl=crew.declaration,
-                beliefs=active,
-                edges=beliefs.belief_edges(reader, world),
-            )
-            return WorldReply(
-                declaration=crew.declaration,
-                entities=crew.entities,
-                edges=crew.edges,
-                version=crew.version,
-                beliefs=[b for b in active if b.type not in ("goal", "gap")],
-                belief_edges=beliefs.belief_edges(reader, world),
-                gaps=[b for b in active if b.type == "gap"],
-                goals=[b for b in active if b.type == "goal"],
-                contradictions=beliefs.contradictions(reader, world, every, at),
-                moves=worldview.ranked_moves(scene),
-            )
+        case ReadWorld():
+            # Paged and bounded in bytes (see actors.projector.pages).
+            return pages.read_world(reader, world, request)
         case Before(agent=agent, query=query, at=at):
             decl = views.declaration(reader, world)
             agent_view = views.build_view(reader, world, agent, standing=False)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
+import weakref
 from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import partial
@@ -35,6 +36,7 @@ from actors.runtime.bus import (
     ensure_streams,
     publish_all,
     resume_consumer,
+    valid_subject,
 )
 from actors.runtime.errors import StoreError
 from actors.runtime.heartbeat import run_heartbeat
@@ -443,32 +445,75 @@ async def _serve(
     task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     sub = await nc.subscribe(service.subject, queue=service.queue)
+    threads = _read_threads(store)
+    # Requests in flight for this service: when all are busy the loop stops taking
+    # more (nats-py buffers, then drops as a slow consumer: the client times out)
+    # instead of holding an unbounded number of waiting tasks.
+    in_flight = anyio.Semaphore(2 * READ_THREADS)
     task_status.started()
     try:
-        async for msg in sub.messages:
-            if not is_reply_subject(msg.reply):
-                # No reply inbox (nothing to answer), or a reply subject that names a
-                # stream, bucket or JetStream API call: answering there would act with
-                # this actor's rights on the requester's behalf (a confused deputy).
-                if msg.reply:
-                    log.warning(
-                        "%s: refused to answer on %r (not an _INBOX reply subject)",
-                        store.actor,
-                        msg.reply[:200],
-                    )
-                continue
-            reply = _answer(store, service, msg.subject, msg.data)
-            if reply is not None:
-                await _respond(msg, reply)
+        async with anyio.create_task_group() as tg:
+            async for msg in sub.messages:
+                if not is_reply_subject(msg.reply):
+                    # No reply inbox (nothing to answer), or a reply subject that
+                    # names a stream, bucket or JetStream API call: answering there
+                    # would act with this actor's rights on the requester's behalf
+                    # (a confused deputy).
+                    if msg.reply:
+                        log.warning(
+                            "%s: refused to answer on %r (not an _INBOX reply subject)",
+                            store.actor,
+                            msg.reply[:200],
+                        )
+                    continue
+                await in_flight.acquire()
+                tg.start_soon(_reply, msg, store, service, threads, in_flight)
     finally:
         with anyio.CancelScope(shield=True), anyio.move_on_after(SHUTDOWN_GRACE):
             await sub.unsubscribe()
 
 
-async def _respond(msg: Msg, reply: Message) -> None:
-    """Send ``reply``; one larger than the server's max_payload (it would have
-    raised out of the serve loop and stopped the actor) becomes a clear error."""
-    data = encode(reply)
+READ_THREADS = 4  # worker threads per actor answering requests at once
+_limiters: weakref.WeakKeyDictionary[Store, anyio.CapacityLimiter] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _read_threads(store: Store) -> anyio.CapacityLimiter:
+    """The worker threads one actor's requests share (all its services): a flood of
+    reads can take these, never every thread the runtime has (its consume loop
+    applies batches in worker threads too)."""
+    limiter = _limiters.get(store)
+    if limiter is None:
+        limiter = _limiters[store] = anyio.CapacityLimiter(READ_THREADS)
+    return limiter
+
+
+async def _reply(
+    msg: Msg,
+    store: Store,
+    service: Service[Any],
+    threads: anyio.CapacityLimiter,
+    in_flight: anyio.Semaphore,
+) -> None:
+    """Answer one request. The read (its LMDB read transaction opens and closes in
+    the same worker thread) and the encoding run off the event loop, so a long read
+    holds up neither the actor's consuming nor its lease renewals."""
+    try:
+        data = await anyio.to_thread.run_sync(
+            _answer_bytes, store, service, msg.subject, msg.data, limiter=threads
+        )
+        if data is not None:
+            await _respond(msg, data)
+    except nats.errors.Error as exc:  # the requester went away, or the connection
+        log.debug("%s: could not answer on %s: %s", store.actor, msg.subject, exc)
+    finally:
+        in_flight.release()
+
+
+async def _respond(msg: Msg, data: bytes) -> None:
+    """Send the encoded answer; one larger than the server's max_payload (it would
+    have raised out of the serve loop and stopped the actor) becomes a clear error."""
     try:
         await msg.respond(data)
     except nats.errors.MaxPayloadError:
@@ -481,9 +526,23 @@ async def _respond(msg: Msg, reply: Message) -> None:
         await msg.respond(encode(error))
 
 
+def _answer_bytes(
+    store: Store, service: Service[Any], subject: str, data: bytes
+) -> bytes | None:
+    """The encoded answer, if any (in a worker thread)."""
+    reply = _answer(store, service, subject, data)
+    return None if reply is None else encode(reply)
+
+
 def _answer(
     store: Store, service: Service[Any], subject: str, data: bytes
 ) -> Message | None:
+    if not valid_subject(subject):
+        return RpcError(
+            code="invalid",
+            message=f"the subject {subject!r} is not valid UTF-8; ask on "
+            "wl.<world>.rpc.<verb> with a world name of letters, digits, - and _",
+        )
     try:
         request = service.decoder.decode(data)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
