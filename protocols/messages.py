@@ -85,6 +85,7 @@ __all__ = [
     "OpApplied",
     "OpStatus",
     "OpStatusReply",
+    "OpVerdict",
     "OpsInbox",
     "PosteriorUpdate",
     "Presence",
@@ -365,7 +366,25 @@ class PosteriorUpdate(Message, tag="derived.posterior.v1", kw_only=True, frozen=
     trust: dict[str, float] = msgspec.field(default_factory=dict)  # sources != 1
 
 
-MaterializerInbox = PosteriorUpdate
+VerdictCode = Annotated[str, msgspec.Meta(pattern=r"^[a-z_]{1,32}\Z")]
+"""Why fusion refused an op: ``unknown_belief``, ``closed``, ``conflict``,
+``invalid``, ``locked``, ``full`` (a plain string, so new codes stay readable)."""
+
+
+class OpVerdict(Message, tag="derived.verdict.v1", kw_only=True, frozen=True):
+    """Fusion's answer to a belief op that produced no posterior: refused (a client
+    mistake, answered to its author through ``op_status``, not dead-lettered) or
+    unchanged (a repeat: already applied); also every trust setting's outcome."""
+
+    op_id: Ident  # the op this answers
+    seq: int  # the op's OPS stream sequence (op_status is asked by it)
+    outcome: Literal["applied", "rejected", "unchanged"]
+    code: VerdictCode | None = None  # for rejected: why, as a stable code
+    reason: str = ""  # for rejected: what was wrong and what to do instead
+    belief_id: str = ""  # the belief the op named, when it named one
+
+
+MaterializerInbox = PosteriorUpdate | OpVerdict
 
 
 class Transition(Message, tag="derived.transition.v1", kw_only=True, frozen=True):
@@ -717,6 +736,8 @@ class OpStatusReply(Message, tag="rpc.op_status_reply.v1", kw_only=True, frozen=
     rejection: Rejection | None = None
     fence: int = 0  # last OPS sequence that changed the world: read replicas at it
     version: int = 0  # for an applied write: the version its fields now have
+    verdict: OpVerdict | None = None  # fusion's answer, for a belief op it refused,
+    # found unchanged, or (a trust setting) applied; None: none (yet)
 
 
 class Presence(Message, tag="presence.v1", kw_only=True, frozen=True):

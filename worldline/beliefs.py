@@ -8,13 +8,10 @@ import hashlib
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
-import msgspec
-import nats.errors
 
 from actors.extractor.text import belief_id as belief_id_for
 from protocols.beliefs import BeliefEdge, Direction, EdgeType, Evidence, EvidenceKind
 from protocols.messages import (
-    FUSION_INBOX,
     AddBelief,
     AddEvidence,
     Before,
@@ -23,12 +20,14 @@ from protocols.messages import (
     BeliefReply,
     BeliefType,
     CloseBelief,
-    DeadLetter,
     GetBelief,
     LinkBeliefs,
     ListBeliefs,
     Message,
     Observe,
+    OpStatus,
+    OpStatusReply,
+    OpVerdict,
     ReadWorld,
     SetTrust,
     TraceBelief,
@@ -36,9 +35,9 @@ from protocols.messages import (
     WorldReply,
     WorldviewReply,
 )
-from protocols.subjects import dlq, obs
+from protocols.subjects import obs
 from worldline.crew import CrewMixin, new_id, utc_now, validated
-from worldline.errors import BadRequest, NotApplied, Rejected
+from worldline.errors import BadRequest, BusUnavailable, NotApplied, Rejected
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -47,7 +46,6 @@ if TYPE_CHECKING:
 
 __all__ = ["BeliefMixin", "observation_id"]
 
-_DEAD_LETTER = msgspec.msgpack.Decoder(DeadLetter)
 Flag = Literal["stale", "stable", "contradicted", "uncertain"]
 LIST_PAGE = 10_000  # beliefs a list asks for per page (the projector bounds bytes too)
 
@@ -59,32 +57,44 @@ class BeliefMixin(CrewMixin):
     async def _publish(self, subject: str, message: Message, msg_id: str) -> None:
         raise NotImplementedError
 
+    async def _verdict(self, seq: int, op_id: str) -> OpVerdict | None:
+        """Fusion's verdict on the op ``op_id`` at OPS sequence ``seq``, once the
+        materializer holds one. A materializer that does not answer (a takeover)
+        only means: not yet."""
+        try:
+            reply = await self._request("op_status", OpStatus(seq=seq))
+        except BusUnavailable:
+            return None
+        if not isinstance(reply, OpStatusReply) or reply.verdict is None:
+            return None
+        # Only a verdict on this very op counts (the id is random: unguessable).
+        return reply.verdict if reply.verdict.op_id == op_id else None
+
     # --- writes through fusion -----------------------------------------------------
 
     async def _through_fusion(self, op: Any, belief_id: str) -> Belief:
         """Record ``op``; return the belief once fusion's posterior for it (or a
-        later one) is readable, or raise the reason fusion dead-lettered it."""
-        rejections = await self._nc.subscribe(dlq(self.world, "fusion"))
-        try:
-            seq = await self._publish_op(validated(op))
-            with anyio.move_on_after(self.timeout):
-                while True:
-                    belief = await self.get(belief_id)
-                    if belief is not None and belief.version >= seq:
-                        return belief
-                    try:
-                        msg = await rejections.next_msg(timeout=0.05)
-                    except nats.errors.TimeoutError:
-                        continue
-                    letter = _DEAD_LETTER.decode(msg.data)
-                    try:
-                        rejected = FUSION_INBOX.decode(letter.payload)
-                    except msgspec.MsgspecError:
-                        continue
-                    if rejected.op_id == op.op_id:
-                        raise Rejected(letter.reason)
-        finally:
-            await rejections.unsubscribe()
+        later one) is readable, or as it reads when fusion found the op changes
+        nothing (a repeat), or raise the reason fusion refused it.
+
+        Fusion's verdict on an op that made no posterior reaches the client through
+        the materializer's ``op_status`` (never through the dead-letter queue, which
+        is the operator's)."""
+        seq = await self._publish_op(validated(op))
+        with anyio.move_on_after(self.timeout):
+            while True:
+                belief = await self.get(belief_id)
+                if belief is not None and belief.version >= seq:
+                    return belief
+                verdict = await self._verdict(seq, op.op_id)
+                if verdict is not None and verdict.outcome == "rejected":
+                    raise Rejected(
+                        f"{verdict.code}: {verdict.reason}",
+                        code=verdict.code or "rejected",
+                    )
+                if verdict is not None and belief is not None:
+                    return belief  # unchanged: already applied, as it reads
+                await anyio.sleep(0.02)
         raise NotApplied(
             f"op {op.op_id} is recorded (seq {seq}) but belief {belief_id} did not "
             f"reflect it within {self.timeout:g}s; are the actors running?"
@@ -187,20 +197,23 @@ class BeliefMixin(CrewMixin):
             trust=value,
             lock=lock,
         )
-        rejections = await self._nc.subscribe(dlq(self.world, "fusion"))
-        try:
-            seq = await self._submit(op)  # the materializer has seen it
-            with anyio.move_on_after(0.5):  # fusion refuses a locked setting
-                while True:
-                    msg = await rejections.next_msg(timeout=0.5)
-                    letter = _DEAD_LETTER.decode(msg.data)
-                    if letter.reason and op.op_id.encode() in letter.payload:
-                        raise Rejected(letter.reason)
-        except nats.errors.TimeoutError:
-            pass
-        finally:
-            await rejections.unsubscribe()
-        return seq
+        seq = await self._submit(op)  # the materializer has seen it
+        with anyio.move_on_after(self.timeout):
+            while True:  # fusion answers every trust setting: applied or refused
+                verdict = await self._verdict(seq, op.op_id)
+                if verdict is not None and verdict.outcome == "rejected":
+                    raise Rejected(
+                        f"{verdict.code}: {verdict.reason}",
+                        code=verdict.code or "rejected",
+                    )
+                if verdict is not None:
+                    return seq
+                await anyio.sleep(0.02)
+        raise NotApplied(
+            f"trust setting {op.op_id} is recorded (seq {seq}) but fusion did not "
+            f"answer it within {self.timeout:g}s; is fusion running (`worldline "
+            "status`)?"
+        )
 
     async def relate(
         self,

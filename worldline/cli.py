@@ -1,8 +1,11 @@
 """The ``worldline`` command: run the actors, and talk to a world from a shell.
 
-Exit codes: 0 success; 2 bad usage or bad input (one line on stderr); 3 the world
-rejected the request (the reason is printed); 4 the bus cannot be reached (or no actor
-applied the request in time); 1 a failure of our own side (a store that cannot open, a
+Exit codes: 0 success; 2 bad usage or bad input (one line on stderr), or credentials
+the server refuses for what the verb needs ("permission denied publishing to ...":
+another agent's, say); 3 the world rejected the request (the reason is printed); 4 the
+bus cannot be reached, holds no worldline streams, or refused the request (a JetStream
+error such as storage full, named with its fix), or no actor applied the request in
+time; 1 a failure of our own side (a store that cannot open, a
 stream whose stored config cannot be updated, a replay that does not match);
 130 interrupted before it could finish.
 """
@@ -25,12 +28,14 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import anyio
 import msgspec
+import nats.errors
 
 from actors.registry import ACTORS, build
 from actors.runtime.auth import CREDS_ENV, load_credentials
 from actors.runtime.bus import MAX_REPLICAS, REPLICAS_ENV
 from actors.runtime.embedded import EmbeddedNats
 from actors.runtime.errors import ActorError
+from actors.runtime.errors import BusUnavailable as RuntimeBusUnavailable
 from actors.runtime.metrics import Registry
 from actors.runtime.supervise import run_actors
 from protocols.beliefs import DIRECTIONS, EDGE_TYPES, EVIDENCE_KINDS
@@ -52,8 +57,11 @@ from worldline.errors import (
     BadRequest,
     BusUnavailable,
     NotApplied,
+    PermissionDenied,
     Rejected,
     SimulationError,
+    WorldlineError,
+    bus_errors,
 )
 from worldline.replay import ReplayResult, read_export, replay
 from worldline.status import gather as gather_status
@@ -1202,6 +1210,22 @@ def _run(args: argparse.Namespace, verb_name: str) -> int:
         raise _leaf(group) from group
 
 
+def _bus_error(exc: nats.errors.Error, args: argparse.Namespace, verb: str) -> str:
+    """One line for a nats-py error that reached ``main``: the cause and the fix."""
+    url = getattr(args, "nats", None) or default_url()
+    try:
+        with bus_errors(url, f"`worldline {verb}`"):
+            raise exc
+    except WorldlineError as mapped:
+        return str(mapped)
+    except nats.errors.Error:
+        pass
+    return (
+        f"NATS at {url} failed `worldline {verb}`: {exc or type(exc).__name__}; "
+        "check the server and `worldline status`, then retry"
+    )
+
+
 def _leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
     """The first error in a (nested) exception group that is not itself a group."""
     first: BaseException = group.exceptions[0]
@@ -1226,6 +1250,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         verb_name = f"sim.{args.sim_verb}"
     try:
         return _run(args, verb_name)
+    except PermissionDenied as exc:  # before OSError's kin: it is a PermissionError
+        _fail(EXIT_USAGE, str(exc))
     except BadRequest as exc:
         _fail(EXIT_USAGE, str(exc))
     except SimulationError as exc:
@@ -1237,10 +1263,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f" (current version {exc.current_version}, value {exc.current_value!r})"
             )
         _fail(EXIT_REJECTED, f"rejected: {exc.reason}{detail}")
-    except (BusUnavailable, NotApplied) as exc:
+    except (RuntimeBusUnavailable, NotApplied) as exc:  # the SDK's BusUnavailable too
         _fail(EXIT_UNREACHABLE, str(exc))
     except ActorError as exc:  # the server, a store or a declaration: not the input
         _fail(EXIT_FAILED, str(exc))
+    except nats.errors.Error as exc:  # one the SDK did not translate: still one line
+        _fail(EXIT_UNREACHABLE, _bus_error(exc, args, verb_name))
     except ValueError as exc:
         _fail(EXIT_USAGE, str(exc))
     except KeyboardInterrupt:

@@ -8,15 +8,18 @@ agent now reads.
 
 from __future__ import annotations
 
-from contextlib import asynccontextmanager
+import contextlib
+import re
+from contextlib import asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import nats.errors
 from nats.js import api
 
-from actors.runtime.auth import CredentialsError
+from actors.runtime.auth import CredentialsError, load_credentials
 from actors.runtime.bus import connect as bus_connect
+from actors.runtime.errors import BusUnavailable as RuntimeBusUnavailable
 from protocols.messages import (
     MATERIALIZER_REPLY,
     PROJECTOR_REPLY,
@@ -28,12 +31,12 @@ from protocols.messages import (
 from protocols.subjects import RpcVerb, check_name, rpc
 from worldline import hooks
 from worldline.crew import validated
-from worldline.errors import BadRequest, BusUnavailable
+from worldline.errors import BadRequest, BusUnavailable, PermissionDenied, bus_errors
 from worldline.sim import SimMixin
 
 if TYPE_CHECKING:
     import os
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Callable, Iterator
     from contextlib import AbstractAsyncContextManager
     from datetime import datetime
 
@@ -54,29 +57,129 @@ _REPLIES: dict[str, Any] = {
 }
 
 
+# nats-py hands the server's -ERR to the error callback as "nats: permissions
+# violation for publish to "<subject>"" (or "subscription to").
+_VIOLATION = re.compile(
+    r"permissions violation for (publish|subscription) to \"([^\"]*)\"", re.IGNORECASE
+)
+
+
+class _Violations:
+    """The server's permissions violations on one connection, matched to the calls
+    waiting on them: the server drops a forbidden publish and says so only on the
+    error callback, so without this the call would wait for an answer that never
+    comes (and ``inbox`` retried for minutes)."""
+
+    def __init__(self, credentials: str) -> None:
+        self.credentials = credentials  # whose they are, for the message
+        self._watching: dict[int, tuple[Callable[[str], bool], anyio.CancelScope]] = {}
+        self._found: dict[int, tuple[str, str]] = {}
+        self._next = 0
+
+    def report(self, exc: Exception) -> None:
+        found = _VIOLATION.search(str(exc))
+        if found is None:
+            return
+        kind, subject = found.group(1).lower(), found.group(2)
+        for token, (wanted, scope) in list(self._watching.items()):
+            if wanted(subject):
+                self._found.setdefault(token, (kind, subject))
+                scope.cancel()
+
+    @contextmanager
+    def guard(self, wanted: Callable[[str], bool]) -> Iterator[None]:
+        """Run the block; if the server reports a violation on a subject ``wanted``
+        accepts meanwhile, stop it and raise :class:`PermissionDenied`."""
+        token, self._next = self._next, self._next + 1
+        with anyio.CancelScope() as scope:
+            self._watching[token] = (wanted, scope)
+            try:
+                yield
+            finally:
+                del self._watching[token]
+        found = self._found.pop(token, None)
+        if found is not None:
+            kind, subject = found
+            verb = "publishing to" if kind == "publish" else "subscribing to"
+            raise PermissionDenied(
+                f"permission denied {verb} {subject}: these credentials are for "
+                f"{self.credentials}; use the agent's own credentials (--creds FILE, "
+                "env WORLDLINE_CREDS: `worldline creds` wrote one file per agent)"
+            )
+
+
+def _credentials_label(creds: str | os.PathLike[str] | None) -> str:
+    """Whose credentials these are, from the comment `worldline creds` writes."""
+    try:
+        auth = load_credentials(creds)
+    except CredentialsError:
+        return "an unknown user"
+    if auth is None:
+        return "an anonymous client (no --creds)"
+    first = auth.path.read_text(encoding="utf-8").splitlines()[:1]
+    mark = "# worldline credentials: "
+    if first and first[0].startswith(mark):
+        return f"{first[0].removeprefix(mark)} ({auth.path})"
+    return f"the user in {auth.path}"
+
+
 class World(SimMixin):
     """One agent's handle on one world. Build it with :func:`connect`."""
 
-    def __init__(self, nc: NATS, *, world: str, agent: str, timeout: float) -> None:
+    def __init__(
+        self,
+        nc: NATS,
+        *,
+        world: str,
+        agent: str,
+        timeout: float,
+        violations: _Violations | None = None,
+    ) -> None:
         self._nc = nc
         self._js = nc.jetstream()
         self.world = world
         self.agent = agent
         self.timeout = timeout
+        self._violations = violations or _Violations("this connection's user")
+        url = nc.connected_url
+        self._url = url.geturl() if url is not None else "the server"
+
+    def _permitted(
+        self, wanted: str | Callable[[str], bool]
+    ) -> contextlib.AbstractContextManager[None]:
+        """Fail at once with :class:`PermissionDenied`, naming the subject, if the
+        server refuses these credentials a subject the block uses: ``wanted`` (one
+        subject, or a test of one)."""
+        if isinstance(wanted, str):
+            return self._violations.guard(lambda subject: subject == wanted)
+        return self._violations.guard(wanted)
+
+    async def _jetstream_publish(
+        self, subject: str, payload: bytes, msg_id: str
+    ) -> int:
+        """Publish to the log and return its stream sequence, or raise an error
+        naming the cause: a permissions violation, no worldline streams, a JetStream
+        API error (storage full...), no answer."""
+        with (
+            self._permitted(subject),
+            bus_errors(self._url, f"publishing to {subject}"),
+        ):
+            try:
+                ack = await self._js.publish(
+                    subject,
+                    payload,
+                    timeout=self.timeout,
+                    headers={api.Header.MSG_ID: msg_id},
+                )
+            except nats.errors.TimeoutError as exc:
+                raise BusUnavailable(
+                    f"JetStream at {self._url} did not confirm the write on {subject} "
+                    f"within {self.timeout:g}s; check `worldline status` and retry"
+                ) from exc
+        return int(ack.seq)
 
     async def _publish(self, subject: str, message: Message, msg_id: str) -> None:
-        try:
-            await self._js.publish(
-                subject,
-                encode(message),
-                timeout=self.timeout,
-                headers={api.Header.MSG_ID: msg_id},
-            )
-        except (nats.errors.NoRespondersError, nats.errors.TimeoutError) as exc:
-            raise BusUnavailable(
-                f"JetStream did not accept the write on {subject} ({exc!r}); "
-                "is this server running worldline (`worldline up`)?"
-            ) from exc
+        await self._jetstream_publish(subject, encode(message), msg_id)
 
     def turn(
         self, query: str, *, at: datetime | None = None, wait: float | None = None
@@ -91,9 +194,10 @@ class World(SimMixin):
     async def _request(self, verb: RpcVerb, message: Message) -> Message:
         subject = rpc(self.world, verb)
         try:
-            msg = await self._nc.request(
-                subject, encode(validated(message)), timeout=self.timeout
-            )
+            with self._permitted(subject):
+                msg = await self._nc.request(
+                    subject, encode(validated(message)), timeout=self.timeout
+                )
         except nats.errors.NoRespondersError as exc:
             raise BusUnavailable(
                 f"no projector answers {subject}; start the actors with `worldline up`"
@@ -127,18 +231,36 @@ async def connect(
         BadRequest: the world or agent name is not a valid subject token, or the
             credentials file is missing or holds no user key.
         BusUnavailable: NATS cannot be reached at ``url``, or refused the credentials.
+
+    Later calls raise :class:`~worldline.errors.PermissionDenied` when the server
+    refuses these credentials a subject the call needs (another agent's, say), and
+    :class:`~worldline.errors.NoWorldline` when it holds no worldline streams.
     """
     try:
         check_name("world", world)
         check_name("agent", agent)
     except ValueError as exc:
         raise BadRequest(str(exc)) from exc
+    violations = _Violations(_credentials_label(creds))
     try:
-        nc = await bus_connect(url, name=f"worldline-sdk-{agent}", creds=creds)
+        nc = await bus_connect(
+            url,
+            name=f"worldline-sdk-{agent}",
+            creds=creds,
+            on_server_error=violations.report,
+        )
     except CredentialsError as exc:
         raise BadRequest(str(exc)) from exc
+    except RuntimeBusUnavailable as exc:  # the SDK's own, a WorldlineError too
+        raise BusUnavailable(str(exc)) from exc
     try:
-        yield World(nc, world=world, agent=agent, timeout=request_timeout)
+        yield World(
+            nc,
+            world=world,
+            agent=agent,
+            timeout=request_timeout,
+            violations=violations,
+        )
     finally:
         with anyio.CancelScope(shield=True), anyio.move_on_after(5):
             await nc.close()

@@ -188,7 +188,6 @@ def agent_permissions(
             # Presence is public within the world.
             f"{_JS_API}.DIRECT.GET.{presence}.{everyone}",
         ]
-        subscribe.append(dlq(world, "fusion"))
     publish += [
         f"{_JS_API}.STREAM.INFO.{views}",
         f"{_JS_API}.STREAM.INFO.{presence}",

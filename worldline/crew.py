@@ -57,10 +57,17 @@ from protocols.subjects import (
     ops,
 )
 from protocols.world import Edge, Value, WorldDecl
-from worldline.errors import BadRequest, BusUnavailable, NotApplied, Rejected
+from worldline.errors import (
+    BadRequest,
+    BusUnavailable,
+    NotApplied,
+    Rejected,
+    no_worldline,
+)
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    import contextlib
+    from collections.abc import AsyncIterator, Callable
 
     from nats.aio.client import Client as NATS
     from nats.aio.msg import Msg
@@ -142,6 +149,7 @@ class CrewMixin:
     _js: JetStreamContext
     _fence: int = 0  # read replicas must hold at least this OPS sequence
     _last_version: int = 0  # what the last applied write left its fields at
+    _url: str = "the server"  # the server connected to, for error messages
     world: str
     agent: str
     timeout: float
@@ -149,21 +157,26 @@ class CrewMixin:
     async def _request(self, verb: RpcVerb, message: Message) -> Message:
         raise NotImplementedError
 
+    async def _jetstream_publish(
+        self, subject: str, payload: bytes, msg_id: str
+    ) -> int:
+        raise NotImplementedError
+
+    def _permitted(
+        self, wanted: str | Callable[[str], bool]
+    ) -> contextlib.AbstractContextManager[None]:
+        raise NotImplementedError
+
     async def _publish_op(self, message: Any) -> int:
+        """Record ``message`` in the log; return its OPS sequence.
+
+        Raises:
+            PermissionDenied: these credentials may not publish as this agent.
+            NoWorldline: the server holds no worldline streams.
+            BusUnavailable: JetStream refused or did not confirm the write.
+        """
         subject = ops(self.world, self.agent)
-        try:
-            ack = await self._js.publish(
-                subject,
-                encode(message),
-                timeout=self.timeout,
-                headers={api.Header.MSG_ID: message.op_id},
-            )
-        except (nats.errors.NoRespondersError, nats.errors.TimeoutError) as exc:
-            raise BusUnavailable(
-                f"JetStream did not accept the write on {subject} ({exc!r}); "
-                "is this server running worldline (`worldline up`)?"
-            ) from exc
-        return int(ack.seq)
+        return await self._jetstream_publish(subject, encode(message), message.op_id)
 
     async def _submit(self, op: Any) -> int:
         """Record ``op`` in the log, wait until the materializer has applied it, and
@@ -400,21 +413,29 @@ class CrewMixin:
         long you are away, and your acks never hide it from another agent.
         """
         spec = inbox_in(self.world, self.agent)
-        try:
-            await ensure_consumer(self._js, spec)
-        except nats.js.errors.NotFoundError as exc:
-            raise BusUnavailable(
-                "no INBOX stream on this server: start the actors (`worldline up`)"
-            ) from exc
-        sub = await self._js.pull_subscribe_bind(
-            durable=spec.durable, stream=INBOX_STREAM.name
-        )
-        try:
-            msgs = await sub.fetch(limit, timeout=wait)
-        except TimeoutError:
-            msgs = []
-        finally:
-            await sub.unsubscribe()
+        durable = spec.durable
+        # Every JetStream subject the inbox uses names its durable; a violation on
+        # one means these are not this agent's credentials (fail now, not retry).
+        with self._permitted(lambda subject: durable in subject.split(".")):
+            with anyio.move_on_after(self.timeout) as waited:
+                try:
+                    await ensure_consumer(self._js, spec)
+                except nats.js.errors.NotFoundError as exc:
+                    raise no_worldline(self._url, "no INBOX stream") from exc
+            if waited.cancelled_caught:
+                raise BusUnavailable(
+                    f"JetStream did not set up inbox durable {durable} within "
+                    f"{self.timeout:g}s; check `worldline status` and retry"
+                )
+            sub = await self._js.pull_subscribe_bind(
+                durable=durable, stream=INBOX_STREAM.name
+            )
+            try:
+                msgs = await sub.fetch(limit, timeout=wait)
+            except TimeoutError:
+                msgs = []
+            finally:
+                await sub.unsubscribe()
         return [
             InboxItem(INBOX.decode(m.data), m.metadata.sequence.stream, m) for m in msgs
         ]
@@ -423,8 +444,10 @@ class CrewMixin:
         """Acknowledge on the bus and record the acks in the world (pending counts)."""
         if not items:
             return
-        for item in items:
-            await item._msg.ack_sync()
+        durable = inbox_in(self.world, self.agent).durable
+        with self._permitted(lambda subject: durable in subject.split(".")):
+            for item in items:
+                await item._msg.ack_sync()
         await self._submit(
             AckInbox(
                 op_id=new_id("op"),

@@ -11,12 +11,19 @@ the same posteriors as one instance.
 
 State keys: ``belief/<world>/<id>`` -> :class:`FusedBelief`;
 ``trust/<world>/<source>`` -> :class:`TrustSetting`.
-Output: :class:`PosteriorUpdate` on ``wl.<world>.derived.posterior.<shard>``.
+Output: :class:`PosteriorUpdate` on ``wl.<world>.derived.posterior.<shard>``, and on
+the same subject an :class:`OpVerdict` for an op that changed no belief: refused (a
+client mistake: an unknown or closed belief, a taken id, a locked trust setting...),
+or unchanged (a repeat, such as an evidence id already recorded). The materializer
+keeps verdicts beside its own op outcomes, so the author reads them through
+``op_status``. Only what is really broken raises :class:`InvalidInput` (and is
+dead-lettered): an op naming another author, a statement whose evidence names
+another belief. Every trust setting gets a verdict (shard 0 gives it).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Literal
 
 import msgspec
 
@@ -32,6 +39,7 @@ from protocols.messages import (
     Belief,
     CloseBelief,
     OpsInbox,
+    OpVerdict,
     PosteriorUpdate,
     SetTrust,
     Statement,
@@ -80,6 +88,16 @@ class TrustSetting(
     author: str = ""
 
 
+class _Refused(Exception):
+    """A client mistake: answered to the op's author with a verdict, not
+    dead-lettered (the DLQ is for what is really broken)."""
+
+    def __init__(self, code: str, reason: str) -> None:
+        super().__init__(reason)
+        self.code = code
+        self.reason = reason
+
+
 _FUSED = msgspec.msgpack.Decoder(FusedBelief)
 _TRUST = msgspec.msgpack.Decoder(TrustSetting)
 
@@ -102,9 +120,13 @@ def handle(
 ) -> Step:
     """Apply one belief op owned by this shard; other ops are not fusion's.
 
+    A client mistake (an id taken by another op, a goal or gap with a confidence,
+    evidence for an unknown or closed belief, a locked trust setting...) is answered
+    with a ``rejected`` :class:`OpVerdict`, a repeat with an ``unchanged`` one.
+
     Raises:
-        InvalidInput: a forged author, an id taken by another op, a goal or gap with a
-            confidence, evidence for an unknown belief, or a locked trust setting.
+        InvalidInput: a forged author, or a statement whose evidence names another
+            belief: input no honest client sends (dead-lettered for the operator).
     """
     match op:
         case AddBelief() | AddEvidence() | Statement() | CloseBelief() | SetTrust():
@@ -117,10 +139,32 @@ def handle(
             f"{ctx.subject!r}; agents publish only their own ops"
         )
     if isinstance(op, SetTrust):
-        return _set_trust(reader, op, ctx, shard)
+        try:
+            step = _set_trust(reader, op, ctx, shard)
+        except _Refused as refused:
+            return _verdict(ctx, op, shard, "rejected", refused=refused)
+        if shard[0] != 0:
+            return step  # one shard answers
+        step.out.append(_verdict(ctx, op, shard, "applied").out[0])
+        return step
     target = op.evidence.belief_id if isinstance(op, AddEvidence) else op.belief_id
     if shard_of(target, shard[1]) != shard[0]:
         return Step()
+    try:
+        step = _belief_op(reader, op, ctx, shard)
+    except _Refused as refused:
+        return _verdict(ctx, op, shard, "rejected", target, refused)
+    if not step.out:
+        return _verdict(ctx, op, shard, "unchanged", target)
+    return step
+
+
+def _belief_op(
+    reader: Reader,
+    op: AddBelief | AddEvidence | Statement | CloseBelief,
+    ctx: Context,
+    shard: tuple[int, int],
+) -> Step:
     match op:
         case AddBelief():
             return _add(reader, op, ctx, shard)
@@ -131,6 +175,35 @@ def handle(
         case CloseBelief():
             return _close(reader, op, ctx, shard)
     raise AssertionError(op)  # pragma: no cover - the match above is exhaustive
+
+
+def _verdict(
+    ctx: Context,
+    op: AddBelief | AddEvidence | Statement | CloseBelief | SetTrust,
+    shard: tuple[int, int],
+    outcome: Literal["applied", "rejected", "unchanged"],
+    belief_id: str = "",
+    refused: _Refused | None = None,
+) -> Step:
+    """Fusion's answer to ``op`` when it made no posterior (or set a trust), on the
+    posterior subject so it reaches the materializer in log order with them."""
+    verdict = OpVerdict(
+        op_id=op.op_id,
+        seq=ctx.seq,
+        outcome=outcome,
+        code=None if refused is None else refused.code,
+        reason="" if refused is None else refused.reason,
+        belief_id=belief_id,
+    )
+    return Step(
+        out=[
+            Outgoing(
+                subject=derived(ctx.world, "posterior", str(shard[0])),
+                message=verdict,
+                msg_id=f"verdict:{ctx.world}:{ctx.seq}:{op.op_id}",
+            )
+        ]
+    )
 
 
 def _load(reader: Reader, world: str, belief_id: str) -> FusedBelief | None:
@@ -220,13 +293,15 @@ def _add(reader: Reader, op: AddBelief, ctx: Context, shard: tuple[int, int]) ->
     if existing is not None:
         if existing.op_id == op.op_id:
             return Step()  # the same op again: already applied
-        raise InvalidInput(
+        raise _Refused(
+            "conflict",
             f"belief {op.belief_id} already exists in world {ctx.world}; "
-            "add it under a new id, or attach evidence to the existing one"
+            "add it under a new id, or attach evidence to the existing one",
         )
     if op.type in NO_PROBABILITY and op.confidence is not None:
-        raise InvalidInput(
-            f"a {op.type} carries no probability; add it without a confidence"
+        raise _Refused(
+            "invalid",
+            f"a {op.type} carries no probability; add it without a confidence",
         )
     # A hand-entered negation ("Export does not check auth") keeps its polarity, so
     # the extractor's restatements of it support it rather than refute it.
@@ -243,12 +318,14 @@ def _with_evidence(
     if any(e.id == item.id for e in fused.evidence):
         return None
     if fused.belief.status != "active":
-        raise InvalidInput(
-            f"belief {fused.belief.id} is {fused.belief.status}; evidence is refused"
+        raise _Refused(
+            "closed",
+            f"belief {fused.belief.id} is {fused.belief.status}; evidence is refused",
         )
     if len(fused.evidence) >= MAX_EVIDENCE:
-        raise InvalidInput(
-            f"belief {fused.belief.id} already holds {MAX_EVIDENCE} evidence items"
+        raise _Refused(
+            "full",
+            f"belief {fused.belief.id} already holds {MAX_EVIDENCE} evidence items",
         )
     item = msgspec.structs.replace(item, recorded_seq=ctx.seq)
     evidence = sorted([*fused.evidence, item], key=lambda e: e.id)
@@ -260,14 +337,16 @@ def _evidence(
 ) -> Step:
     item = op.evidence
     if item.author != op.author:
-        raise InvalidInput(
-            f"evidence {item.id} names author {item.author!r}; report it as yourself"
+        raise _Refused(
+            "invalid",
+            f"evidence {item.id} names author {item.author!r}; report it as yourself",
         )
     fused = _load(reader, ctx.world, item.belief_id)
     if fused is None:
-        raise InvalidInput(
+        raise _Refused(
+            "unknown_belief",
             f"no belief {item.belief_id} in world {ctx.world}; add it first "
-            "(`worldline add`), then attach evidence to its id"
+            "(`worldline add`), then attach evidence to its id",
         )
     updated = _with_evidence(reader, ctx, fused, item)
     if updated is None:
@@ -300,14 +379,19 @@ def _close(
 ) -> Step:
     fused = _load(reader, ctx.world, op.belief_id)
     if fused is None:
-        raise InvalidInput(f"no belief {op.belief_id} in world {ctx.world}")
+        raise _Refused(
+            "unknown_belief",
+            f"no belief {op.belief_id} in world {ctx.world}; check the id "
+            "(`worldline list`)",
+        )
     belief = fused.belief
     if belief.status != "active":
         return Step()  # already closed: closing again changes nothing
     if (op.how == "resolved") != (belief.type == "gap"):
-        raise InvalidInput(
+        raise _Refused(
+            "invalid",
             f"a {belief.type} is {'resolved' if belief.type == 'gap' else 'retracted'}"
-            f", not {op.how}"
+            f", not {op.how}",
         )
     return _emit(
         reader,
@@ -332,9 +416,10 @@ def _set_trust(
         if current.locked and current.author != op.author:
             if shard[0] != 0:
                 return Step()  # one shard reports the refusal
-            raise InvalidInput(
+            raise _Refused(
+                "locked",
                 f"trust for {op.source!r} is locked by {current.author}; only they "
-                "may change it"
+                "may change it",
             )
     setting = TrustSetting(trust=op.trust, locked=op.lock, author=op.author)
     step = Step(writes={key: encode(setting)})

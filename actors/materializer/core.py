@@ -43,6 +43,7 @@ __all__ = [
     "check_cause",
     "conflict_key",
     "handle",
+    "handle_derived",
     "last_change_key",
     "last_op_key",
     "record_verdict",
@@ -147,8 +148,34 @@ def verdict_key(world: str, seq: int) -> bytes:
 
 def record_verdict(reader: Reader, verdict: OpVerdict, ctx: Context) -> Step:
     """Keep fusion's verdict on one op beside the materializer's own op outcomes, for
-    ``op_status``: how the author of a refused or repeated belief op learns of it."""
-    return Step(writes={verdict_key(ctx.world, verdict.seq): encode(verdict)})
+    ``op_status``: how the author of a refused or repeated belief op learns of it.
+
+    The first verdict for a sequence stays (a later one, a forgery on a bus without
+    credentials say, cannot overwrite it); the SDK only believes a verdict that names
+    its op's id.
+
+    Raises:
+        InvalidInput: the verdict names no OPS sequence (below 1).
+    """
+    if verdict.seq < 1:
+        raise InvalidInput(
+            f"verdict on op {verdict.op_id!r} in world {ctx.world!r} names OPS "
+            f"sequence {verdict.seq}, which starts at 1; only fusion publishes verdicts"
+        )
+    key = verdict_key(ctx.world, verdict.seq)
+    if reader.get(key) is not None:
+        return Step()
+    return Step(writes={key: encode(verdict)})
+
+
+def handle_derived(
+    reader: Reader, message: PosteriorUpdate | OpVerdict, ctx: Context
+) -> Step:
+    """The materializer's input from fusion: a posterior (:func:`handle`) or a
+    verdict on an op that made none (:func:`record_verdict`)."""
+    if isinstance(message, OpVerdict):
+        return record_verdict(reader, message, ctx)
+    return handle(reader, message, ctx)
 
 
 def serve(reader: Reader, request: StateHash | OpStatus, world: str) -> Message:

@@ -5,7 +5,8 @@ Inputs:
   ops (declare, upsert, set field, edges, work, inbox acks), checked for authority and
   expected version; rejections go to the conflict log and the author's inbox.
 - ``wl.*.derived.posterior.*`` through durable ``materializer`` (``MATERIALIZER_IN``):
-  fusion's posteriors.
+  fusion's posteriors, and its verdicts on belief ops that made none (kept for
+  ``op_status``).
 
 Replicas (``--replica NAME``) and partitions (``--partition I/N``) get durables of
 their own (``materializer_inputs``); per partition, the replica holding the lease
@@ -90,7 +91,7 @@ def spec(
             Input(
                 posteriors_in,
                 MATERIALIZER_INBOX,
-                _owned(core.handle, index, count),
+                _owned(core.handle_derived, index, count),
                 # The op log's end, which a posterior's cause_seq may not pass.
                 prepare_batch=OpsEnd(),
             ),

@@ -67,6 +67,7 @@ async def connect(
     name: str,
     connect_timeout: float = 2.0,
     creds: str | os.PathLike[str] | None = None,
+    on_server_error: Callable[[Exception], None] | None = None,
 ) -> NATS:
     """Connect to NATS; raise :class:`BusUnavailable` if it cannot be reached now.
 
@@ -77,6 +78,8 @@ async def connect(
 
     ``creds`` is a credentials file from ``worldline creds`` (default:
     ``$WORLDLINE_CREDS``, if set); without one the client connects anonymously.
+    ``on_server_error`` sees every error the server reports once connected (a
+    permissions violation, say: the SDK turns it into an error naming the subject).
 
     Raises:
         BusUnavailable: no server answered, or the server refused the credentials.
@@ -95,6 +98,8 @@ async def connect(
             refused.append(exc)
         if client:  # before the first connect, failure is reported once, below
             log.warning("%s: nats error: %s", name, exc)
+            if on_server_error is not None:
+                on_server_error(exc)
 
     client: list[NATS] = []  # filled once connected, so callbacks can see its state
 

@@ -19,7 +19,6 @@ from hypothesis import strategies as st
 
 from actors.fusion import core as fusion
 from actors.fusion import model
-from actors.runtime.errors import InvalidInput
 from actors.runtime.memory import MemoryState
 from actors.runtime.spec import Context
 from protocols.beliefs import DIRECTIONS, EVIDENCE_KINDS, BeliefEdge, Evidence
@@ -29,6 +28,7 @@ from protocols.messages import (
     AddEvidence,
     Belief,
     BeliefType,
+    OpVerdict,
     PosteriorUpdate,
     SetTrust,
     encode,
@@ -134,6 +134,8 @@ def run(
         decoded = FUSION_INBOX.decode(encode(op))
         step = fusion.handle(memory, decoded, ctx(op.author, seq), shard=shard)
         for out in memory.apply(step):
+            if isinstance(out.message, OpVerdict):
+                continue  # fusion's answer to the op's author (trust: applied)
             assert isinstance(out.message, PosteriorUpdate)
             updates.append(out.message)
     return memory, updates
@@ -652,8 +654,11 @@ def test_locked_trust_refuses_another_author() -> None:
     memory, _ = run(numbered(log))
     before = dict(memory.data)
     bob = trust_op("lab", 5.0, author="bob")
-    with pytest.raises(InvalidInput, match="locked"):
-        fusion.handle(memory, bob, ctx("bob", 10))
+    step = fusion.handle(memory, bob, ctx("bob", 10))
+    (out,) = step.out  # answered to bob, not dead-lettered
+    assert isinstance(out.message, OpVerdict)
+    assert (out.message.outcome, out.message.code) == ("rejected", "locked")
+    assert not step.writes
     assert memory.data == before
     # The lock holder may still change it.
     _, updates = run([(11, trust_op("lab", 0.4, op_id="op-relax"))], state=memory)

@@ -34,6 +34,7 @@ from protocols.messages import (
     ListBeliefs,
     Observe,
     OpsInbox,
+    OpVerdict,
     PosteriorUpdate,
     PutWork,
     RemoveEdge,
@@ -140,6 +141,14 @@ def is_empty(step: Step) -> bool:
     return not step.writes and not step.out
 
 
+def verdict_of(step: Step) -> OpVerdict:
+    """The verdict a step carries alone: fusion changed nothing, and says so."""
+    assert not step.writes
+    (out,) = step.out
+    assert isinstance(out.message, OpVerdict)
+    return out.message
+
+
 # --- fusion -----------------------------------------------------------------------
 
 
@@ -185,8 +194,11 @@ def test_goals_and_gaps_carry_no_probability(kind: BeliefType) -> None:
 @pytest.mark.parametrize("kind", ["goal", "gap"])
 def test_goal_with_confidence_is_rejected(kind: BeliefType) -> None:
     st = MemoryState()
-    with pytest.raises(InvalidInput, match="no probability"):
+    verdict = verdict_of(
         fusion.handle(st, add(type=kind, confidence=0.9), ops_ctx("alice"))
+    )
+    assert (verdict.outcome, verdict.code) == ("rejected", "invalid")
+    assert "no probability" in verdict.reason
     assert st.data == {}
 
 
@@ -201,15 +213,17 @@ def test_fusion_same_op_twice_is_a_no_op() -> None:
     fuse(st, op)
     before = dict(st.data)
     again = fusion.handle(st, op, ops_ctx("alice", seq=2))
-    assert is_empty(again)
+    assert verdict_of(again).outcome == "unchanged"  # answered, nothing changed
     assert st.data == before
 
 
 def test_fusion_rejects_a_taken_belief_id() -> None:
     st = MemoryState()
     fuse(st, add(op_id="op-1"))
-    with pytest.raises(InvalidInput, match="already exists"):
-        fusion.handle(st, add(op_id="op-2", text="Other."), ops_ctx("alice", seq=2))
+    taken = fusion.handle(st, add(op_id="op-2", text="Other."), ops_ctx("alice", seq=2))
+    verdict = verdict_of(taken)
+    assert (verdict.outcome, verdict.code, verdict.seq) == ("rejected", "conflict", 2)
+    assert "already exists" in verdict.reason
 
 
 def test_fusion_belief_ids_are_per_world() -> None:

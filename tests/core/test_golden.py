@@ -73,6 +73,7 @@ from protocols.messages import (
     OpApplied,
     OpStatus,
     OpStatusReply,
+    OpVerdict,
     PosteriorUpdate,
     Presence,
     PutWork,
@@ -503,6 +504,14 @@ SAMPLES: Final[tuple[Message, ...]] = (
     ),
     Before(agent="spock", query="Should we deploy the cache fix today?", at=T1),
     WorldviewReply(view=WORLDVIEW),
+    OpVerdict(
+        op_id="op-ev-9",
+        seq=44,
+        outcome="rejected",
+        code="unknown_belief",
+        reason="no belief b-unknown in world crew; add it first",
+        belief_id="b-unknown",
+    ),
 )
 
 
@@ -551,6 +560,7 @@ DECODERS: Final[dict[type[Message], tuple[Any, ...]]] = {
     StateHashReply: (MATERIALIZER_REPLY.decode,),
     OpStatus: (MATERIALIZER_RPC.decode,),
     OpStatusReply: (MATERIALIZER_REPLY.decode,),
+    OpVerdict: (MATERIALIZER_INBOX.decode,),
     Presence: (PRESENCE_VALUE.decode,),
     Lease: (LEASE_VALUE.decode,),
     AddEvidence: (OPS_INBOX.decode,),

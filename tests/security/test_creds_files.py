@@ -92,7 +92,9 @@ def test_an_agent_may_publish_only_its_own_subjects() -> None:
         assert f"{JS_API}.CONSUMER.MSG.NEXT.{INBOX.name}.{mine.durable}" in pub
         own_view = bucket_put(VIEWS, bucket_key(world, "ada"))
         assert f"{JS_API}.DIRECT.GET.{bucket_stream(VIEWS)}.{own_view}" in pub
-        assert dlq(world, "fusion") in sub
+        # Fusion answers an agent's mistakes through op_status; the dead letters
+        # are the operator's (they hold other agents' payloads).
+        assert not any(s.startswith(dlq(world, "")) for s in sub)
     # Not its inbox channel (only the materializer writes there), nor state.
     assert not {inbox("w1", "ada"), state("w1", "field")} & (pub | sub)
     everything = " ".join(pub | sub)
