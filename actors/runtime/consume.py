@@ -14,6 +14,7 @@ LMDB) runs shielded and bounded to a few seconds.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import weakref
@@ -39,6 +40,7 @@ from actors.runtime.bus import (
     valid_subject,
 )
 from actors.runtime.errors import StoreError
+from actors.runtime.fence import StartFence
 from actors.runtime.heartbeat import run_heartbeat
 from actors.runtime.lease import LeaseGate
 from actors.runtime.metrics import Registry
@@ -126,8 +128,10 @@ async def run_actor(
                         _consume, nc, store, spec, inp, clock, batch, stats, gate, pace
                     )
                 if gate is None:
+                    # Reads wait until the inputs hold what they held at start.
+                    fence = await StartFence.at_start(js, store, spec)
                     for service in spec.services:
-                        await tg.start(_serve, nc, store, service)
+                        await tg.start(_serve, nc, store, service, fence)
                 else:
                     await tg.start(_serve_while_active, nc, store, spec.services, gate)
                 interval = registry.heartbeat_interval
@@ -441,6 +445,7 @@ async def _serve(
     nc: NATS,
     store: Store,
     service: Service[Any],
+    fence: StartFence | None = None,
     *,
     task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
@@ -465,6 +470,10 @@ async def _serve(
                             store.actor,
                             msg.reply[:200],
                         )
+                    continue
+                if fence is not None and (behind := await fence.hold()) is not None:
+                    with contextlib.suppress(nats.errors.Error):
+                        await _respond(msg, encode(behind))
                     continue
                 await in_flight.acquire()
                 tg.start_soon(_reply, msg, store, service, threads, in_flight)
