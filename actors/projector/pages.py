@@ -125,7 +125,10 @@ class _ReadPage:
         self.reads = beliefs._Reads(reader, world, request.at)
         self.first = crew is not None
         self.limit = request.limit
-        self.budget = PAGE_BYTES
+        # The first page also carries the crew part: what is left of the budget
+        # (at least a tenth of it, so a page always makes progress).
+        crew_bytes = 0 if crew is None else len(encode(crew))
+        self.budget = max(PAGE_BYTES - crew_bytes, PAGE_BYTES // 10)
         self.used = 0
         self.items = 0
         self.active: list[Belief] = []  # the page's active beliefs, in key order
