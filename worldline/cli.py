@@ -1201,6 +1201,8 @@ def _run(args: argparse.Namespace, verb_name: str) -> int:
     try:
         _use_creds(args)
         if verb_name in CLIENT_VERBS:
+            if not args.verbose:  # the SDK names what it hears (one line, below)
+                logging.getLogger("worldline.bus").setLevel(logging.ERROR)
             verb = CLIENT_VERBS[verb_name](args)
             anyio.run(_client, args, verb, backend="asyncio")
             return EXIT_OK

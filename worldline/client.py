@@ -80,16 +80,20 @@ class _Violations:
         found = _VIOLATION.search(str(exc))
         if found is None:
             return
-        kind, subject = found.group(1).lower(), found.group(2)
+        # nats-py lower-cases the server's message: tests compare lower-cased too.
+        kind, subject = found.group(1).lower(), found.group(2).lower()
         for token, (wanted, scope) in list(self._watching.items()):
             if wanted(subject):
                 self._found.setdefault(token, (kind, subject))
                 scope.cancel()
 
     @contextmanager
-    def guard(self, wanted: Callable[[str], bool]) -> Iterator[None]:
+    def guard(
+        self, wanted: Callable[[str], bool], named: str | None = None
+    ) -> Iterator[None]:
         """Run the block; if the server reports a violation on a subject ``wanted``
-        accepts meanwhile, stop it and raise :class:`PermissionDenied`."""
+        accepts (given lower-cased) meanwhile, stop it and raise
+        :class:`PermissionDenied` naming ``named`` (else the server's subject)."""
         token, self._next = self._next, self._next + 1
         with anyio.CancelScope() as scope:
             self._watching[token] = (wanted, scope)
@@ -100,6 +104,7 @@ class _Violations:
         found = self._found.pop(token, None)
         if found is not None:
             kind, subject = found
+            subject = named or subject
             verb = "publishing to" if kind == "publish" else "subscribing to"
             raise PermissionDenied(
                 f"permission denied {verb} {subject}: these credentials are for "
@@ -149,9 +154,10 @@ class World(SimMixin):
     ) -> contextlib.AbstractContextManager[None]:
         """Fail at once with :class:`PermissionDenied`, naming the subject, if the
         server refuses these credentials a subject the block uses: ``wanted`` (one
-        subject, or a test of one)."""
+        subject, or a test of one, given the subject lower-cased)."""
         if isinstance(wanted, str):
-            return self._violations.guard(lambda subject: subject == wanted)
+            lowered = wanted.lower()
+            return self._violations.guard(lambda s: s == lowered, named=wanted)
         return self._violations.guard(wanted)
 
     async def _jetstream_publish(

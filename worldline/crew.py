@@ -416,7 +416,7 @@ class CrewMixin:
         durable = spec.durable
         # Every JetStream subject the inbox uses names its durable; a violation on
         # one means these are not this agent's credentials (fail now, not retry).
-        with self._permitted(lambda subject: durable in subject.split(".")):
+        with self._permitted(lambda subject: durable.lower() in subject.split(".")):
             with anyio.move_on_after(self.timeout) as waited:
                 try:
                     await ensure_consumer(self._js, spec)
@@ -445,7 +445,7 @@ class CrewMixin:
         if not items:
             return
         durable = inbox_in(self.world, self.agent).durable
-        with self._permitted(lambda subject: durable in subject.split(".")):
+        with self._permitted(lambda subject: durable.lower() in subject.split(".")):
             for item in items:
                 await item._msg.ack_sync()
         await self._submit(

@@ -1,0 +1,146 @@
+"""Credentials that do not fit the call are named at once, on a real nats-server run
+with the generated ``auth.conf``: a write or an inbox read with another agent's
+credentials raises :class:`PermissionDenied` naming the subject and whose credentials
+these are (it said "is this server running worldline?" after the timeout, and
+``inbox`` retried for minutes); the CLI prints it as one line and exits 2. And an
+agent's own credentials, which no longer carry a right to fusion's dead letters,
+still learn at once why fusion refused their op."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import anyio
+import msgspec
+import pytest
+
+import worldline
+from actors.runtime.auth import CREDS_ENV
+from actors.runtime.embedded import EmbeddedNats
+from protocols.subjects import ops
+from tests.support import all_actors, running, unique_world
+from worldline.creds import write_credentials
+from worldline.declaration import load_declaration
+from worldline.errors import PermissionDenied, Rejected, WorldlineError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from protocols.world import WorldDecl
+
+pytestmark = pytest.mark.nats
+
+CREW_TOML = Path(__file__).resolve().parents[2] / "examples" / "crew.toml"
+PILOT = "project:soteria-pilot-conversion"
+WORLDLINE = str(Path(sys.executable).parent / "worldline")
+
+
+def _crew(world: str) -> WorldDecl:
+    decl = load_declaration(CREW_TOML)
+    return msgspec.structs.replace(
+        decl, world=msgspec.structs.replace(decl.world, id=world)
+    )
+
+
+class Secured:
+    def __init__(self, url: str, out: Path, world: str, data: Path) -> None:
+        self.url, self.out, self.world, self.data = url, out, world, data
+
+    def creds(self, agent: str) -> Path:
+        return self.out / "agents" / f"{agent}.creds"
+
+
+@pytest.fixture
+def secured(tmp_path: Path) -> Iterator[Secured]:
+    world = unique_world("perm")
+    out = tmp_path / "creds"
+    write_credentials([_crew(world)], out)
+    with EmbeddedNats(tmp_path / "nats", config=out / "auth.conf") as server:
+        yield Secured(server.url, out, world, tmp_path / "actors")
+
+
+async def test_another_agents_credentials_are_named_at_once(secured: Secured) -> None:
+    s = secured
+    async with worldline.connect(
+        s.url, world=s.world, agent="spock", creds=s.creds("scotty"), request_timeout=8
+    ) as spock:
+        started = time.monotonic()
+        with pytest.raises(PermissionDenied) as write:
+            await spock.write(PILOT, "phase", "sla")
+        with pytest.raises(PermissionDenied) as inbox:
+            await spock.inbox()
+        waited = time.monotonic() - started
+    assert waited < 4, f"took {waited:.1f}s to name the refusal (timeout 8 s)"
+    message = str(write.value)
+    assert message.startswith(
+        f"permission denied publishing to {ops(s.world, 'spock')}: these credentials "
+        "are for agent scotty"
+    )
+    assert str(s.creds("scotty")) in message
+    assert "use the agent's own credentials" in message
+    assert "permission denied" in str(inbox.value)
+    assert "agent scotty" in str(inbox.value)
+    assert isinstance(write.value, WorldlineError)
+
+
+def test_the_cli_prints_the_refusal_as_one_line_and_exits_2(secured: Secured) -> None:
+    s = secured
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WORLDLINE_")}
+    for verb in (["write", PILOT, "phase", "sla"], ["inbox"]):
+        started = time.monotonic()
+        scotty = ["--creds", str(s.creds("scotty")), "--timeout", "8"]
+        where = ["--nats", s.url, "--world", s.world, "--agent", "spock"]
+        result = subprocess.run(
+            [WORLDLINE, *verb, *where, *scotty],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+            check=False,
+        )
+        assert time.monotonic() - started < 6, result.stderr
+        assert result.returncode == 2, result.stderr
+        (line,) = result.stderr.strip().splitlines()  # no traceback, no log noise
+        assert line.startswith("worldline: permission denied publishing to "), line
+        assert "agent scotty" in line
+
+
+async def test_an_agent_learns_why_fusion_refused_without_the_dead_letters(
+    secured: Secured, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s = secured
+    async with AsyncExitStack() as stack:
+        for spec in all_actors():  # each actor as its own user
+            creds = s.out / "actors" / f"{spec.name}.creds"
+            monkeypatch.setenv(CREDS_ENV, str(creds))
+            await stack.enter_async_context(running([spec], url=s.url, data=s.data))
+        monkeypatch.delenv(CREDS_ENV)
+        ada = await stack.enter_async_context(
+            worldline.connect(
+                s.url,
+                world=s.world,
+                agent="ada",
+                creds=s.creds("ada"),
+                request_timeout=8,
+            )
+        )
+        belief = await ada.add("Soteria pilots convert at 40%", confidence=0.6)
+        with anyio.fail_after(4):  # answered, not waited out
+            with pytest.raises(Rejected) as unknown:
+                await ada.evidence(
+                    "b-unknown", direction="supports", kind="citation", source="crm"
+                )
+            again = await ada.evidence(
+                belief.id, direction="supports", kind="citation", source="crm", id="e1"
+            )
+            retried = await ada.evidence(
+                belief.id, direction="supports", kind="citation", source="crm", id="e1"
+            )
+    assert unknown.value.code == "unknown_belief"
+    assert retried.evidence_count == again.evidence_count == 1
