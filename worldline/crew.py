@@ -236,7 +236,15 @@ class CrewMixin:
 
         Returns the field's version after the write: the op's sequence when the value
         changed, the version it already had when the value was the same.
-        ``expect_version=0`` means the field must not exist yet."""
+        ``expect_version=0`` means the field must not exist yet.
+
+        Without ``expect_version`` the last writer wins: the write overwrites whatever
+        the field holds when it is applied, whoever wrote it meanwhile, so concurrent
+        read-modify-writes lose updates (the outside attack lost 413 of 500
+        unconditional increments; with ``expect_version``, none). When the new value
+        depends on the old one, pass the version you read and retry on
+        :class:`Rejected` with code ``version_conflict`` (its ``current_version``
+        and ``current_value`` say what is there now); docs/crew.md has the recipe."""
         op = SetField(
             op_id=new_id("op"),
             author=self.agent,
