@@ -30,6 +30,10 @@ class InputStatus(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True)
     batches: Count = 0  # committed batches
     rate: float = 0.0  # messages/s acked over the last minute (or since start)
     last_batch_seconds: float = 0.0  # seconds from fetch to settle of the last batch
+    # Set while a batch of this input fails to commit and is being retried (a full
+    # disk, a store error): since when, and the last error. Unset once it commits.
+    stalled_since: datetime | None = None
+    error: str = ""
 
 
 class Heartbeat(Message, tag="status.heartbeat.v1", kw_only=True, frozen=True):

@@ -751,7 +751,9 @@ def _status(args: argparse.Namespace) -> int:
 
     report = anyio.run(run, backend="asyncio")
     _emit(args, report, render_status(report))
-    return EXIT_OK
+    # A stalled actor (a batch failing to commit) needs an operator: say so.
+    stalled = any(i.state == "stalled" for i in report.instances)
+    return EXIT_FAILED if stalled else EXIT_OK
 
 
 def _creds(args: argparse.Namespace) -> int:

@@ -57,7 +57,7 @@ __all__ = [
 
 STALE_AFTER = 3  # heartbeat intervals without a heartbeat before an instance is stale
 
-State = Literal["ok", "stale", "stopped", "missing"]
+State = Literal["ok", "stalled", "stale", "stopped", "missing"]
 
 
 class ConsumerState(msgspec.Struct, frozen=True, kw_only=True):
@@ -82,6 +82,10 @@ class InputRow(msgspec.Struct, frozen=True, kw_only=True):
     batches: int | None
     rate: float | None  # messages/s applied over the last minute
     last_batch_seconds: float | None
+    # A batch of this input has failed to commit since then and is being retried
+    # (a full disk, a store error); null when none is failing.
+    stalled_since: datetime | None = None
+    error: str | None = None  # the last failure of that batch
 
 
 class InstanceRow(msgspec.Struct, frozen=True, kw_only=True):
@@ -156,6 +160,8 @@ def _input_rows(
                 batches=None if mine is None else mine.batches,
                 rate=None if mine is None else mine.rate,
                 last_batch_seconds=None if mine is None else mine.last_batch_seconds,
+                stalled_since=None if mine is None else mine.stalled_since,
+                error=None if mine is None or not mine.error else mine.error,
             )
         )
     return rows
@@ -208,6 +214,8 @@ def build_report(
             state = "stopped"
         elif age > STALE_AFTER * beat.interval:
             state = "stale"
+        elif any(i.stalled_since is not None for i in beat.inputs):
+            state = "stalled"  # alive, but a batch keeps failing to commit
         rows.append(
             InstanceRow(
                 actor=beat.actor,
@@ -474,6 +482,15 @@ def render(report: StatusReport) -> str:
     summary = ", ".join(
         f"{counts[s]} {s}" for s in ("ok", "stale", "stopped", "missing")
     )
+    if counts["stalled"]:
+        summary += f", {counts['stalled']} stalled"
+    stalls = [
+        f"stalled: {inst.instance} {inp.durable} since "
+        f"{inp.stalled_since.isoformat(timespec='seconds')}: {inp.error or '?'}"
+        for inst in report.instances
+        for inp in inst.inputs
+        if inp.stalled_since is not None and inst.state == "stalled"
+    ]
     rows: list[tuple[str, ...]] = []
     for inst in report.instances:
         where = f"{inst.host}/{inst.pid}" if inst.host is not None else "-"
@@ -526,6 +543,7 @@ def render(report: StatusReport) -> str:
             f"nats: {report.nats}  instances: {len(report.instances)} ({summary})",
             "",
             _table(HEADER, rows, _RIGHT),
+            *stalls,
             "",
             _table(
                 ("STREAM", "MESSAGES", "BYTES", "CONSUMERS"),

@@ -5,8 +5,9 @@ LMDB write transaction (in a worker thread), publish the committed outbox with
 Nats-Msg-Id (outputs for one consumer packed into batches, see ``bus.batched``), then
 settle: a durable this process owns acks the batch's last message (cumulative acks),
 a shared one acks (accepted) or terms (dead-lettered) each message. Ack policy: only
-after commit; a storage failure restarts at the store's sequence (owned) or naks the
-batch (shared); nothing is acked before its effect and its outputs are durable.
+after commit; a batch that fails to commit is retried in place, split to dead-letter
+a delivery the store cannot apply (``attempts.py``), and nothing fetched after it
+applies first; nothing is acked before its effect and its outputs are durable.
 
 Shutdown: cancelling the task group stops fetching; cleanup (unsubscribe, drain, closing
 LMDB) runs shielded and bounded to a few seconds.
@@ -28,6 +29,7 @@ import anyio.to_thread
 import msgspec
 import nats.errors
 
+from actors.runtime.attempts import BatchAttempts
 from actors.runtime.bus import (
     Delivered,
     Puller,
@@ -39,7 +41,7 @@ from actors.runtime.bus import (
     resume_consumer,
     valid_subject,
 )
-from actors.runtime.errors import StoreError
+from actors.runtime.errors import StoreError, StoreFull
 from actors.runtime.fence import StartFence
 from actors.runtime.heartbeat import run_heartbeat
 from actors.runtime.lease import LeaseGate
@@ -229,43 +231,79 @@ async def _consume(
         now = clock()
         # The input's optional async prepare step, outside the write transaction.
         prepared = await prepared_input(inp, msgs, deliveries, now, js=js)
-        applying = time.perf_counter()
-        apply = partial(store.apply_batch, prepared, deliveries, now, publish=publish)
-        items = sum(_size(m) for m in msgs)
-        try:
-            if pace.inline(durable, items):
-                result = apply()
-            else:
-                result = await pace.in_thread(apply)
-        except StoreError:
-            log.exception(
-                "%s: batch not applied; it will be redelivered", spec.instance
+        # Apply the batch, in parts if it must be (see attempts.py): every delivery
+        # is committed or dead-lettered, in order, before anything fetched after
+        # it; a failed part is retried here, never dropped for a later fetch.
+        attempts = BatchAttempts([d.seq for d in deliveries])
+        while (part := attempts.next()) is not None:
+            lo, hi = part
+            apply = partial(
+                store.apply_batch,
+                prepared,
+                deliveries[lo:hi],
+                now,
+                publish=publish,
+                refuse=attempts.refuse,
             )
-            await anyio.sleep(1.0)
-            if inp.skip_applied:  # start again right after what the store holds
-                await _unbind(sub)
-                sub = await _bind(nc, store, inp)
+            items = sum(_size(m) for m in msgs[lo:hi])
+            applying = time.perf_counter()
+            try:
+                if pace.inline(durable, items):
+                    result = apply()
+                else:
+                    result = await pace.in_thread(apply)
+            except StoreError as exc:
+                outcome = attempts.failed(str(exc), no_room=isinstance(exc, StoreFull))
+                _stalled(stats, durable, exc, clock)
+                log.warning(
+                    "%s: batch of %s (sequences %d-%d) not applied: %s; %s",
+                    spec.instance,
+                    durable,
+                    deliveries[lo].seq,
+                    deliveries[hi - 1].seq,
+                    exc,
+                    outcome.action,
+                )
+                if outcome.wait:
+                    # Keep what we hold from being redelivered meanwhile.
+                    await _in_progress([*msgs[lo:], *held])
+                    await anyio.sleep(outcome.wait)
+                continue
+            attempts.committed()
+            stats.inputs[durable].stalled_since = None
+            stats.inputs[durable].error = ""
+            pace.note(durable, items, time.perf_counter() - applying)
+            if gate is None:
+                await _publish_committed(js, store, result.outbox)
+            elif not publish:
+                pass  # a standby's batch: no outputs were staged
+            elif gate.active:
+                await _publish_committed(js, store, result.outbox)
+                gate.note_published(inp.consumer.stream.name, deliveries[hi - 1].seq)
             else:
-                for m in msgs:
-                    await m.nak()
-            continue
-        pace.note(durable, items, time.perf_counter() - applying)
-        if gate is None:
-            await _publish_committed(js, store, result.outbox)
-        elif not publish:
-            pass  # a standby's batch: no outputs were staged
-        elif gate.active:
-            await _publish_committed(js, store, result.outbox)
-            gate.note_published(inp.consumer.stream.name, deliveries[-1].seq)
-        else:
-            # The lease lapsed mid-batch: the outputs wait in the outbox until this
-            # replica renews in the same term (sent then) or another replica takes
-            # over (dropped: the new holder sends its own).
-            gate.strand()
-        await _settle(msgs, result.accepted, cumulative=inp.skip_applied)
-        stats.record(
-            inp.consumer.durable, result.accepted, time.perf_counter() - started
-        )
+                # The lease lapsed mid-batch: the outputs wait in the outbox until
+                # this replica renews in the same term (sent then) or another
+                # replica takes over (dropped: the new holder sends its own).
+                gate.strand()
+            await _settle(msgs[lo:hi], result.accepted, cumulative=inp.skip_applied)
+            stats.record(durable, result.accepted, time.perf_counter() - started)
+
+
+def _stalled(stats: ActorMetrics, durable: str, exc: StoreError, clock: Clock) -> None:
+    """Report the failing batch in the heartbeat (``worldline status``: stalled)."""
+    mine = stats.inputs[durable]
+    if mine.stalled_since is None:
+        mine.stalled_since = clock()
+    mine.error = str(exc)[:1000]
+
+
+async def _in_progress(msgs: list[Delivered]) -> None:
+    for msg in msgs:
+        try:
+            await msg.in_progress()
+        except nats.errors.Error as exc:
+            log.debug("in_progress failed: %s", exc)
+            return
 
 
 class _Pace:

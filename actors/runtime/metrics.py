@@ -89,6 +89,8 @@ class InputMetrics:
     lag: int | None = None  # num_pending + num_ack_pending at the last heartbeat
     rate: float = 0.0  # messages/s acked, refreshed at each heartbeat
     window: RateWindow = field(default_factory=RateWindow)
+    stalled_since: datetime | None = None  # a batch failing to commit, since then
+    error: str = ""  # the last failure of that batch
 
 
 @dataclass(slots=True)
@@ -144,6 +146,8 @@ class ActorMetrics:
                     batches=s.batches,
                     rate=round(s.rate, 3),
                     last_batch_seconds=round(s.last_batch_seconds, 6),
+                    stalled_since=s.stalled_since,
+                    error=s.error,
                 )
                 for s in self.inputs.values()
             ),
