@@ -23,9 +23,7 @@ from protocols.messages import (
     Belief,
     BeliefChanged,
     BeliefEdgeChanged,
-    BeliefListReply,
     BeliefReply,
-    ListBeliefs,
     TraceReply,
     belief_version,
     encode,
@@ -45,7 +43,6 @@ __all__ = [
     "belief_edges",
     "contradictions",
     "get",
-    "list_beliefs",
     "trace",
     "world_beliefs",
 ]
@@ -268,20 +265,6 @@ def as_of(belief: Belief, at: datetime) -> Belief:
 def get(reader: Reader, world: str, belief_id: str, at: datetime | None) -> BeliefReply:
     """One belief, annotated, reading only its own neighbourhood."""
     return BeliefReply(belief=_annotate(_Reads(reader, world, at), belief_id))
-
-
-def list_beliefs(reader: Reader, world: str, request: ListBeliefs) -> BeliefListReply:
-    beliefs = [
-        b
-        for b in world_beliefs(reader, world, request.at)
-        if (request.type is None or b.type == request.type)
-        and (request.label is None or b.label == request.label)
-        and (request.flag is None or request.flag in b.flags)
-        and (request.status == "any" or b.status == request.status)
-        and (request.at is None or b.created_at <= request.at)
-    ]
-    beliefs.sort(key=lambda b: (b.created_at, b.id))
-    return BeliefListReply(beliefs=tuple(beliefs[: request.limit]), total=len(beliefs))
 
 
 def contradictions(
