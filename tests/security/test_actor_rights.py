@@ -72,10 +72,12 @@ def allowed(patterns: Iterable[str], subject: str) -> bool:
 
 
 def test_the_matcher_matches_like_nats() -> None:
-    assert allowed(["wl.*.ops.extractor"], "wl.w.ops.extractor")
-    assert not allowed(["wl.*.ops.extractor"], "wl.w.ops.zora")
-    assert allowed(["$KV.wl-views.>"], "$KV.wl-views.w.zora")
-    assert not allowed(["$KV.wl-views.>"], "$KV.wl-views")
+    extractor = ops("*", "extractor")
+    assert allowed([extractor], ops("w", "extractor"))
+    assert not allowed([extractor], ops("w", "zora"))
+    views = bucket_put(VIEWS, ">")
+    assert allowed([views], bucket_put(VIEWS, bucket_key("w", "zora")))
+    assert not allowed([views], views.removesuffix(".>"))
     assert not allowed(["a.*"], "a.b.c")
 
 
