@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING
 
 import anyio
 import msgspec
-import nats
 import pytest
 
+from actors.runtime.bus import connect
 from actors.runtime.consume import READ_THREADS, _serve
 from actors.runtime.spec import Service
 from actors.runtime.store import Store
@@ -65,7 +65,7 @@ async def test_slow_answers_run_off_the_event_loop_on_bounded_threads(
     store = Store(tmp_path / "store", actor="projector-0")
     slow = _Slow()
     service = Service(rpc_pattern("get"), "projector", PROJECTOR_RPC, slow)
-    nc = await nats.connect(nats_url)
+    nc = await connect(nats_url, name="test-serve")  # the actors' client
     lag = 0.0
     try:
         async with anyio.create_task_group() as tg:
@@ -100,3 +100,41 @@ async def test_slow_answers_run_off_the_event_loop_on_bounded_threads(
     assert slow.most == READ_THREADS  # in parallel, but never more than the limit
     assert threading.get_ident() not in slow.threads
     assert took < 3 * SLOW * 1.5 + 1  # three rounds of READ_THREADS at once
+
+
+async def test_a_request_whose_subject_is_not_text_is_refused_and_serving_goes_on(
+    nats_url: str, tmp_path: Path
+) -> None:
+    store = Store(tmp_path / "store", actor="projector-0")
+    service = Service(rpc_pattern("get"), "projector", PROJECTOR_RPC, _Slow())
+    nc = await connect(nats_url, name="test-serve")  # the actors' client
+    request = encode(GetBelief(belief_id="b-1"))
+    bad = rpc("", "get").encode().replace(b"..", b".\xff\xfe.")  # the world's bytes
+    inbox = nc.new_inbox().encode()
+    try:
+        async with anyio.create_task_group() as tg:
+            await tg.start(partial(_serve, nc, store, service))
+            host, port = nats_url.removeprefix("nats://").rsplit(":", 1)
+            async with await anyio.connect_tcp(host, int(port)) as sock:
+                await sock.receive()  # INFO
+                await sock.send(
+                    b'CONNECT {"verbose":false,"pedantic":false}\r\n'
+                    + b"SUB %s 1\r\nPUB %s %s %d\r\n%s\r\n"
+                    % (inbox, bad, inbox, len(request), request)
+                )
+                answer = b""
+                with anyio.fail_after(10):
+                    while answer.count(b"\r\n") < 2:
+                        answer += await sock.receive()
+            assert answer.startswith(b"MSG " + inbox), answer
+            reply = msgspec.msgpack.decode(answer.split(b"\r\n", 2)[1])
+            assert reply["kind"] == "rpc.error.v1"
+            assert reply["code"] == "invalid"
+            assert "not valid UTF-8" in reply["message"]
+            # The actor's connection survived: the next request is answered.
+            msg = await nc.request(rpc("w", "get"), request, timeout=10)
+            assert _REPLY.decode(msg.data) == BeliefReply()
+            tg.cancel_scope.cancel()
+    finally:
+        await nc.close()
+        store.close()
