@@ -11,19 +11,27 @@ from protocols.messages import Belief
 from worldline.client import World, connect
 from worldline.errors import (
     BadRequest,
+    BusRefused,
     BusUnavailable,
     NotApplied,
+    NoWorldline,
+    PermissionDenied,
     Rejected,
     SimulationError,
+    WorldlineError,
 )
 
 __all__ = [
     "BadRequest",
     "Belief",
+    "BusRefused",
     "BusUnavailable",
+    "NoWorldline",
     "NotApplied",
+    "PermissionDenied",
     "Rejected",
     "SimulationError",
     "World",
+    "WorldlineError",
     "connect",
 ]

@@ -162,7 +162,11 @@ def test_every_error_the_sdk_raises_is_a_worldline_error() -> None:
 
     assert issubclass(BusUnavailable, WorldlineError)
     assert issubclass(BusUnavailable, RuntimeBusUnavailable)  # still caught as one
-    assert issubclass(worldline.BusUnavailable, WorldlineError)
+    assert worldline.WorldlineError is WorldlineError  # the one root, exported
+    for name in worldline.__all__:
+        member = getattr(worldline, name)
+        if isinstance(member, type) and issubclass(member, Exception):
+            assert issubclass(member, WorldlineError), name
 
     async def unreachable() -> None:
         async with worldline.connect("nats://127.0.0.1:1", agent="ada"):
