@@ -178,6 +178,7 @@ class SyncWorld:
     presence = _Blocking(World.presence)
     watch = _Iterating(World.watch)
     export = _Iterating(World.export)
+    backup = _Iterating(World.backup)
 
     # --- the simulator (worldline.sim) ------------------------------------------------
     sim_start = _Blocking(World.sim_start)
