@@ -62,6 +62,7 @@ from worldline.errors import (
     BusUnavailable,
     NotApplied,
     Rejected,
+    bus_errors,
     no_worldline,
 )
 
@@ -375,7 +376,8 @@ class CrewMixin:
 
     async def stored_view(self, agent: str | None = None) -> AgentView | None:
         """The view the projector last pushed to the ``wl-views`` bucket."""
-        kv = await self._js.key_value(VIEWS.bucket)
+        with bus_errors(self._url, "reading the stored view"):
+            kv = await self._js.key_value(VIEWS.bucket)
         try:
             entry = await kv.get(bucket_key(self.world, agent or self.agent))
         except nats.js.errors.KeyNotFoundError:
@@ -391,9 +393,10 @@ class CrewMixin:
             deliver_policy=api.DeliverPolicy.LAST_PER_SUBJECT,
             inactive_threshold=60.0,
         )
-        sub = await self._js.pull_subscribe(
-            subject, stream=bucket_stream(VIEWS), config=config
-        )
+        with bus_errors(self._url, "watching the view"):
+            sub = await self._js.pull_subscribe(
+                subject, stream=bucket_stream(VIEWS), config=config
+            )
         try:
             while True:
                 try:
@@ -467,7 +470,8 @@ class CrewMixin:
 
     async def set_presence(self, status: str, task: str = "") -> None:
         """Ephemeral status (expires after the bucket's TTL; never in the log)."""
-        kv = await self._js.key_value(PRESENCE.bucket)
+        with bus_errors(self._url, "reading presence"):
+            kv = await self._js.key_value(PRESENCE.bucket)
         value = validated(
             Presence(agent=self.agent, status=status, task=task, at=utc_now())
         )
@@ -475,7 +479,8 @@ class CrewMixin:
 
     async def presence(self, agent: str) -> Presence | None:
         """Another agent's presence, or None if absent or expired."""
-        kv = await self._js.key_value(PRESENCE.bucket)
+        with bus_errors(self._url, "reading presence"):
+            kv = await self._js.key_value(PRESENCE.bucket)
         try:
             entry = await kv.get(bucket_key(self.world, agent))
         except nats.js.errors.KeyNotFoundError:

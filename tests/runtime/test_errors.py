@@ -148,6 +148,14 @@ async def test_a_server_without_worldline_streams_is_named(nats_url: str) -> Non
             await ada.observe("An artifact")
         with pytest.raises(NoWorldline):
             await ada.inbox()
+        with pytest.raises(NoWorldline):
+            await ada.set_presence("busy")
+        with pytest.raises(NoWorldline):
+            await ada.presence("bob")
+        with pytest.raises(NoWorldline):
+            await ada.stored_view()
+        with pytest.raises(NoWorldline):
+            await anext(ada.watch())
     for verb in (["add", "x"], ["trust", "lab", "0.5"], ["presence", "busy"]):
         args = [*verb, "--world", world]
         result = await anyio.to_thread.run_sync(partial(_cli, nats_url, *args))
