@@ -33,7 +33,13 @@ from protocols.beliefs import Direction, EvidenceKind
 from protocols.messages import BeliefType
 from protocols.world import Value
 from worldline.client import World, connect
-from worldline.errors import BadRequest, NotApplied, Rejected, SimulationError
+from worldline.errors import (
+    BadRequest,
+    NotApplied,
+    Rejected,
+    SimulationError,
+    WorldlineError,
+)
 from worldline.hooks import Extracted, observed, reported
 
 __all__ = ["TOOLS", "build_server", "serve"]
@@ -122,6 +128,8 @@ def _tool_errors(tool: str) -> Iterator[None]:
     except ActorError as exc:  # BusUnavailable and the runtime's own errors
         log.warning("%s: %s", tool, exc)
         raise ToolError(f"unavailable: {exc}") from exc
+    except WorldlineError as exc:  # PermissionDenied: the message names the fix
+        raise ToolError(str(exc)) from exc
 
 
 def build_server(world: World) -> MCPServer:

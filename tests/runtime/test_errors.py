@@ -230,3 +230,15 @@ def test_a_jetstream_api_error_is_one_line_with_its_fix(full_server: str) -> Non
         assert "insufficient resources" in line
         assert "storage is full" in line
         assert "Free disk space" in line
+
+
+def test_an_mcp_tool_reports_a_permission_refusal_as_a_tool_error() -> None:
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    from worldline.errors import PermissionDenied
+    from worldline.mcp_server import _tool_errors
+
+    refusal = "permission denied publishing to wl.w.ops.a: these credentials are for b"
+    with pytest.raises(ToolError) as caught, _tool_errors("write"):
+        raise PermissionDenied(refusal)
+    assert str(caught.value) == refusal
