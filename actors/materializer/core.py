@@ -155,12 +155,23 @@ def record_verdict(reader: Reader, verdict: OpVerdict, ctx: Context) -> Step:
     its op's id.
 
     Raises:
-        InvalidInput: the verdict names no OPS sequence (below 1).
+        InvalidInput: the verdict names no OPS sequence (below 1), or one beyond the
+            op log's end (``ctx.batch_prepared``, when known): no op is there to
+            answer, so fusion did not publish it (a forgery would pre-empt the real
+            verdict of a future op).
     """
     if verdict.seq < 1:
         raise InvalidInput(
             f"verdict on op {verdict.op_id!r} in world {ctx.world!r} names OPS "
             f"sequence {verdict.seq}, which starts at 1; only fusion publishes verdicts"
+        )
+    ops_end = ctx.batch_prepared
+    if isinstance(ops_end, int) and verdict.seq > ops_end:
+        raise InvalidInput(
+            f"verdict on op {verdict.op_id!r} in world {ctx.world!r} names OPS "
+            f"sequence {verdict.seq}, beyond the op log (WL_OPS ends at {ops_end}): "
+            "no op is there, so fusion did not publish it (forged?). Secure the bus "
+            "with per-agent credentials (deploy/credentials.md)"
         )
     key = verdict_key(ctx.world, verdict.seq)
     if reader.get(key) is not None:

@@ -3,6 +3,7 @@ materializer keeps it for ``op_status``. Pure cores, no bus."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final
 
@@ -225,6 +226,14 @@ def test_the_materializer_keeps_the_first_verdict_and_op_status_reports_it() -> 
         materializer.record_verdict(
             state, msgspec.structs.replace(answer, seq=0), derived_ctx
         )
+    # One beyond the op log's end (as the runtime's OpsEnd reports it) is forged.
+    bounded = dataclasses.replace(derived_ctx, batch_prepared=9)
+    future = msgspec.structs.replace(answer, seq=10)
+    with pytest.raises(InvalidInput, match="beyond the op log"):
+        materializer.record_verdict(state, future, bounded)
+    assert materializer.record_verdict(
+        state, msgspec.structs.replace(answer, seq=9), bounded
+    ).writes
 
 
 def test_a_client_mistake_leaves_no_dead_letter(tmp_path: Path) -> None:
