@@ -769,6 +769,9 @@ class RpcError(Message, tag="rpc.error.v1", kw_only=True, frozen=True):
 
     code: Literal["invalid", "internal"]
     message: str
+    # Seconds after which the same request may succeed (a replica catching up after
+    # a restart); 0: retrying will not help.
+    retry_after: Annotated[float, msgspec.Meta(ge=0)] = 0.0
 
 
 ProjectorRpc = GetBelief | ListBeliefs | ReadWorld | GetView | TraceBelief | Before

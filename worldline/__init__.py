@@ -17,6 +17,7 @@ from worldline.errors import (
     NoWorldline,
     PermissionDenied,
     Rejected,
+    ServerError,
     SimulationError,
     WorldlineError,
 )
@@ -30,6 +31,7 @@ __all__ = [
     "NotApplied",
     "PermissionDenied",
     "Rejected",
+    "ServerError",
     "SimulationError",
     "World",
     "WorldlineError",

@@ -59,6 +59,7 @@ from worldline.errors import (
     NotApplied,
     PermissionDenied,
     Rejected,
+    ServerError,
     SimulationError,
     WorldlineError,
     bus_errors,
@@ -1269,6 +1270,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         _fail(EXIT_REJECTED, f"rejected: {exc.reason}{detail}")
     except (RuntimeBusUnavailable, NotApplied) as exc:  # the SDK's BusUnavailable too
         _fail(EXIT_UNREACHABLE, str(exc))
+    except ServerError as exc:  # an actor failed answering: worldline's side
+        _fail(EXIT_FAILED, str(exc))
     except ActorError as exc:  # the server, a store or a declaration: not the input
         _fail(EXIT_FAILED, str(exc))
     except nats.errors.Error as exc:  # one the SDK did not translate: still one line

@@ -31,7 +31,13 @@ from protocols.messages import (
 from protocols.subjects import RpcVerb, check_name, rpc
 from worldline import hooks
 from worldline.crew import validated
-from worldline.errors import BadRequest, BusUnavailable, PermissionDenied, bus_errors
+from worldline.errors import (
+    BadRequest,
+    BusUnavailable,
+    PermissionDenied,
+    ServerError,
+    bus_errors,
+)
 from worldline.sim import SimMixin
 
 if TYPE_CHECKING:
@@ -198,6 +204,25 @@ class World(SimMixin):
         return hooks.turn(self, query, at=at, wait=wait)
 
     async def _request(self, verb: RpcVerb, message: Message) -> Message:
+        """Ask ``verb``; a replica catching up after a restart (an error with
+        ``retry_after``) is asked again until the timeout."""
+        deadline = anyio.current_time() + self.timeout
+        while True:
+            reply = await self._request_once(verb, message)
+            if not isinstance(reply, RpcError):
+                return reply
+            left = deadline - anyio.current_time()
+            if reply.retry_after <= 0:
+                if reply.code == "invalid":
+                    raise BadRequest(reply.message)
+                raise ServerError(reply.message)
+            if left <= 0:
+                raise BusUnavailable(
+                    f"{reply.message} (still so after {self.timeout:g}s)"
+                )
+            await anyio.sleep(min(reply.retry_after, left))
+
+    async def _request_once(self, verb: RpcVerb, message: Message) -> Message:
         subject = rpc(self.world, verb)
         try:
             with self._permitted(subject):
@@ -214,8 +239,6 @@ class World(SimMixin):
             ) from exc
         decoder: Any = _REPLIES.get(verb, PROJECTOR_REPLY)
         reply: Message = decoder.decode(msg.data)
-        if isinstance(reply, RpcError):
-            raise BadRequest(reply.message)
         return reply
 
 

@@ -27,6 +27,7 @@ __all__ = [
     "NotApplied",
     "PermissionDenied",
     "Rejected",
+    "ServerError",
     "SimulationError",
     "WorldlineError",
     "bus_errors",
@@ -81,6 +82,11 @@ class SimulationError(WorldlineError):
         super().__init__(f"{name}: {message}")
         self.name = name
         self.message = message
+
+
+class ServerError(WorldlineError):
+    """An actor failed while answering (a bug or its store), and said so; CLI exit 1.
+    Not the caller's mistake: the actor's log has the details."""
 
 
 class NotApplied(WorldlineError, TimeoutError):

@@ -99,4 +99,5 @@ class StartFence:
             message=f"{self._store.actor} is catching up after a restart ({behind}: "
             "the stream's end when it started) and does not answer from the past; "
             "retry in a few seconds, or ask another replica",
+            retry_after=1.0,
         )

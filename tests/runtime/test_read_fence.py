@@ -16,12 +16,14 @@ from actors.registry import build
 from actors.runtime import fence as fence_module
 from actors.runtime.bus import connect
 from actors.runtime.fence import StartFence
-from protocols.messages import AddBelief, RpcError, encode
-from protocols.subjects import MATERIALIZER_IN, MATERIALIZER_OPS_IN, ops
+from protocols.messages import AddBelief, BeliefReply, RpcError, encode
+from protocols.subjects import MATERIALIZER_IN, MATERIALIZER_OPS_IN, ops, rpc
 from tests.support import running, unique_world
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+    from anyio.abc import TaskStatus
 
 pytestmark = pytest.mark.nats
 
@@ -116,3 +118,61 @@ async def test_a_replica_far_behind_answers_at_once_after_one_bounded_wait(
         assert await fence.hold() is not None
     store.seq = 10
     assert await fence.hold() is None
+
+
+async def _answering(
+    url: str, world: str, replies: list[bytes], *, task_status: TaskStatus[None]
+) -> None:
+    """Answer ``get`` in ``world`` with ``replies`` in turn (then the last again)."""
+    nc = await connect(url, name="fence-responder")
+    try:
+        sub = await nc.subscribe(rpc(world, "get"))
+        task_status.started()
+        n = 0
+        async for msg in sub.messages:
+            await msg.respond(replies[min(n, len(replies) - 1)])
+            n += 1
+    finally:
+        with anyio.CancelScope(shield=True):
+            await nc.close()
+
+
+CATCHING_UP = encode(
+    RpcError(code="internal", message="projector is catching up", retry_after=0.05)
+)
+
+
+async def test_the_sdk_asks_a_catching_up_replica_again_until_it_answers(
+    nats_url: str,
+) -> None:
+    world = unique_world("fence")
+    answered = encode(BeliefReply(belief=None))
+    async with anyio.create_task_group() as tg:
+        await tg.start(
+            _answering, nats_url, world, [CATCHING_UP, CATCHING_UP, answered]
+        )
+        async with worldline.connect(nats_url, world=world, agent="ada") as ada:
+            assert await ada.get("b-missing") is None
+        tg.cancel_scope.cancel()
+
+
+async def test_a_failing_actor_is_a_server_error_a_lagging_one_unavailable(
+    nats_url: str,
+) -> None:
+    world = unique_world("fence")
+    failed = encode(RpcError(code="internal", message="projector failed: KeyError"))
+    async with anyio.create_task_group() as tg:
+        await tg.start(_answering, nats_url, world, [failed])
+        async with worldline.connect(nats_url, world=world, agent="ada") as ada:
+            with pytest.raises(worldline.ServerError, match="KeyError"):
+                await ada.get("b-1")
+        tg.cancel_scope.cancel()
+    world = unique_world("fence")
+    async with anyio.create_task_group() as tg:
+        await tg.start(_answering, nats_url, world, [CATCHING_UP])
+        async with worldline.connect(
+            nats_url, world=world, agent="ada", request_timeout=0.5
+        ) as ada:
+            with pytest.raises(worldline.BusUnavailable, match="catching up"):
+                await ada.get("b-1")
+        tg.cancel_scope.cancel()
