@@ -42,9 +42,11 @@ if TYPE_CHECKING:
 __all__ = [
     "MAX_REPLICAS",
     "REPLICAS_ENV",
+    "STARTUP_RETRY_MAX",
     "Delivered",
     "DeliveryGap",
     "Puller",
+    "answered",
     "connect",
     "ensure_buckets",
     "ensure_consumer",
@@ -166,6 +168,88 @@ def stream_replicas() -> int:
     return value
 
 
+# Server refusals that name a configuration problem: retrying cannot fix them.
+_CONFIG_REFUSALS: Final = frozenset(
+    {
+        10006,  # JetStream not in clustered mode
+        10010,  # clustering support required
+        10036,  # not supported in clustered mode
+        10049,  # stream create failed: <reason>
+        10052,  # stream configuration invalid (e.g. a retention change)
+        10053,  # stream limits
+        10069,  # stream update failed: <reason>
+        10074,  # replicas > 1 not supported in non-clustered mode
+    }
+)
+STARTUP_RETRY_MAX = 5.0  # seconds: the longest wait between start-up retries
+
+
+def transient(exc: BaseException) -> bool:
+    """Whether a JetStream API call failed for a reason that passes by itself.
+
+    Timeouts, no responders (a server whose JetStream is not enabled or not ready
+    yet), a connection that is reconnecting, and server-side 5xx answers (no leader
+    in a cluster, JetStream starting, storage full) pass: the call is worth
+    repeating. 4xx answers (not found, bad request) and the 5xx refusals that name
+    a configuration problem (``_CONFIG_REFUSALS``) do not.
+    """
+    if isinstance(
+        exc,
+        TimeoutError
+        | nats.errors.NoRespondersError
+        | nats.errors.ConnectionReconnectingError
+        | nats.errors.OutboundBufferLimitError
+        | nats.errors.StaleConnectionError,
+    ):
+        return True
+    if isinstance(exc, nats.js.errors.ServiceUnavailableError):
+        return exc.err_code not in _CONFIG_REFUSALS  # err_code None: no responders
+    if isinstance(exc, nats.js.errors.APIError):
+        return (exc.code or 0) >= 500 and exc.err_code not in _CONFIG_REFUSALS
+    return False
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, nats.js.errors.APIError) and exc.description:
+        return f"{exc.description} ({exc.code}, {exc.err_code})"
+    if isinstance(
+        exc, nats.js.errors.ServiceUnavailableError | nats.errors.NoRespondersError
+    ):
+        return "no JetStream answers: is it enabled (nats-server -js) and ready?"
+    if isinstance(exc, TimeoutError):
+        return "no answer in time (a cluster electing its leader, or a busy server)"
+    return repr(exc)
+
+
+async def answered(what: str, request: Callable[[], Awaitable[T]]) -> T:
+    """Run a JetStream API request, retrying (backing off to
+    :data:`STARTUP_RETRY_MAX`) while the server cannot serve it (see
+    :func:`transient`): a server whose JetStream is still starting or not yet
+    enabled, a cluster electing a leader after a node dies or at a cold start, a
+    stream growing to more replicas (tests/cluster/test_cluster.py,
+    tests/runtime/test_startup.py). Each retry is logged.
+
+    Raises:
+        nats.js.errors.APIError: the server refused the request for good (4xx, or a
+            configuration refusal); the caller maps it.
+    """
+    delay = 0.2
+    while True:
+        try:
+            return await request()
+        except (nats.errors.Error, TimeoutError) as exc:
+            if not transient(exc):
+                raise
+            log.warning(
+                "%s: JetStream cannot serve it now: %s; retrying in %.1fs",
+                what,
+                _reason(exc),
+                delay,
+            )
+            await anyio.sleep(delay)
+            delay = min(delay * 2, STARTUP_RETRY_MAX)
+
+
 def _stream_config(spec: StreamSpec, replicas: int) -> api.StreamConfig:
     return api.StreamConfig(
         name=spec.name,
@@ -205,8 +289,9 @@ async def ensure_streams(
     replicas = stream_replicas() if replicas is None else replicas
     for spec in specs:
         config = _stream_config(spec, replicas)
+        what = f"stream {spec.name}"
         try:
-            info = await js.stream_info(spec.name)
+            info = await answered(what, partial(js.stream_info, spec.name))
         except nats.js.errors.NotFoundError:
             await _add_stream(js, config)
             continue
@@ -218,7 +303,7 @@ async def ensure_streams(
         if not diffs:
             continue
         try:
-            await js.update_stream(config)
+            await answered(what, partial(js.update_stream, config))
         except nats.js.errors.APIError as exc:
             raise ConfigDrift(
                 f"stream {spec.name} differs from its declaration "
@@ -231,7 +316,7 @@ async def ensure_streams(
 
 async def _add_stream(js: JetStreamContext, config: api.StreamConfig) -> None:
     try:
-        await js.add_stream(config)
+        await answered(f"stream {config.name}", partial(js.add_stream, config))
     except nats.js.errors.APIError as exc:
         raise ConfigDrift(
             f"the server refused to create stream {config.name} with "
@@ -252,8 +337,9 @@ async def ensure_buckets(
     """
     replicas = stream_replicas() if replicas is None else replicas
     for spec in specs:
+        what = f"bucket {spec.bucket}"
         try:
-            await js.key_value(spec.bucket)
+            await answered(what, partial(js.key_value, spec.bucket))
         except nats.js.errors.BucketNotFoundError:
             config = api.KeyValueConfig(
                 bucket=spec.bucket,
@@ -265,7 +351,7 @@ async def ensure_buckets(
                 direct=True,
             )
             try:
-                await js.create_key_value(config)
+                await answered(what, partial(js.create_key_value, config))
             except nats.js.errors.APIError as exc:
                 raise ConfigDrift(
                     f"the server refused to create bucket {spec.bucket} with "
@@ -273,13 +359,15 @@ async def ensure_buckets(
                     "(or --stream-replicas) to at most the number of JetStream servers."
                 ) from exc
             continue
-        stored = (await js.stream_info(bucket_stream(spec))).config
+        stored = (
+            await answered(what, partial(js.stream_info, bucket_stream(spec)))
+        ).config
         if stored.num_replicas == replicas and stored.allow_direct:
             continue
         have, stored.num_replicas = stored.num_replicas, replicas
         stored.allow_direct = True  # buckets made before per-key reads
         try:
-            await js.update_stream(stored)
+            await answered(what, partial(js.update_stream, stored))
         except nats.js.errors.APIError as exc:
             raise ConfigDrift(
                 f"bucket {spec.bucket} keeps {have} replica(s), declared {replicas}, "
@@ -302,43 +390,17 @@ def _consumer_config(spec: ConsumerSpec) -> api.ConsumerConfig:
     )
 
 
-async def _answered(what: str, request: Callable[[], Awaitable[T]]) -> T:
-    """Run a JetStream API request, retrying (backing off to 5 s) while the server
-    cannot serve it: in a cluster that is the seconds in which a new leader is elected
-    after a node dies, or in which a stream grows to more replicas
-    (tests/cluster/test_cluster.py). Client errors (4xx) are raised at once."""
-    delay = 0.2
-    while True:
-        try:
-            return await request()
-        except (
-            TimeoutError,
-            nats.errors.NoRespondersError,
-            nats.js.errors.APIError,
-        ) as exc:
-            if isinstance(exc, nats.js.errors.APIError) and (exc.code or 0) < 500:
-                raise
-            log.warning(
-                "%s: JetStream cannot serve it now (%r); retrying in %.1fs",
-                what,
-                exc,
-                delay,
-            )
-            await anyio.sleep(delay)
-            delay = min(delay * 2, 5.0)
-
-
 async def ensure_consumer(js: JetStreamContext, spec: ConsumerSpec) -> None:
     """Create the durable, or update it when its stored config has drifted."""
     config = _consumer_config(spec)
     what = f"durable {spec.durable} on {spec.stream.name}"
     add = partial(js.add_consumer, spec.stream.name, config)
     try:
-        info = await _answered(
+        info = await answered(
             what, partial(js.consumer_info, spec.stream.name, spec.durable)
         )
     except nats.js.errors.NotFoundError:
-        await _answered(what, add)
+        await answered(what, add)
         return
     diffs = _differences(
         config,
@@ -348,7 +410,7 @@ async def ensure_consumer(js: JetStreamContext, spec: ConsumerSpec) -> None:
     if not diffs:
         return
     try:
-        await _answered(what, add)
+        await answered(what, add)
     except nats.js.errors.APIError as exc:
         raise ConfigDrift(
             f"durable {spec.durable} on {spec.stream.name} differs from its "
@@ -382,7 +444,7 @@ async def resume_consumer(
             await js.delete_consumer(spec.stream.name, spec.durable)
         await js.add_consumer(spec.stream.name, config)
 
-    await _answered(f"durable {spec.durable} on {spec.stream.name}", recreate)
+    await answered(f"durable {spec.durable} on {spec.stream.name}", recreate)
 
 
 _NEXT = "$JS.API.CONSUMER.MSG.NEXT"  # JetStream's pull request subject

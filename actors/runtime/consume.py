@@ -45,6 +45,7 @@ from actors.runtime.errors import StoreError, StoreFull
 from actors.runtime.fence import StartFence
 from actors.runtime.heartbeat import run_heartbeat
 from actors.runtime.lease import LeaseGate
+from actors.runtime.lock import FolderLock
 from actors.runtime.metrics import Registry
 from actors.runtime.prepare import prepared_input
 from actors.runtime.store import BatchResult, Delivery, OutboxItem, Store
@@ -104,12 +105,38 @@ async def run_actor(
         metrics: where this actor's counters go (one registry per process, served
             on ``/metrics`` when asked); its heartbeat interval. Default: a private one.
 
+    Every JetStream call while starting (streams, buckets, durables, the lease) is
+    retried while the server cannot serve it yet (``bus.answered``).
+
     Raises:
         BusUnavailable: NATS cannot be reached.
+        FolderLocked: another process runs this actor instance on the same store.
         StoreError: the LMDB store cannot be opened.
         ConfigDrift: a stream or durable differs from its declaration and cannot be
             updated.
     """
+    # One process per store: a second one would apply the same log a second time.
+    lock = FolderLock(
+        data / f"{spec.instance}.lock",
+        what=f"the store of actor {spec.instance} ({data / spec.instance})",
+        fix="stop that process first, or give this one its own --replica name or "
+        "--data folder",
+    ).acquire(command=f"worldline actor {spec.instance}", url=url)
+    try:
+        await _run_locked(spec, url, data, clock, batch, metrics, task_status)
+    finally:
+        lock.release()
+
+
+async def _run_locked(
+    spec: ActorSpec,
+    url: str,
+    data: Path,
+    clock: Clock,
+    batch: int,
+    metrics: Registry | None,
+    task_status: TaskStatus[None],
+) -> None:
     store = Store(data / spec.instance, actor=spec.instance)
     try:
         nc = await connect(url, name=f"worldline-{spec.instance}")

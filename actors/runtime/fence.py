@@ -19,10 +19,12 @@ stream's end may be a message they never receive).
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING, Final
 
 import anyio
 
+from actors.runtime.bus import answered
 from protocols.messages import RpcError
 
 if TYPE_CHECKING:
@@ -61,7 +63,9 @@ class StartFence:
                 consumer.filter_subject,
             ):
                 continue
-            info = await js.stream_info(consumer.stream.name)
+            # Inside the start-up retry (a cluster may still be electing a leader).
+            name = consumer.stream.name
+            info = await answered(f"stream {name}", partial(js.stream_info, name))
             end = int(info.state.last_seq)
             if end > store.applied_seq(consumer.durable):
                 targets[consumer.durable] = end

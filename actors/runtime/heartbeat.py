@@ -15,11 +15,13 @@ import logging
 import os
 import socket
 import time
+from functools import partial
 from typing import TYPE_CHECKING
 
 import anyio
 import nats.errors
 
+from actors.runtime.bus import answered
 from protocols.messages import encode
 from protocols.subjects import STATUS, status_key
 
@@ -64,7 +66,9 @@ async def run_heartbeat(
 ) -> None:
     """Heartbeat every ``interval`` seconds until cancelled (see the module doc)."""
     key = status_key(metrics.instance, socket.gethostname(), os.getpid())
-    kv = await js.key_value(STATUS.bucket)
+    # Inside the start-up retry: a cluster may still be electing its leader.
+    bucket = partial(js.key_value, STATUS.bucket)
+    kv = await answered(f"{key}: bucket {STATUS.bucket}", bucket)
     task_status.started()
     try:
         while True:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import TYPE_CHECKING, Literal
 
 import anyio
@@ -39,6 +40,7 @@ import msgspec
 import nats.errors
 import nats.js.errors
 
+from actors.runtime.bus import answered
 from protocols.messages import LEASE_VALUE, Lease, encode
 from protocols.subjects import LEASES
 
@@ -169,7 +171,11 @@ class LeaseGate:
         it settles leftovers (publish them in the same term, drop them otherwise) and
         returns the watermark per stream that the new holder starts from.
         """
-        kv = await js.key_value(LEASES.bucket)
+        # Inside the start-up retry: a cluster may still be electing its leader.
+        kv = await answered(
+            f"{self.holder}: lease bucket {LEASES.bucket}",
+            partial(js.key_value, LEASES.bucket),
+        )
         started = False
         while True:
             try:
