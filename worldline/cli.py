@@ -33,9 +33,10 @@ import nats.errors
 from actors.registry import ACTORS, build
 from actors.runtime.auth import CREDS_ENV, load_credentials
 from actors.runtime.bus import MAX_REPLICAS, REPLICAS_ENV
-from actors.runtime.embedded import EmbeddedNats
+from actors.runtime.embedded import EmbeddedNats, keep_writable
 from actors.runtime.errors import ActorError
 from actors.runtime.errors import BusUnavailable as RuntimeBusUnavailable
+from actors.runtime.lock import FolderLock
 from actors.runtime.metrics import Registry
 from actors.runtime.supervise import run_actors
 from protocols.beliefs import DIRECTIONS, EDGE_TYPES, EVIDENCE_KINDS
@@ -71,10 +72,13 @@ from worldline.status import render as render_status
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Coroutine, Sequence
 
+    from anyio.abc import TaskStatus
+
 __all__ = ["main"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_REJECTED, EXIT_UNREACHABLE = 0, 1, 2, 3, 4
 URL_FILE = "nats.url"
+LOCK_FILE = "worldline.lock"  # held by the `worldline up` that uses the data folder
 
 
 def default_data() -> Path:
@@ -152,10 +156,26 @@ def _announce_metrics(options: dict[str, Any]) -> None:
 def _up(args: argparse.Namespace) -> int:
     _stream_replicas(args)
     data: Path = args.data
+    # One `up` per data folder: a second would start a second server and actor set
+    # on the same stores (kill -9 drops the lock, so a crash never blocks the next).
+    lock = FolderLock(
+        data / LOCK_FILE,
+        what=f"data folder {data}",
+        fix="stop that `worldline up` first (Ctrl-C in its terminal, or kill -INT "
+        "its pid), or pass another --data folder (env WORLDLINE_DATA)",
+    ).acquire(command="worldline up")
+    try:
+        return _up_locked(args, data, lock)
+    finally:
+        lock.release()
+
+
+def _up_locked(args: argparse.Namespace, data: Path, lock: FolderLock) -> int:
     specs = [build(name, sim_index=args.sim_index) for name in ACTORS]
     server: EmbeddedNats | None = None
     url_file = data / URL_FILE
     declaration = load_declaration(args.world_file) if args.world_file else None
+    url = ""
     try:
         if args.nats:
             url = args.nats
@@ -164,6 +184,7 @@ def _up(args: argparse.Namespace) -> int:
                 data / "nats", port=args.port or -1, config=args.server_config
             )
             url = server.start()
+        lock.update(url=url)
         print(f"nats: {url}", flush=True)
         if server is not None:  # on stderr: stdout's lines are what scripts parse
             print(_reach(url, args.server_config), file=sys.stderr, flush=True)
@@ -176,18 +197,31 @@ def _up(args: argparse.Namespace) -> int:
             _announce_metrics(metrics)
             print("ready", flush=True)
 
+        async def run(
+            *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+        ) -> None:
+            async with anyio.create_task_group() as tg:
+                if server is not None:  # a full disk heals without a restart of up
+                    await tg.start(keep_writable, server)
+                actors = partial(run_actors, specs, url=url, data=data / "actors")
+                await tg.start(partial(actors, **metrics))
+                task_status.started()
+
         metrics = _metrics(args)
-        anyio.run(
-            _serve_until_signal,
-            partial(run_actors, specs, url=url, data=data / "actors", **metrics),
-            ready,
-            backend="asyncio",
-        )
+        anyio.run(_serve_until_signal, run, ready, backend="asyncio")
     finally:
         if server is not None:
-            url_file.unlink(missing_ok=True)
+            _remove_url_file(url_file, url)
             server.stop()
     return EXIT_OK
+
+
+def _remove_url_file(url_file: Path, url: str) -> None:
+    """Remove the URL file if it still names ``url``: never one this process did not
+    write."""
+    with contextlib.suppress(OSError):
+        if url and url_file.read_text().strip() == url:
+            url_file.unlink()
 
 
 def _reach(url: str, config: Path | None) -> str:
