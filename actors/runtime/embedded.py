@@ -49,6 +49,7 @@ _WRITE_ERROR = re.compile(
     r"^.*(critical write error|JetStream out of .*resources).*$",
     re.IGNORECASE | re.MULTILINE,
 )
+_LOG_PREFIX = re.compile(r"^\[\d+\] \S+ \S+ \[\w+\] ")  # [pid] date time [ERR]
 _PR_SET_PDEATHSIG = 1
 RESUME_FREE_BYTES = (
     256 * 1024 * 1024
@@ -207,7 +208,9 @@ class EmbeddedNats:
         end = chunk.rfind(b"\n") + 1  # whole lines only; the rest waits
         self._scanned += end
         found = _WRITE_ERROR.search(chunk[:end].decode(errors="replace"))
-        return None if found is None else found.group(0).strip()
+        if found is None:
+            return None
+        return _LOG_PREFIX.sub("", found.group(0)).strip()
 
     def free_bytes(self) -> tuple[int, int]:
         """(free, total) bytes of the file system holding the JetStream store."""
