@@ -13,7 +13,7 @@ from actors.fusion import core as fusion
 from actors.runtime.errors import InvalidInput
 from actors.runtime.memory import MemoryState
 from actors.runtime.spec import Context
-from protocols.messages import Observe, PosteriorUpdate, Statement
+from protocols.messages import Observe, OpVerdict, PosteriorUpdate, Statement
 from protocols.subjects import obs, ops
 
 W: Final = "w1"
@@ -194,8 +194,13 @@ def test_forged_author_and_oversized_artifacts_are_rejected() -> None:
 
 
 def _fuse(
-    state: MemoryState, found: list[Statement], start: int
+    state: MemoryState,
+    found: list[Statement],
+    start: int,
+    verdicts: list[OpVerdict] | None = None,
 ) -> list[PosteriorUpdate]:
+    """Fusion's posteriors for ``found``; its verdicts (an op that changed nothing)
+    go to ``verdicts``."""
     updates = []
     for seq, statement in enumerate(found, start=start):
         ctx = Context(
@@ -203,6 +208,9 @@ def _fuse(
             seq=seq, now=T0,
         )  # fmt: skip
         for out in state.apply(fusion.handle(state, statement, ctx)):
+            if isinstance(out.message, OpVerdict) and verdicts is not None:
+                verdicts.append(out.message)
+                continue
             assert isinstance(out.message, PosteriorUpdate)
             updates.append(out.message)
     return updates
@@ -219,8 +227,11 @@ def test_a_negated_restatement_lowers_the_belief_it_restates() -> None:
     assert second.belief.confidence is not None
     assert second.belief.confidence < first.belief.confidence
     assert second.belief.evidence_count == 2
-    # Re-observing the same artifact (same observation id) changes nothing.
-    assert _fuse(state, later, 3) == []
+    # Re-observing the same artifact (same observation id) changes nothing: no
+    # posterior, and fusion says so (a verdict the writer reads through op_status).
+    verdicts: list[OpVerdict] = []
+    assert _fuse(state, later, 3, verdicts) == []
+    assert [v.outcome for v in verdicts] == ["unchanged"]
 
 
 def test_a_first_negated_statement_is_believed_as_written() -> None:
