@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -20,7 +21,7 @@ import nats.js.errors
 import pytest
 
 from actors.registry import build
-from actors.runtime.bus import transient
+from actors.runtime.bus import STARTUP_RETRY_MAX, transient
 from actors.runtime.consume import run_actor
 from actors.runtime.embedded import EmbeddedNats, nats_server_binary
 from actors.runtime.lock import FolderLock, FolderLocked
@@ -120,8 +121,11 @@ async def test_actors_wait_for_jetstream_then_come_up_without_a_restart(
         plain.send_signal(signal.SIGTERM)
         plain.wait(timeout=10)
         with EmbeddedNats(tmp_path / "nats", port=port):
+            enabled = time.monotonic()
             with anyio.fail_after(30):
                 await started.wait()
+            # Measured 1.5 s (the back-off's next retry); bounded, not a race.
+            assert time.monotonic() - enabled < STARTUP_RETRY_MAX + 10
             nc = await nats.connect(url)
             try:
                 names = {(await nc.jetstream().stream_info(s.name)).config.name
