@@ -175,6 +175,16 @@ def _up_locked(args: argparse.Namespace, data: Path, lock: FolderLock) -> int:
     server: EmbeddedNats | None = None
     url_file = data / URL_FILE
     declaration = load_declaration(args.world_file) if args.world_file else None
+    if declaration is not None and os.environ.get(CREDS_ENV):
+        # With credentials the first declaration of a world must come from the
+        # operator (the materializer's gate), and up holds only the actors' rights.
+        raise BadRequest(
+            "--world-file cannot declare a world on a secured server (up runs with "
+            "the actors' credentials; a world's first declaration must come from the "
+            "operator): drop --world-file and, once up is ready, run `worldline world "
+            f"load {args.world_file} --world {declaration.world.id} --agent operator "
+            "--creds operator.creds`"
+        )
     url = ""
     try:
         if args.nats:

@@ -296,3 +296,35 @@ def test_up_with_auth_and_verbs_with_their_creds(tmp_path: Path) -> None:
         assert up.stdout is not None
         up.stdout.close()
     assert code == 0
+
+
+def test_up_on_a_secured_server_refuses_to_declare_a_world_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With credentials, up holds only the actors' rights and a world's first
+    declaration must come from the operator: `--world-file` is refused before anything
+    starts, naming the command that does it."""
+    out = tmp_path / "creds"
+    assert main(["creds", str(CREW_TOML), "--out", str(out)]) == 0
+    # main() sets WORLDLINE_CREDS from --creds: restore it after the test.
+    monkeypatch.setenv("WORLDLINE_CREDS", "")
+    monkeypatch.delenv("WORLDLINE_CREDS")
+    with pytest.raises(SystemExit) as exited:
+        main(
+            [
+                "up",
+                "--data",
+                str(tmp_path / "data"),
+                "--server-config",
+                str(out / "auth.conf"),
+                "--creds",
+                str(out / "actors" / "all.creds"),
+                "--world-file",
+                str(CREW_TOML),
+            ]
+        )
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "--agent operator --creds operator.creds" in err
+    assert "--world enterprise" in err
+    assert not (tmp_path / "data" / "nats.url").exists()
