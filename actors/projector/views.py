@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import functools
 import hashlib
+from datetime import datetime, timedelta
+from typing import Final
 
 import msgspec
 
@@ -47,6 +49,9 @@ _ENTITY = msgspec.msgpack.Decoder(Entity)
 _EDGE = msgspec.msgpack.Decoder(Edge)
 _INBOX = msgspec.msgpack.Decoder(InboxChanged)
 CLOSED = frozenset({"done", "cancelled"})
+# While a backlog lasts, views are rebuilt at most this long after a change first
+# made them stale (see refresh_stale).
+MAX_STALE: Final = timedelta(seconds=1)
 PRINCIPAL = "user"  # entity type of the humans the crew works for
 
 
@@ -231,7 +236,8 @@ def refresh_all(
 
 # Views are rebuilt once per batch (refresh_stale, the input's finish step), not per
 # change: a change marks the views it makes stale, in the same transaction, and the
-# marks are gone again when the batch commits.
+# marks are gone again when the batch commits, unless a backlog defers the rebuild
+# (then they stay, committed, until it ends or MAX_STALE has passed).
 def _stale_key(world: str, agent: str) -> bytes:
     return f"viewstale/{world}/{agent}".encode()
 
@@ -240,11 +246,44 @@ def _all_stale_key(world: str) -> bytes:
     return f"viewsstale/{world}".encode()
 
 
+def _deferred_key(world: str) -> bytes:
+    # value: the clock (ISO 8601) of the first batch that put the rebuild off
+    return f"viewsdeferred/{world}".encode()
+
+
+def _stale(reader: Reader, world: str) -> bool:
+    if reader.get(_all_stale_key(world)) is not None:
+        return True
+    return next(iter(reader.scan(_stale_key(world, ""))), None) is not None
+
+
 def refresh_stale(reader: Reader, ctx: Context) -> Step:
     """Rebuild the views the batch's changes in ``ctx.world`` made stale (marked by
-    :func:`apply_change` and :func:`refresh_all`), once, as of its last change."""
+    :func:`apply_change` and :func:`refresh_all`), once, as of its last change.
+
+    While more changes are pending (``ctx.pending``, a bulk load), the rebuild is
+    put off (``Step.deferred``: the runtime calls this again on later batches and
+    once the backlog ends): every batch's rebuild would be undone by the next one,
+    and six views per batch were a third of a bulk load's cost. The marks stay in
+    the store meanwhile, so a crash loses nothing, and a view lags at most
+    :data:`MAX_STALE` behind ``ctx.now`` of the batch that first put it off. The
+    views that end a backlog are those a batch-by-batch rebuild ends with: a view
+    is a function of the state."""
     world = ctx.world
+    deferred = _deferred_key(world)
+    since = reader.get(deferred)
+    if ctx.pending > 0:
+        if since is None:
+            if not _stale(reader, world):
+                return Step()
+            first = ctx.now.isoformat().encode()
+            return Step(writes={deferred: first}, deferred=True)
+        waited = ctx.now - datetime.fromisoformat(since.decode())
+        if timedelta(0) <= waited < MAX_STALE:
+            return Step(deferred=True)
     writes: dict[bytes, bytes | None] = {}
+    if since is not None:
+        writes[deferred] = None
     agents: set[str] = set()
     every = _all_stale_key(world)
     if reader.get(every) is not None:
@@ -254,8 +293,8 @@ def refresh_stale(reader: Reader, ctx: Context) -> Step:
     for key, _ in reader.scan(prefix):
         writes[key] = None
         agents.add(key[len(prefix) :].decode())
-    if not writes:
-        return Step()
+    if not agents:
+        return Step(writes=writes)
     return refresh(reader, writes, ctx, agents)
 
 

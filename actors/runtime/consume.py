@@ -223,6 +223,10 @@ async def _consume(
             try:
                 msgs = await sub.fetch(batch, FETCH_TIMEOUT)
             except TimeoutError:  # nothing arrived within FETCH_TIMEOUT
+                if inp.finish is not None and gate is None:
+                    # Idle: finish what the backlog's batches put off. (Behind a
+                    # lease, the next batch does: a standby must not publish.)
+                    await _finish_deferred(js, store, spec, inp, clock, stats)
                 continue
             except nats.errors.Error as exc:
                 log.warning("%s: fetch failed (%s); retrying", spec.instance, exc)
@@ -271,6 +275,7 @@ async def _consume(
                 now,
                 publish=publish,
                 refuse=attempts.refuse,
+                pending=_pending(msgs[hi - 1]),
             )
             items = sum(_size(m) for m in msgs[lo:hi])
             applying = time.perf_counter()
@@ -314,6 +319,40 @@ async def _consume(
                 gate.strand()
             await _settle(msgs[lo:hi], result.accepted, cumulative=inp.skip_applied)
             stats.record(durable, result.accepted, time.perf_counter() - started)
+
+
+def _pending(msg: Delivered) -> int:
+    """What JetStream still held for the durable when it delivered ``msg``: the last
+    token of the ack reply (``$JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.
+    <ts>.<pending>``, or the form with a domain and account hash, which may add a
+    random token after it); 0 when the reply is not that."""
+    tokens = msg.reply.split(".")
+    token = tokens[8] if len(tokens) == 9 else tokens[10] if len(tokens) >= 11 else ""
+    return int(token) if token.isdigit() else 0
+
+
+async def _finish_deferred(
+    js: JetStreamContext,
+    store: Store,
+    spec: ActorSpec,
+    inp: Input[Any],
+    clock: Clock,
+    stats: ActorMetrics,
+) -> None:
+    """Run the input's finish for the worlds whose finish deferred work while a
+    backlog lasted (the batch that ended it usually did already; this covers a
+    backlog whose last batch touched nothing, and a restart). A store failure is
+    reported and retried at the next idle fetch."""
+    if not await anyio.to_thread.run_sync(store.has_deferred, inp):
+        return
+    try:
+        result = await anyio.to_thread.run_sync(store.finish_deferred, inp, clock())
+    except StoreError as exc:
+        _stalled(stats, inp.consumer.durable, exc, clock)
+        log.warning("%s: deferred finish of %s not applied: %s; retrying when idle",
+                    spec.instance, inp.consumer.durable, exc)  # fmt: skip
+        return
+    await _publish_committed(js, store, result.outbox)
 
 
 def _stalled(stats: ActorMetrics, durable: str, exc: StoreError, clock: Clock) -> None:

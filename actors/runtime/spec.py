@@ -69,6 +69,10 @@ class Step:
 
     writes: dict[bytes, bytes | None] = field(default_factory=dict)
     out: list[Outgoing] = field(default_factory=list)
+    # ``Input.finish`` only: it left work for later because more is pending
+    # (``Context.pending``); the runtime calls it again for this world on every
+    # batch, and with ``pending=0`` once the backlog ends or the durable is idle.
+    deferred: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +91,10 @@ class Context:
     # message came in (None without one, and wherever the runtime did not run it:
     # ``worldline replay`` and tests that call the store directly).
     batch_prepared: Any = None
+    # ``Input.finish`` only: deliveries still pending on the durable after this
+    # batch, as JetStream counted them (the ack reply's last token). 0 wherever
+    # nothing is known to wait: ``worldline replay``, tests that call the store.
+    pending: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +148,12 @@ class Input(Generic[In]):
     # Run after the batch's messages, in the same transaction, once per world the
     # batch touched (with the context of that world's last message): work worth doing
     # once per batch rather than per message (the handlers leave marks in the state
-    # for it to find). Its writes and messages commit with the batch.
+    # for it to find). Its writes and messages commit with the batch. While more is
+    # pending (``Context.pending`` > 0) it may put work off by returning a Step with
+    # ``deferred=True``: the runtime remembers the world (in the same transaction)
+    # and calls it again on every later batch, with ``pending=0`` on the batch that
+    # ends the backlog or when a fetch finds the durable idle. Its own state must
+    # bound how long it waits (it sees ``Context.now``).
     finish: Callable[[Reader, Context], Step] | None = None
 
 

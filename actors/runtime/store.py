@@ -29,7 +29,7 @@ import os
 import re
 import threading
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final
 
 import lmdb
@@ -65,6 +65,8 @@ _SIZE: Final = re.compile(r"\s*(\d+)\s*([KMGT]?)(?:I?B)?\s*", re.IGNORECASE)
 # errno values that mean "no room": retried until there is, never dead-lettered.
 _NO_ROOM: Final = frozenset({errno.ENOSPC, errno.EDQUOT, errno.ENOMEM})
 _APPLIED = b"applied/"
+# ``deferred/<durable>/<world>``: a world whose finish put work off (Step.deferred)
+_DEFERRED = b"deferred/"
 _OUTBOX_NEXT = b"outbox-next"
 
 
@@ -327,6 +329,7 @@ class Store:
         *,
         publish: bool = True,
         refuse: Mapping[int, str] | None = None,
+        pending: int = 0,
     ) -> BatchResult:
         """Decode, handle and commit a batch in one write transaction.
 
@@ -339,6 +342,9 @@ class Store:
         replica following what its active replica has already published.
         ``refuse`` maps stream sequences to a reason: those deliveries are
         dead-lettered with it, unhandled (a message the store cannot apply).
+        ``pending``: deliveries still waiting on the durable after this batch
+        (``Context.pending`` for the input's finish, which may defer its work while
+        it is above 0; with 0, every world deferred before is finished too).
 
         A full map is grown and the batch tried again, here.
 
@@ -348,7 +354,9 @@ class Store:
         """
         while True:
             try:
-                return self._apply_batch(inp, deliveries, now, publish, refuse or {})
+                return self._apply_batch(
+                    inp, deliveries, now, publish, refuse or {}, pending
+                )
             except (lmdb.MapFullError, lmdb.MapResizedError) as exc:
                 self._grow(exc)
             except lmdb.PanicError as exc:
@@ -375,6 +383,7 @@ class Store:
         now: Any,
         publish: bool,
         refuse: Mapping[int, str],
+        pending: int,
     ) -> BatchResult:
         durable_key = _APPLIED + inp.consumer.durable.encode()
         accepted: list[bool] = []
@@ -440,8 +449,9 @@ class Store:
                 accepted.append(False)
                 reject(d, reason, msg_id, d.subject)
             if inp.finish is not None:
-                for world in sorted(touched):
-                    self._finish(inp.finish, reader, txn, touched[world], stage)
+                self._finish_worlds(
+                    inp, reader, txn, touched, applied, now, pending, stage
+                )
             if items:
                 txn.put(key, encode_entry(items), db=self._outbox)
                 txn.put(_OUTBOX_NEXT, str(next_key + 1).encode(), db=self._meta)
@@ -504,6 +514,54 @@ class Store:
                 )
         return None
 
+    def _finish_worlds(
+        self,
+        inp: Input[Any],
+        reader: _TxnReader,
+        txn: Any,
+        touched: dict[str, Context],
+        applied: int,
+        now: Any,
+        pending: int,
+        stage: Any,
+    ) -> None:
+        """Run the input's finish for every world the batch touched and every world
+        whose finish deferred its work before (so a deferral ends with the backlog,
+        and a world no later message touches is not left waiting)."""
+        assert inp.finish is not None
+        prefix = _DEFERRED + inp.consumer.durable.encode() + b"/"
+        held = {
+            bytes(key)[len(prefix) :].decode()
+            for key in _prefixed_keys(txn, self._meta, prefix)
+        }
+        for world in sorted(touched.keys() | held):
+            last = touched.get(world)
+            if last is None:  # deferred before, nothing of it in this batch
+                last = Context(world, "", "", applied, now)
+            ctx = replace(last, pending=pending)
+            deferred = self._finish(inp.finish, reader, txn, ctx, stage)
+            key = prefix + world.encode()
+            if deferred and world not in held:
+                txn.put(key, b"", db=self._meta)
+            elif deferred is False and world in held:
+                txn.delete(key, db=self._meta)
+
+    def has_deferred(self, inp: Input[Any]) -> bool:
+        """Whether a finish of ``inp`` put work off that is not done yet."""
+        prefix = _DEFERRED + inp.consumer.durable.encode() + b"/"
+        with self._begin(db=self._meta) as txn:
+            return next(_prefixed_keys(txn, self._meta, prefix), None) is not None
+
+    def finish_deferred(self, inp: Input[Any], now: Any) -> BatchResult:
+        """Finish, with nothing pending, every world whose finish of ``inp`` put work
+        off: the durable is idle (a fetch found nothing), so the backlog is over.
+        One write transaction, like a batch without deliveries.
+
+        Raises:
+            StoreFull, StoreError: as :meth:`apply_batch`.
+        """
+        return self.apply_batch(inp, [], now, pending=0)
+
     def _finish(
         self,
         finish: Callable[[Reader, Context], Step],
@@ -511,20 +569,22 @@ class Store:
         txn: Any,
         ctx: Context,
         stage: Any,
-    ) -> None:
-        """The input's once-per-batch work for one world. Its inputs are already
-        applied: if it fails (a bug), it is logged and the batch commits without it."""
+    ) -> bool | None:
+        """The input's once-per-batch work for one world; whether it deferred some
+        (None: it failed). Its inputs are already applied: if it fails (a bug), it
+        is logged and the batch commits without it."""
         try:
             step = finish(reader, ctx)
         except Exception:
             log.exception("%s: the batch's finish failed for %s", self.actor, ctx.world)
-            return
+            return None
         too_long = self._unfit_key(step)
         if too_long is not None:
             log.error("%s: the batch's finish for %s: %s", self.actor, ctx.world,
                       too_long)  # fmt: skip
-            return
+            return None
         self._commit_step(txn, step, stage)
+        return step.deferred
 
     def _commit_step(self, txn: Any, step: Step, stage: Any) -> None:
         for key, value in step.writes.items():
@@ -643,6 +703,16 @@ def _coalesced(inp: Input[Any], parts: list[tuple[Delivery, str | None]]) -> lis
 _Entry = list[tuple[str, str, bytes]]  # (subject, msg_id, payload) per output
 _ENTRY: Final = msgspec.msgpack.Decoder(_Entry)
 _ITEM: Final = msgspec.msgpack.Decoder(tuple[str, str, bytes])
+
+
+def _prefixed_keys(txn: Any, db: Any, prefix: bytes) -> Iterator[bytes]:
+    cursor = txn.cursor(db=db)
+    if not cursor.set_range(prefix):
+        return
+    for key in cursor.iternext(values=False):
+        if not bytes(key).startswith(prefix):
+            return
+        yield bytes(key)
 
 
 def encode_entry(items: list[OutboxItem]) -> bytes:

@@ -159,10 +159,10 @@ def _poisoned(poison: bytes) -> Callable[..., Any]:
     real = Store._apply_batch
 
     def apply(self: Store, inp: Any, deliveries: Any, now: Any, publish: bool,
-              refuse: Any) -> Any:  # fmt: skip
+              refuse: Any, *rest: Any) -> Any:  # fmt: skip
         if any(poison in d.data and d.seq not in refuse for d in deliveries):
             raise lmdb.BadValsizeError("mdb_put: MDB_BAD_VALSIZE: injected")
-        return real(self, inp, deliveries, now, publish, refuse)
+        return real(self, inp, deliveries, now, publish, refuse, *rest)
 
     return apply
 
