@@ -70,19 +70,24 @@ def apply_belief(
     if raw is not None and belief_version(raw) >= change.belief.version:
         return {}
     writes: dict[bytes, bytes | None] = {key: encode(change)}
-    _reindex(reader, ctx.world, change.belief, writes)
+    _reindex(reader, ctx.world, change.belief, writes, lazy=ctx.pending > 0)
     return writes
 
 
 def _reindex(
-    reader: Reader, world: str, belief: Belief, writes: dict[bytes, bytes | None]
+    reader: Reader,
+    world: str,
+    belief: Belief,
+    writes: dict[bytes, bytes | None],
+    *,
+    lazy: bool = False,
 ) -> None:
     overlay = Overlay(reader, writes)
     edges = _touching(overlay, world, "from", belief.id) + _touching(
         overlay, world, "to", belief.id
     )
     weight = model.local_influence(belief.id, edges)
-    index.index_writes(overlay, world, belief, weight, writes)
+    index.index_writes(overlay, world, belief, weight, writes, lazy=lazy)
 
 
 def apply_edge(
@@ -111,7 +116,7 @@ def apply_edge(
     for end in sorted(ends):
         held = index.card(Overlay(reader, writes), ctx.world, end)
         if held is not None:
-            _reindex(reader, ctx.world, held.belief, writes)
+            _reindex(reader, ctx.world, held.belief, writes, lazy=ctx.pending > 0)
     return writes
 
 

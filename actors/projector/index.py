@@ -22,6 +22,7 @@ hold their belief id as their value, so the id is read back whole.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from typing import TYPE_CHECKING, Final
 
@@ -66,7 +67,9 @@ class Card(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag="car
     belief: Belief
     weight: float  # local influence
     stems: tuple[str, ...]
-    vector: bytes  # float32 embedding of the text
+    # float32 embedding of the text; empty when the card was written during a
+    # backlog (embedded when first read instead: see :func:`vector_of`)
+    vector: bytes
     # The embedder that made ``vector`` (cards written before it was recorded were
     # hashed); a card from another embedder is re-embedded when read.
     embedder: str = embedding.EMBEDDER_ID
@@ -115,10 +118,25 @@ def card(reader: Reader, world: str, belief_id: str) -> Card | None:
 
 def vector_of(c: Card) -> np.ndarray:
     """The card's embedding in the process's embedding space (re-embedded when the
-    card was written with another embedder)."""
-    if c.embedder != embedding.active().id:
+    card was written with another embedder; embedded now, to the same bits a
+    stored vector has, when it was written without one)."""
+    embedder = embedding.active().id
+    if c.embedder != embedder:
         return embedding.embed(c.belief.text)
+    if not c.vector:
+        return _deferred_vector(embedder, c.belief.text)
     return np.frombuffer(c.vector, dtype=np.float32).astype(np.float64)
+
+
+@functools.lru_cache(maxsize=8192)
+def _deferred_vector(embedder: str, text: str) -> np.ndarray:
+    """A vector a card left out, as the card would have stored it (float32, read
+    back as float64), so an answer is the same bytes either way. Cached by
+    embedder and text (the embedder named, so a vector never crosses embedders),
+    as the next reads ask for the same top cards. Read-only: shared."""
+    vector = np.frombuffer(_embedded(text), dtype=np.float32).astype(np.float64)
+    vector.setflags(write=False)
+    return vector
 
 
 def _keys(world: str, c: Card, *, stems: bool = True) -> list[bytes]:
@@ -162,15 +180,28 @@ def index_writes(
     belief: Belief,
     weight: float,
     writes: dict[bytes, bytes | None],
+    *,
+    lazy: bool = False,
 ) -> None:
     """Add to ``writes`` the card and index keys of ``belief`` at ``weight``,
-    replacing the keys of its previous card."""
+    replacing the keys of its previous card.
+
+    ``lazy`` (more changes are pending: a bulk load): write the card without its
+    vector, which :func:`vector_of` computes when a read first needs it. Embedding
+    was about 40% of a bulk load's cost, and a read needs the vectors of only its
+    candidates (about a hundred of a world's cards)."""
     old = card(reader, world, belief.id)
     embedder = embedding.active().id
-    if old is not None and old.belief.text == belief.text and old.embedder == embedder:
+    same = (
+        old is not None and old.belief.text == belief.text and old.embedder == embedder
+    )
+    if old is not None and same and (old.vector or lazy):
         stems, vector = old.stems, old.vector
+    elif old is not None and same:
+        stems, vector = old.stems, _embedded(belief.text)
     else:
-        stems, vector = _features(belief.text)
+        stems = _stems(belief.text)
+        vector = b"" if lazy else _embedded(belief.text)
     new = Card(
         belief=belief, weight=weight, stems=stems, vector=vector, embedder=embedder
     )
@@ -187,10 +218,12 @@ def index_writes(
         writes[key] = None
 
 
-def _features(text: str) -> tuple[tuple[str, ...], bytes]:
-    stems = tuple(sorted(set(normalize(text)[0].split())))[:MAX_STEMS]
-    vector = embedding.embed(text).astype(np.float32).tobytes()
-    return stems, vector
+def _stems(text: str) -> tuple[str, ...]:
+    return tuple(sorted(set(normalize(text)[0].split())))[:MAX_STEMS]
+
+
+def _embedded(text: str) -> bytes:
+    return embedding.embed(text).astype(np.float32).tobytes()
 
 
 def _first(reader: Reader, prefix: bytes, limit: int) -> list[str]:

@@ -229,8 +229,13 @@ def refresh_all(
     reader: Reader, writes: dict[bytes, bytes | None], ctx: Context
 ) -> Step:
     """A belief changed: every agent's standing worldview may read differently."""
-    if _decl(Overlay(reader, writes), ctx.world) is not None:
-        writes[_all_stale_key(ctx.world)] = b""
+    # Once per belief in a bulk load: read no declaration, rewrite no mark held.
+    mark = _all_stale_key(ctx.world)
+    if (
+        reader.get(mark) is None
+        and reader.get(f"decl/{ctx.world}".encode()) is not None
+    ):
+        writes[mark] = b""
     return Step(writes=writes)
 
 

@@ -91,9 +91,10 @@ class Context:
     # message came in (None without one, and wherever the runtime did not run it:
     # ``worldline replay`` and tests that call the store directly).
     batch_prepared: Any = None
-    # ``Input.finish`` only: deliveries still pending on the durable after this
-    # batch, as JetStream counted them (the ack reply's last token). 0 wherever
-    # nothing is known to wait: ``worldline replay``, tests that call the store.
+    # Deliveries still pending on the durable after this message's batch, as
+    # JetStream counted them (the ack reply's last token): a core may put off work
+    # a later message would redo (see ``Input.finish``). 0 wherever nothing is
+    # known to wait: ``worldline replay``, tests that call the store directly.
     pending: int = 0
 
 

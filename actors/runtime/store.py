@@ -433,7 +433,15 @@ class Store:
                         if message is _SUPERSEDED:
                             continue  # a later item of the batch replaces it
                         reason = bad or self._handle_one(
-                            inp, reader, txn, item, now, stage, touched, message
+                            inp,
+                            reader,
+                            txn,
+                            item,
+                            now,
+                            stage,
+                            touched,
+                            message,
+                            pending=pending,
                         )
                         if reason is not None:
                             ok = False
@@ -442,7 +450,9 @@ class Store:
                             reject(item, reason, f"{msg_id}.{part}", d.subject)
                     accepted.append(ok)
                     continue
-                reason = self._handle_one(inp, reader, txn, d, now, stage, touched)
+                reason = self._handle_one(
+                    inp, reader, txn, d, now, stage, touched, pending=pending
+                )
                 if reason is None:
                     accepted.append(True)
                     continue
@@ -468,6 +478,8 @@ class Store:
         stage: Any,
         touched: dict[str, Context],
         message: Any = None,
+        *,
+        pending: int = 0,
     ) -> str | None:
         """Handle one delivery (``message``: its payload already decoded) inside the
         batch transaction; return a reject reason."""
@@ -484,7 +496,7 @@ class Store:
                 if len(_places) >= _PLACES:
                     _places.clear()
                 place = _places[d.subject] = (world_of(d.subject), author_of(d.subject))
-            ctx = Context(place[0], place[1], d.subject, d.seq, now)
+            ctx = Context(place[0], place[1], d.subject, d.seq, now, pending=pending)
             step = inp.handle(reader, message, ctx)
         except InvalidInput as exc:
             return f"invalid: {exc}"
