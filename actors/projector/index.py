@@ -90,6 +90,8 @@ def key_part(text: str, budget: int) -> str:
     """``text`` as one part of an index key: itself when it fits ``budget`` bytes,
     else a readable prefix, a space and a digest of the whole (``budget`` bytes at
     most; same text, same part)."""
+    if len(text) * 4 <= budget:  # fits whatever it holds (UTF-8: 4 bytes at most)
+        return text
     raw = text.encode()
     if len(raw) <= budget:
         return text
@@ -219,7 +221,8 @@ def index_writes(
 
 
 def _stems(text: str) -> tuple[str, ...]:
-    return tuple(sorted(set(normalize(text)[0].split())))[:MAX_STEMS]
+    # normalize's key holds each stem once, sorted
+    return tuple(normalize(text)[0].split()[:MAX_STEMS])
 
 
 def _embedded(text: str) -> bytes:
