@@ -5,7 +5,8 @@ own copy). Accepts the change feed (beliefs, entities, edges, declarations, inbo
 summaries). Serves (queue group ``projector``): ``wl.<world>.rpc.get``, ``list``,
 ``read`` and ``view``. Outputs: each agent's startup view to the ``wl-views`` bucket
 (key ``<world>.<agent>``) whenever it changes, rebuilt once per batch for the agents
-its changes touched. State: see
+its changes touched (while a backlog is pending, when it ends or a second after they
+went stale: ``views.refresh_stale``). State: see
 ``actors.projector.core``. Ack policy: after the LMDB commit.
 """
 
