@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
+from actors.belief_model.embedding import active as active_embedder
 from actors.extractor.service import spec as extractor
-from actors.fusion.embedding import active as active_embedder
 from actors.fusion.service import spec as fusion
 from actors.materializer.service import spec as materializer
 from actors.projector.service import spec as projector

@@ -15,7 +15,7 @@ import argparse
 import random
 import time
 
-from actors.fusion.embedding import embed
+from actors.belief_model.embedding import embed
 from actors.simulator.index import TransitionIndex, build, query_text, retrieve
 from protocols.messages import Transition
 

@@ -56,3 +56,86 @@ def test_every_package_declares_all() -> None:
         if "__all__" not in p.read_text()
     ]
     assert missing == []
+
+
+# What an actor package may import of the others: its own modules, the runtime shell
+# and the belief model every actor shares. An actor importing another actor would
+# make a change to one silently change the other.
+SHARED_PACKAGES = ("runtime", "belief_model")
+
+
+def _actor_packages() -> list[str]:
+    return sorted(
+        p.name
+        for p in (ROOT / "actors").iterdir()
+        if p.is_dir() and (p / "__init__.py").exists() and p.name not in SHARED_PACKAGES
+    )
+
+
+def _imported_packages(path: Path) -> set[str]:
+    """The ``actors.<package>`` names ``path`` imports (at any depth of the file)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        names: list[str] = []
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module]
+            if node.module == "actors":
+                names = [f"actors.{alias.name}" for alias in node.names]
+        elif isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        for name in names:
+            parts = name.split(".")
+            if len(parts) >= 2 and parts[0] == "actors":
+                found.add(parts[1])
+    return found
+
+
+def _cross_imports(folder: Path, own: str) -> list[str]:
+    allowed = {own, *SHARED_PACKAGES}
+    return [
+        f"{path.relative_to(folder.parent)} imports actors.{package}"
+        for path in sorted(folder.rglob("*.py"))
+        for package in sorted(_imported_packages(path) - allowed)
+    ]
+
+
+def test_no_actor_imports_another_actor() -> None:
+    actors = _actor_packages()
+    assert {"extractor", "fusion", "materializer", "projector", "simulator"} <= set(
+        actors
+    )
+    offenders = [
+        hit for name in actors for hit in _cross_imports(ROOT / "actors" / name, name)
+    ]
+    # The shared packages import no actor either.
+    offenders += [
+        hit
+        for name in SHARED_PACKAGES
+        for hit in _cross_imports(ROOT / "actors" / name, name)
+        if not hit.endswith(f"actors.{name}")
+    ]
+    assert offenders == []
+
+
+def test_the_import_checker_finds_a_cross_import(tmp_path: Path) -> None:
+    package = tmp_path / "projector"
+    package.mkdir()
+    (package / "core.py").write_text(
+        "from actors.fusion import core\n"
+        "from actors import extractor\n"
+        "import actors.simulator.index\n"
+        "from actors.runtime.spec import Step\n"
+        "from actors.belief_model import posterior\n"
+        "from actors.projector import index\n"
+        "def f():\n    from actors.materializer.core import handle\n"
+    )
+    assert _imported_packages(package / "core.py") == {
+        "fusion",
+        "extractor",
+        "simulator",
+        "runtime",
+        "belief_model",
+        "projector",
+        "materializer",
+    }
+    assert len(_cross_imports(package, "projector")) == 4

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
-from actors.extractor.text import belief_id as belief_id_for
+from actors.belief_model.text import belief_id as belief_id_for
 from protocols.beliefs import BeliefEdge, Direction, EdgeType, Evidence, EvidenceKind
 from protocols.messages import (
     AddBelief,

@@ -2,8 +2,9 @@
 
 Handles the belief ops of the OPS record: ``AddBelief`` (a weak prior), ``AddEvidence``,
 ``Statement`` (the extractor's create-or-corroborate), ``SetTrust`` and ``CloseBelief``.
-The math is :mod:`actors.fusion.model`; this module keeps the evidence and emits a
-:class:`PosteriorUpdate` per change, evaluated at the op's own time (so replays agree).
+The math is :mod:`actors.belief_model.posterior`; this module keeps the evidence and
+emits a :class:`PosteriorUpdate` per change, evaluated at the op's own time (so
+replays agree).
 
 Sharding: an instance owns the beliefs whose id hashes to its shard (``--shard I/N``)
 and ignores the rest; trust settings apply in every shard. Any split of the work gives
@@ -27,8 +28,9 @@ from typing import TYPE_CHECKING, Final, Literal
 
 import msgspec
 
-from actors.extractor.text import normalize
-from actors.fusion import model
+from actors.belief_model import posterior
+from actors.belief_model.posterior import NO_PROBABILITY
+from actors.belief_model.text import normalize
 from actors.runtime.errors import InvalidInput
 from actors.runtime.memory import Overlay
 from actors.runtime.spec import Context, Outgoing, Reader, Step
@@ -60,8 +62,7 @@ __all__ = [
     "shard_of",
 ]
 
-PRIOR_STRENGTH: Final = model.PRIOR_STRENGTH
-NO_PROBABILITY: Final = frozenset({"goal", "gap"})
+PRIOR_STRENGTH: Final = posterior.PRIOR_STRENGTH
 """Belief types firewalled from the posterior math: intent, not claims about truth."""
 
 MAX_EVIDENCE: Final = 10_000  # per belief; more is refused, never silently cut
@@ -236,7 +237,7 @@ def _emit(
     """Re-read the belief at ``now`` and publish its posterior."""
     trust = _trust(reader, ctx.world, fused.evidence)
     old = fused.belief
-    reading = model.read(
+    reading = posterior.read(
         old.prior,
         fused.evidence,
         trust,

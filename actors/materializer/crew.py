@@ -30,7 +30,7 @@ from typing import Any, Final
 
 import msgspec
 
-from actors.fusion.core import NO_PROBABILITY
+from actors.belief_model.posterior import NO_PROBABILITY
 from actors.materializer.core import (
     conflict_key,
     last_change_key,

@@ -1,6 +1,6 @@
 """Projector core for the belief state: a replica of beliefs (with their evidence) and
 belief edges, read at a clock the caller passes in. It selects, orders and bounds;
-every number comes from :mod:`actors.fusion.model`.
+every number comes from :mod:`actors.belief_model.posterior`.
 
 State keys: ``belief/<w>/<id>`` -> ``BeliefChanged`` (belief, evidence, trust);
 ``bedge/<w>/<id>`` -> ``BeliefEdge``.
@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from actors.fusion import model
-from actors.fusion.core import NO_PROBABILITY
+from actors.belief_model import posterior
+from actors.belief_model.posterior import NO_PROBABILITY
 from actors.projector import index
 from actors.projector import worldview as worldview_model
 from actors.runtime.memory import Overlay
@@ -86,7 +86,7 @@ def _reindex(
     edges = _touching(overlay, world, "from", belief.id) + _touching(
         overlay, world, "to", belief.id
     )
-    weight = model.local_influence(belief.id, edges)
+    weight = posterior.local_influence(belief.id, edges)
     index.index_writes(overlay, world, belief, weight, writes, lazy=lazy)
 
 
@@ -159,7 +159,7 @@ def _at_clock(record: BeliefChanged, at: datetime | None) -> Belief:
     if at is None:
         return belief
     evidence = [e for e in record.evidence if e.observed_at <= at]
-    reading = model.read(
+    reading = posterior.read(
         belief.prior,
         evidence,
         record.trust,
@@ -227,7 +227,7 @@ def _annotate(reads: _Reads, belief_id: str) -> Belief | None:
         b = reads.belief(node)
         if b is not None and b.confidence is not None and b.status == "active":
             scored[node] = b.confidence
-    effective = model.effective_confidence(scored, closure).get(belief_id)
+    effective = posterior.effective_confidence(scored, closure).get(belief_id)
     flags = list(belief.flags)
     if "contradicted" not in flags and any(
         e.type == "contradicts" and e.confidence >= 0.5 for e in outgoing + incoming
@@ -302,7 +302,7 @@ def _contradictions(
             record = _RECORD.decode(reader.get(_key(world, b.id)) or b"")
             clock = at or b.updated_at
             seen = [e for e in record.evidence if e.observed_at <= clock]
-            reading = model.read(b.prior, seen, record.trust, clock)
+            reading = posterior.read(b.prior, seen, record.trust, clock)
             total = reading.support + reading.refute
             if total > 0 and min(reading.support, reading.refute) > 0:
                 found.append(
@@ -322,7 +322,7 @@ def trace(reader: Reader, world: str, belief_id: str) -> TraceReply:
     if raw is None:
         return TraceReply()
     record = _RECORD.decode(raw)
-    steps = model.trajectory(
+    steps = posterior.trajectory(
         record.belief.prior,
         record.evidence,
         record.trust,

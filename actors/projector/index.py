@@ -9,8 +9,8 @@ its local influence, its stems and its embedding), ``rw/<w>/<rank>/<id>`` by inf
 ``goal/<w>/<id>``. Ranks are inverted fixed-width numbers, so a forward cursor scan
 reads the best first, ties by id.
 
-Ranks use :func:`actors.fusion.model.local_influence`, which the projector can keep
-current from the edges that touch one belief.
+Ranks use :func:`actors.belief_model.posterior.local_influence`, which the projector
+can keep current from the edges that touch one belief.
 
 Keys are bounded by construction, whatever the text: LMDB refuses a key over 511 bytes
 (``MDB_BAD_VALSIZE``), and one such key once made the projector retry a batch forever.
@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Final
 import msgspec
 import numpy as np
 
-from actors.extractor.text import normalize
-from actors.fusion import embedding
+from actors.belief_model import embedding
+from actors.belief_model.text import normalize
 from protocols.messages import Belief, encode
 
 if TYPE_CHECKING:

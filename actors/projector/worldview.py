@@ -1,8 +1,9 @@
 """The worldview projection: a pure function of (scene, agent, query, clock).
 
 It selects, orders and bounds; it computes no new math. Every number it ranks by comes
-from :mod:`actors.fusion.model` (influence, uncertainty, flags) or from the shared
-hashing embedding (relevance); the products below only combine them into an order.
+from :mod:`actors.belief_model.posterior` (influence, uncertainty, flags) or from the
+shared hashing embedding (relevance); the products below only combine them into an
+order.
 
 Bounds (no tuned absolute thresholds): per slice, items are ordered by decision value
 and kept while their value is at least :data:`CUT` times the leader's, at least one and
@@ -21,8 +22,8 @@ from typing import TYPE_CHECKING, Final
 
 import msgspec
 
-from actors.extractor.text import normalize
-from actors.fusion import embedding, model
+from actors.belief_model import embedding, posterior
+from actors.belief_model.text import normalize
 from protocols.messages import AgentView, Belief
 from protocols.worldview import Leaf, Worldview
 
@@ -143,7 +144,7 @@ def project(scene: Scene, agent: str, query: str, at: datetime) -> Worldview:
     )
     relevance = _Relevance(query, f"{goals_text} {work_text}", scene.features)
     n = max(len(scene.beliefs), 1)
-    influence = scene.influence or model.influence(
+    influence = scene.influence or posterior.influence(
         [b.id for b in scene.beliefs], scene.edges
     )
 
@@ -266,7 +267,7 @@ def ranked_moves(scene: Scene) -> list[Leaf]:
     """The world's next moves with no particular query: bounded, by information
     value (what ``read()`` reports)."""
     n = max(len(scene.beliefs), 1)
-    influence = scene.influence or model.influence(
+    influence = scene.influence or posterior.influence(
         [b.id for b in scene.beliefs], scene.edges
     )
     return bound(

@@ -30,8 +30,9 @@ Artifact layout (a directory): ``manifest.json`` (:class:`IndexManifest`),
 ``vectors.npy`` (``np.save`` of a float32 ``[n, dimensions]`` array, row i =
 transition i).
 
-The embedder is the process's selected one (:func:`actors.fusion.embedding.active`,
-``WORLDLINE_EMBEDDER``; the hashing embedder by default) unless one is passed. Its id
+The embedder is the process's selected one
+(:func:`actors.belief_model.embedding.active`, ``WORLDLINE_EMBEDDER``; the hashing
+embedder by default) unless one is passed. Its id
 and size are in the manifest, and an index is only ever loaded or queried with that
 same embedder: anything else raises :class:`IndexRefused` naming both ids and the fix.
 """
@@ -47,7 +48,7 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
-from actors.fusion.embedding import ENV_EMBEDDER, active
+from actors.belief_model.embedding import ENV_EMBEDDER, active
 from protocols.messages import Transition
 from protocols.simulator import IndexManifest, TraceIssue
 
@@ -55,7 +56,7 @@ if TYPE_CHECKING:
     from collections.abc import Collection, Iterable, Sequence
     from pathlib import Path
 
-    from actors.fusion.embedding import Embedder
+    from actors.belief_model.embedding import Embedder
 
 __all__ = [
     "KIND",

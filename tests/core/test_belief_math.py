@@ -1,9 +1,9 @@
-"""The belief math, pinned property by property (DESIGN.md P1-P9).
+"""The belief math, pinned property by property (P1-P9, docs/belief-math.md).
 
-Each property is checked on the pure model (``actors.fusion.model``) and, where it
-applies, end to end through the fusion core: ops in (encoded and decoded as the runtime
-does), :class:`PosteriorUpdate` out, state in a :class:`MemoryState`. All clocks are
-fixed, timezone-aware UTC datetimes.
+Each property is checked on the pure model (``actors.belief_model.posterior``) and,
+where it applies, end to end through the fusion core: ops in (encoded and decoded as
+the runtime does), :class:`PosteriorUpdate` out, state in a :class:`MemoryState`. All
+clocks are fixed, timezone-aware UTC datetimes.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from actors.belief_model import posterior
 from actors.fusion import core as fusion
-from actors.fusion import model
 from actors.runtime.memory import MemoryState
 from actors.runtime.spec import Context
 from protocols.beliefs import DIRECTIONS, EVIDENCE_KINDS, BeliefEdge, Evidence
@@ -45,7 +45,9 @@ W: Final = "w1"
 T0: Final = datetime(2024, 1, 1, 9, 0, 0, tzinfo=UTC)  # beliefs are added here
 CLOCK: Final = datetime(2024, 6, 1, 12, 0, 0, tzinfo=UTC)  # evidence ops arrive here
 DAY: Final = timedelta(days=1)
-OPEN_ALPHA: Final = model.DEFAULT_CONFIDENCE * model.PRIOR_STRENGTH  # = beta0 too
+OPEN_ALPHA: Final = (
+    posterior.DEFAULT_CONFIDENCE * posterior.PRIOR_STRENGTH
+)  # = beta0 too
 
 
 # --- helpers ----------------------------------------------------------------------
@@ -161,7 +163,7 @@ def fused(
     return last(updates, belief_id).belief
 
 
-def conf(reading: model.Reading) -> float:
+def conf(reading: posterior.Reading) -> float:
     assert reading.confidence is not None
     return reading.confidence
 
@@ -182,8 +184,8 @@ def read(
     confidence: float | None = None,
     trust: dict[str, float] | None = None,
     now: datetime = CLOCK,
-) -> model.Reading:
-    return model.read(confidence, evidence, trust or {}, now)
+) -> posterior.Reading:
+    return posterior.read(confidence, evidence, trust or {}, now)
 
 
 # --- P1: a measurement outweighs three inferences ----------------------------------
@@ -225,7 +227,7 @@ def test_p2_paraphrases_from_one_source_count_once_ten_sources_count_ten() -> No
     assert conf(r_para) == conf(r_one)
     assert r_para.evidence_weight == r_one.evidence_weight
     assert conf(r_ind) > conf(r_para)
-    w = model.KIND_WEIGHT["citation"]
+    w = posterior.KIND_WEIGHT["citation"]
     alpha = OPEN_ALPHA + 10 * w
     assert conf(r_ind) == pytest.approx(alpha / (alpha + OPEN_ALPHA), rel=1e-12)
     assert r_ind.evidence_weight == pytest.approx(10 * w, rel=1e-12)
@@ -256,7 +258,7 @@ def test_p3_direction_of_evidence(prior: float | None) -> None:
     assert conf(up) > conf(start)
     assert conf(down) < conf(start)
     assert conf(flat) == conf(start)
-    assert flat.evidence_weight == model.KIND_WEIGHT["citation"]
+    assert flat.evidence_weight == posterior.KIND_WEIGHT["citation"]
     assert flat.evidence_weight > start.evidence_weight == 0.0
 
     b_start = fused("b1", [], confidence=prior)
@@ -266,7 +268,7 @@ def test_p3_direction_of_evidence(prior: float | None) -> None:
     assert bconf(b_up) > bconf(b_start)
     assert bconf(b_down) < bconf(b_start)
     assert b_flat.confidence == b_start.confidence
-    assert b_flat.evidence_weight == model.KIND_WEIGHT["citation"]
+    assert b_flat.evidence_weight == posterior.KIND_WEIGHT["citation"]
     assert b_start.evidence_weight == 0.0
 
 
@@ -287,7 +289,9 @@ def test_p4_split_evidence_matches_confidence_not_weight_and_is_contradicted() -
     empty, r_split, r_one = read([]), read(split), read(one_sided)
     assert conf(empty) == conf(r_split) == 0.5
     assert empty.evidence_weight == 0.0
-    assert r_split.evidence_weight == pytest.approx(40 * model.KIND_WEIGHT["citation"])
+    assert r_split.evidence_weight == pytest.approx(
+        40 * posterior.KIND_WEIGHT["citation"]
+    )
     assert r_split.evidence_weight == r_one.evidence_weight
     assert "contradicted" in r_split.flags
     assert "contradicted" not in empty.flags
@@ -316,29 +320,29 @@ def test_p4_split_evidence_matches_confidence_not_weight_and_is_contradicted() -
 
 @pytest.mark.parametrize("kind", EVIDENCE_KINDS)
 def test_p5_one_half_life_counts_half(kind: EvidenceKind) -> None:
-    half_life = timedelta(days=model.HALF_LIFE_DAYS[kind])
-    assert model.decay(0.0, kind) == 1.0
-    assert model.decay(half_life.total_seconds(), kind) == 0.5
-    assert model.decay(2 * half_life.total_seconds(), kind) == 0.25
+    half_life = timedelta(days=posterior.HALF_LIFE_DAYS[kind])
+    assert posterior.decay(0.0, kind) == 1.0
+    assert posterior.decay(half_life.total_seconds(), kind) == 0.5
+    assert posterior.decay(2 * half_life.total_seconds(), kind) == 0.25
 
     item = ev("e1", kind=kind, observed_at=T0)
     fresh = read([item], now=T0)
     later = read([item], now=T0 + half_life)
-    assert fresh.evidence_weight == model.KIND_WEIGHT[kind]
-    assert later.evidence_weight == model.KIND_WEIGHT[kind] / 2
-    assert later.alpha == OPEN_ALPHA + model.KIND_WEIGHT[kind] / 2
+    assert fresh.evidence_weight == posterior.KIND_WEIGHT[kind]
+    assert later.evidence_weight == posterior.KIND_WEIGHT[kind] / 2
+    assert later.alpha == OPEN_ALPHA + posterior.KIND_WEIGHT[kind] / 2
 
     # Through the core: the posterior is evaluated at the op's own time.
     log: list[OpsInbox] = [add_op(), evidence_op(item, at=T0 + half_life)]
     _, updates = run(numbered(log))
-    assert last(updates).belief.evidence_weight == model.KIND_WEIGHT[kind] / 2
+    assert last(updates).belief.evidence_weight == posterior.KIND_WEIGHT[kind] / 2
 
 
 def test_p5_stale_exactly_when_decayed_support_falls_under_the_floor() -> None:
     kind: EvidenceKind = "inference"
-    half_life = timedelta(days=model.HALF_LIFE_DAYS[kind])
+    half_life = timedelta(days=posterior.HALF_LIFE_DAYS[kind])
     # Under the floor after log2(1 / STALE_FLOOR) half-lives.
-    crossing = half_life * math.log2(1.0 / model.STALE_FLOOR)
+    crossing = half_life * math.log2(1.0 / posterior.STALE_FLOOR)
     item = ev("e1", kind=kind, observed_at=T0)
     for now, stale in (
         (T0, False),
@@ -349,7 +353,10 @@ def test_p5_stale_exactly_when_decayed_support_falls_under_the_floor() -> None:
     ):
         reading = read([item], now=now)
         assert ("stale" in reading.flags) is stale, (now, reading)
-        under = reading.evidence_weight < model.STALE_FLOOR * model.KIND_WEIGHT[kind]
+        under = (
+            reading.evidence_weight
+            < posterior.STALE_FLOOR * posterior.KIND_WEIGHT[kind]
+        )
         assert under is stale
 
         log: list[OpsInbox] = [add_op(), evidence_op(item, at=now)]
@@ -403,7 +410,9 @@ def test_p6_goal_evidence_never_moves_a_claim(kind: BeliefType) -> None:
 
     # And in the model: no probability, whatever the evidence.
     items = [op.evidence for op in goal_ev]
-    assert model.read(None, items, {}, CLOCK, probabilistic=False).confidence is None
+    assert (
+        posterior.read(None, items, {}, CLOCK, probabilistic=False).confidence is None
+    )
 
 
 # --- P7: a stated confidence is a weak prior --------------------------------------
@@ -468,10 +477,12 @@ def test_p8_any_permutation_gives_byte_identical_posteriors(
     )
 
     # The model: identical readings (and trajectories) for every order.
-    assert model.read(prior, perm, trust, CLOCK) == model.read(
+    assert posterior.read(prior, perm, trust, CLOCK) == posterior.read(
         prior, items, trust, CLOCK
     )
-    assert model.trajectory(prior, perm, trust) == model.trajectory(prior, items, trust)
+    assert posterior.trajectory(prior, perm, trust) == posterior.trajectory(
+        prior, items, trust
+    )
 
     # The core: each evidence op keeps its own seq, whatever order it arrives in.
     seq_of = {item.id: 10 + n for n, item in enumerate(items)}
@@ -565,7 +576,9 @@ def depends(eid: str, dependent: str, assumption: str, strength: float) -> Belie
 def test_p9_depends_on_lowers_in_proportion_to_edge_strength() -> None:
     base = {"claim": 0.8, "assumption": 0.3}
     effect = {
-        s: model.effective_confidence(base, [depends("e1", "claim", "assumption", s)])
+        s: posterior.effective_confidence(
+            base, [depends("e1", "claim", "assumption", s)]
+        )
         for s in (0.0, 0.5, 1.0)
     }
     assert effect[0.0]["claim"] == base["claim"]
@@ -579,7 +592,7 @@ def test_p9_depends_on_lowers_in_proportion_to_edge_strength() -> None:
     # The assumption itself is not moved by what rests on it.
     assert all(e["assumption"] == base["assumption"] for e in effect.values())
     # A sound assumption costs nothing; a weaker one costs more.
-    sound = model.effective_confidence(
+    sound = posterior.effective_confidence(
         {"claim": 0.8, "assumption": 1.0}, [depends("e1", "claim", "assumption", 1.0)]
     )
     assert sound["claim"] == pytest.approx(0.8, rel=1e-12)
@@ -588,14 +601,14 @@ def test_p9_depends_on_lowers_in_proportion_to_edge_strength() -> None:
 def test_p9_dependency_chain_propagates() -> None:
     base = {"a": 0.9, "b": 0.8, "c": 0.2}
     edges = [depends("e1", "a", "b", 0.7), depends("e2", "b", "c", 0.6)]
-    eff = model.effective_confidence(base, edges)
+    eff = posterior.effective_confidence(base, edges)
     b_eff = 0.8 * (1.0 - 0.6 * (1.0 - 0.2))
     a_eff = 0.9 * (1.0 - 0.7 * (1.0 - b_eff))
     assert eff["c"] == 0.2
     assert eff["b"] == pytest.approx(b_eff, rel=1e-12)
     assert eff["a"] == pytest.approx(a_eff, rel=1e-12)
     # C's weakness reaches A: A is lower than if B stood on its own.
-    alone = model.effective_confidence(base, edges[:1])
+    alone = posterior.effective_confidence(base, edges[:1])
     assert eff["a"] < alone["a"]
 
 
@@ -607,12 +620,12 @@ def test_p9_dependency_cycle_terminates(strength: float) -> None:
         depends("e2", "b", "c", strength),
         depends("e3", "c", "a", strength),
     ]
-    eff = model.effective_confidence(base, edges)
+    eff = posterior.effective_confidence(base, edges)
     assert set(eff) == set(base)
     for bid, value in eff.items():
         assert math.isfinite(value)
         assert 0.0 <= value <= base[bid]
-    assert eff == model.effective_confidence(base, list(reversed(edges)))
+    assert eff == posterior.effective_confidence(base, list(reversed(edges)))
 
 
 # --- trust ------------------------------------------------------------------------
@@ -626,7 +639,10 @@ def test_trust_scales_only_that_sources_contribution() -> None:
     ]
     plain = read(items)
     halved = read(items, trust={"lab": 0.5})
-    w_lab, w_blog = model.KIND_WEIGHT["measurement"], model.KIND_WEIGHT["citation"]
+    w_lab, w_blog = (
+        posterior.KIND_WEIGHT["measurement"],
+        posterior.KIND_WEIGHT["citation"],
+    )
     assert plain.alpha == OPEN_ALPHA + w_lab + w_blog
     assert halved.alpha == OPEN_ALPHA + 0.5 * w_lab + w_blog
     assert plain.alpha - halved.alpha == 0.5 * w_lab
@@ -671,12 +687,12 @@ def test_locked_trust_refuses_another_author() -> None:
 def test_influence_ranks_the_load_bearing_belief_first_and_sums_to_one() -> None:
     ids = ["hub", "x1", "x2", "x3", "x4", "lone"]
     edges = [depends(f"e{n}", f"x{n}", "hub", 0.9) for n in range(1, 5)]
-    score = model.influence(ids, edges)
+    score = posterior.influence(ids, edges)
     assert set(score) == set(ids)
     assert math.fsum(score.values()) == pytest.approx(1.0, abs=1e-12)
     assert max(score, key=score.__getitem__) == "hub"
     assert all(score["hub"] > score[b] for b in ids if b != "hub")
-    no_edges = model.influence(ids, [])
+    no_edges = posterior.influence(ids, [])
     assert math.fsum(no_edges.values()) == pytest.approx(1.0, abs=1e-12)
 
 
@@ -686,7 +702,7 @@ def test_influence_sums_to_one_with_a_zero_confidence_edge() -> None:
         depends("e1", "x1", "hub", 0.9),
         depends("e2", "x2", "hub", 0.0),
     ]
-    score = model.influence(["hub", "x1", "x2"], edges)
+    score = posterior.influence(["hub", "x1", "x2"], edges)
     assert all(math.isfinite(v) for v in score.values()), score
     assert math.fsum(score.values()) == pytest.approx(1.0, abs=1e-12)
     assert max(score, key=score.__getitem__) == "hub"
@@ -698,14 +714,17 @@ def test_trajectory_steps_in_observed_order_from_the_prior() -> None:
         ev("b-early", source="s2", observed_at=CLOCK - 9 * DAY, direction="refutes"),
         ev("c-mid", source="s3", observed_at=CLOCK - 5 * DAY, kind="measurement"),
     ]
-    steps = model.trajectory(0.7, items, {})
+    steps = posterior.trajectory(0.7, items, {})
     assert [e.id for e, _, _ in steps] == ["b-early", "c-mid", "a-late"]
     assert steps[0][1] == pytest.approx(0.7)
     ordered = [e for e, _, _ in steps]
     for n, (item, before, after) in enumerate(steps):
-        assert before == model.read(0.7, ordered[:n], {}, item.observed_at).confidence
         assert (
-            after == model.read(0.7, ordered[: n + 1], {}, item.observed_at).confidence
+            before == posterior.read(0.7, ordered[:n], {}, item.observed_at).confidence
+        )
+        assert (
+            after
+            == posterior.read(0.7, ordered[: n + 1], {}, item.observed_at).confidence
         )
     moves = [(value(after) - value(before)) for _, before, after in steps]
     assert moves[0] < 0.0  # the refutation
@@ -720,9 +739,9 @@ def test_an_agents_trust_counts_once_when_it_is_also_the_source() -> None:
     other = Evidence(id="e2", belief_id="b", direction="supports", kind="citation",
                      source="blog", observed_at=now, author="zora")  # fmt: skip
     trust = {"agent:zora": 0.5}
-    assert model.read(None, [own], trust, now).support == pytest.approx(1.0)
-    assert model.read(None, [other], trust, now).support == pytest.approx(1.0)
-    assert model.read(None, [own], {}, now).support == pytest.approx(2.0)
+    assert posterior.read(None, [own], trust, now).support == pytest.approx(1.0)
+    assert posterior.read(None, [other], trust, now).support == pytest.approx(1.0)
+    assert posterior.read(None, [own], {}, now).support == pytest.approx(2.0)
 
 
 @settings(database=None, max_examples=200, deadline=None)
@@ -735,14 +754,19 @@ def test_the_plain_python_reading_of_few_groups_is_numpys_bit_for_bit(
     evidence: list[Evidence], prior: float, trust: dict[str, float]
 ) -> None:
     """Beliefs with fewer than 8 (source, direction) groups are read in plain Python
-    (model._small); it must give exactly the numpy path's numbers, or replaying an old
-    log would not reproduce the stored posteriors."""
-    assume(len({(e.source, e.direction) for e in evidence}) < model._SMALL)
-    alpha0, beta0 = prior * model.PRIOR_STRENGTH, (1 - prior) * model.PRIOR_STRENGTH
-    grouped, grouped_raw, sources, sign = model._contributions(evidence, trust, CLOCK)
+    (posterior._small); it must give exactly the numpy path's numbers, or replaying an
+    old log would not reproduce the stored posteriors."""
+    assume(len({(e.source, e.direction) for e in evidence}) < posterior._SMALL)
+    alpha0, beta0 = (
+        prior * posterior.PRIOR_STRENGTH,
+        (1 - prior) * posterior.PRIOR_STRENGTH,
+    )
+    grouped, grouped_raw, sources, sign = posterior._contributions(
+        evidence, trust, CLOCK
+    )
     support = float(grouped[sign > 0].sum())
     refute = float(grouped[sign < 0].sum())
-    fragility = model._fragility(
+    fragility = posterior._fragility(
         alpha0 + support, beta0 + refute, grouped, sources, sign
     )
     numpy_path = (
@@ -752,4 +776,4 @@ def test_the_plain_python_reading_of_few_groups_is_numpys_bit_for_bit(
         float(grouped_raw.sum()),
         fragility,
     )
-    assert model._small(evidence, trust, CLOCK, alpha0, beta0) == numpy_path
+    assert posterior._small(evidence, trust, CLOCK, alpha0, beta0) == numpy_path

@@ -16,8 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actors.fusion import embedding
-from actors.fusion.embedding import (
+from actors.belief_model import embedding
+from actors.belief_model.embedding import (
     DIMENSIONS,
     EMBEDDER_ID,
     ENV_EMBEDDER,

@@ -8,7 +8,7 @@ from typing import Final
 
 import pytest
 
-from actors.fusion import model
+from actors.belief_model import posterior
 from actors.projector import beliefs, core
 from actors.runtime.memory import MemoryState
 from actors.runtime.spec import Context
@@ -67,7 +67,7 @@ def test_get_walks_the_dependency_closure_like_the_whole_graph() -> None:
              edge("e3", "supports", "b3", "b0", 12)]  # fmt: skip
     for e in edges:
         put_edge(st, e)
-    whole = model.effective_confidence(
+    whole = posterior.effective_confidence(
         {"b0": 0.9, "b1": 0.6, "b2": 0.3, "b3": 0.8}, edges
     )
     for belief_id in ("b0", "b1", "b2", "b3"):

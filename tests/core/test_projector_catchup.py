@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Final
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actors.fusion import embedding
+from actors.belief_model import embedding
 from actors.projector import core, views
 from actors.runtime.memory import MemoryState, Overlay
 from actors.runtime.spec import Context

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 import numpy as np
 import pytest
 
-from actors.fusion.embedding import DIMENSIONS, EMBEDDER_ID, embed
+from actors.belief_model.embedding import DIMENSIONS, EMBEDDER_ID, embed
 from actors.simulator.index import (
     MANIFEST,
     TRANSITIONS,

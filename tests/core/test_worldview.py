@@ -11,7 +11,7 @@ from typing import Final
 import msgspec
 import pytest
 
-from actors.fusion import model
+from actors.belief_model import posterior
 from actors.projector import beliefs, core, views, worldview
 from actors.projector.worldview import (
     CAP,
@@ -303,7 +303,7 @@ def test_changing_only_the_clock_moves_confidence_as_evidence_decays() -> None:
 def test_evidence_after_the_clock_is_not_seen() -> None:
     st = replica()
     at_start = before(st, T0)  # ev-2 is observed two days later
-    expected = model.read(
+    expected = posterior.read(
         0.5,
         [Evidence(id="ev-1", belief_id="b-latency", direction="supports",
                   kind="measurement", source="grafana", observed_at=T0,

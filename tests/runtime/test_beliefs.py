@@ -10,7 +10,7 @@ import anyio
 import pytest
 
 import worldline
-from actors.fusion.model import HALF_LIFE_DAYS
+from actors.belief_model.posterior import HALF_LIFE_DAYS
 from actors.registry import build
 from tests.support import running, unique_world
 

@@ -1,5 +1,6 @@
 """The belief math, defined once. Pure, deterministic, vectorized with numpy; the clock
-is an argument. The projector imports these functions; nothing re-implements them.
+is an argument. Fusion and the projector import these functions; nothing
+re-implements them.
 
 Model (docs/belief-math.md has the formulas and the reasons for each default):
 
@@ -35,6 +36,7 @@ __all__ = [
     "CONTRADICTION_RATIO",
     "HALF_LIFE_DAYS",
     "KIND_WEIGHT",
+    "NO_PROBABILITY",
     "PRIOR_STRENGTH",
     "STALE_FLOOR",
     "Reading",
@@ -47,6 +49,8 @@ __all__ = [
     "trajectory",
 ]
 
+# Belief types that carry no probability: a goal is pursued, a gap is an open question.
+NO_PROBABILITY: Final = frozenset({"goal", "gap"})
 PRIOR_STRENGTH: Final = 2.0  # pseudo-observations a stated confidence is worth
 DEFAULT_CONFIDENCE: Final = 0.5
 
