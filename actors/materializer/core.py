@@ -2,8 +2,8 @@
 
 A belief's ``version`` is the OPS sequence of the op that caused its posterior, so the
 live state and a replay of the log agree byte for byte whatever order the posterior and
-crew-op inputs interleave in. The crew world (entities, edges, work, inboxes) is in
-:mod:`actors.materializer.crew`.
+crew-op inputs interleave in. The crew world (entities, edges, work, inboxes) is
+applied by :mod:`actors.materializer.crew` and the modules it dispatches to.
 
 A posterior names its cause by OPS sequence, and nothing else vouches for it on a bus
 without credentials, so one whose ``cause_seq`` is below 1 or beyond the end of the

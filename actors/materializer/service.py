@@ -14,7 +14,8 @@ publishes and serves, the others stand by hot (actors/runtime/lease.py).
 
 Outputs: the change feed ``wl.<world>.state.<kind>`` and per-agent inboxes
 ``wl.<world>.inbox.<agent>``. Serves ``wl.<world>.rpc.state_hash`` and ``op_status``.
-State: see ``actors.materializer.core`` and ``actors.materializer.crew``. Ack policy:
+State: see ``actors.materializer.core`` (beliefs, op outcomes) and
+``actors.materializer.keys`` (the crew world; ``crew`` applies its ops). Ack policy:
 after the batch's LMDB commit (state, last applied sequence and outbox in one
 transaction).
 """

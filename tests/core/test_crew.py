@@ -1,4 +1,5 @@
-"""The crew-world core (actors.materializer.crew), driven through MemoryState.
+"""The crew-world core (actors.materializer.crew and the modules it dispatches to),
+driven through MemoryState.
 
 Every op goes in with the context the runtime would build for it: the author is the
 last token of the ops subject, and the sequence grows by one per op, as the OPS stream
@@ -20,7 +21,8 @@ from actors.materializer.core import (
     last_op_key,
     unchanged_key,
 )
-from actors.materializer.crew import known_key
+from actors.materializer.inboxes import InboxRecord
+from actors.materializer.keys import decl_key, edge_key, entity_key, known_key
 from actors.runtime.memory import MemoryState, state_hash
 from actors.runtime.spec import Context, Outgoing
 from protocols.messages import (
@@ -80,7 +82,7 @@ _ENTITY: Final = msgspec.msgpack.Decoder(Entity)
 _EDGE: Final = msgspec.msgpack.Decoder(Edge)
 _DECL: Final = msgspec.msgpack.Decoder(WorldDecl)
 _REJECTION: Final = msgspec.msgpack.Decoder(Rejection)
-_RECORD: Final = msgspec.msgpack.Decoder(crew.InboxRecord)
+_RECORD: Final = msgspec.msgpack.Decoder(InboxRecord)
 
 REPLAN: Final = Rule(
     id="replan",
@@ -265,7 +267,7 @@ class Crew:
     # --- reading the state --------------------------------------------------------
 
     def entity(self, ref: str) -> Entity | None:
-        raw = self.st.get(crew.entity_key(self.world, ref))
+        raw = self.st.get(entity_key(self.world, ref))
         return None if raw is None else _ENTITY.decode(raw)
 
     def must(self, ref: str) -> Entity:
@@ -280,7 +282,7 @@ class Crew:
         return self.must(ref).fields[field].version
 
     def edge(self, edge_id: str) -> Edge | None:
-        raw = self.st.get(crew.edge_key(self.world, edge_id))
+        raw = self.st.get(edge_key(self.world, edge_id))
         return None if raw is None else _EDGE.decode(raw)
 
     def works(self) -> dict[str, Entity]:
@@ -294,7 +296,7 @@ class Crew:
         raw = self.st.get(conflict_key(self.world, seq))
         return None if raw is None else _REJECTION.decode(raw)
 
-    def record(self, agent: str, message_id: str) -> crew.InboxRecord | None:
+    def record(self, agent: str, message_id: str) -> InboxRecord | None:
         raw = self.st.get(f"inbox/{self.world}/{agent}/{message_id}".encode())
         return None if raw is None else _RECORD.decode(raw)
 
@@ -407,7 +409,7 @@ def test_ops_before_any_declaration_are_rejected_as_invalid(
     assert "not declared" in rejection.reason
     assert c.st.get(f"conflict/{W}/{42:012d}".encode()) == encode(rejection)
     assert inbox_summary(out, "ada").pending == 1
-    assert c.st.get(crew.decl_key(W)) is None
+    assert c.st.get(decl_key(W)) is None
     assert not any(k.startswith((b"entity/", b"edge/")) for k in c.st.data)
 
 
@@ -419,7 +421,7 @@ def test_declaration_seeds_entities_and_edges_at_the_declare_sequence() -> None:
     c.seq = 6
     out = c.declare()
     assert c.seq == 7
-    raw = c.st.get(crew.decl_key(W))
+    raw = c.st.get(decl_key(W))
     assert raw is not None
     assert _DECL.decode(raw) == crew_decl()
     assert feed(out, "declared") == [WorldDeclared(declaration=crew_decl(), version=7)]
@@ -479,7 +481,7 @@ def test_admin_redeclaration_fills_seeds_but_keeps_written_values() -> None:
         written,
     )
     assert (c.value(PROJECT, "owner"), c.version(PROJECT, "owner")) == ("ada", c.seq)
-    raw = c.st.get(crew.decl_key(W))
+    raw = c.st.get(decl_key(W))
     assert raw is not None
     assert _DECL.decode(raw).rules == []
 

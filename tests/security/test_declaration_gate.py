@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import msgspec
 import pytest
 
-from actors.materializer import crew
+from actors.materializer.declaration import load_decl
 from actors.materializer.service import spec as materializer
 from actors.runtime.auth import CREDS_ENV
 from actors.runtime.memory import MemoryState
@@ -71,7 +71,7 @@ class _Materializer:
 
     @property
     def declared(self) -> WorldDecl | None:
-        return crew.load_decl(self.state, W)
+        return load_decl(self.state, W)
 
 
 def test_on_an_open_bus_the_first_declaration_comes_from_an_admin_it_names() -> None:
