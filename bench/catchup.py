@@ -59,7 +59,7 @@ from protocols.subjects import (
     ops,
     projector_in,
 )
-from worldline.declaration import load_declaration
+from worldline.sdk.declaration import load_declaration
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence

@@ -39,7 +39,7 @@ from protocols.messages import (
 from protocols.subjects import inbox as inbox_subject
 from protocols.subjects import ops
 from protocols.world import EdgeSeed, EntitySeed, WorldDecl
-from worldline.declaration import load_declaration
+from worldline.sdk.declaration import load_declaration
 
 ROOT = Path(__file__).resolve().parent.parent
 PILOT = "project:soteria-pilot-conversion"

@@ -67,8 +67,8 @@ from protocols.subjects import (
     projector_in,
     state,
 )
-from worldline.crew import ExportRecord
-from worldline.replay import replay
+from worldline.ops.replay import replay
+from worldline.sdk.export import ExportRecord
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence

@@ -4,12 +4,18 @@
 ``await world.add(...)``, ``await world.get(id)``, ``await world.list()``.
 Agent loops: ``async with world.turn(query) as turn:`` (:mod:`worldline.hooks`).
 Scripts without an event loop: ``with worldline.sync.connect(...) as world:``
-(:mod:`worldline.sync`). MCP agents: ``worldline mcp`` (:mod:`worldline.mcp_server`).
+(:mod:`worldline.sync`). MCP agents: ``worldline mcp`` (:mod:`worldline.mcp.server`).
+
+The package is laid out by audience: :mod:`worldline.sdk` is the agent's SDK (the
+names above come from it), :mod:`worldline.ops` the operator's tools (``status``,
+``creds``, ``replay``), :mod:`worldline.mcp` the MCP server, and :mod:`worldline.cli`
+the ``worldline`` command over all three.
 """
 
 from protocols.messages import Belief
-from worldline.client import World, connect
-from worldline.errors import (
+from worldline import hooks as hooks  # ``worldline.hooks`` after ``import worldline``
+from worldline.sdk.client import World, connect
+from worldline.sdk.errors import (
     BadRequest,
     BusRefused,
     BusUnavailable,

@@ -16,8 +16,8 @@ from mcp.types import CallToolResult, TextContent
 import worldline
 from actors.extractor.text import belief_id
 from tests.support import all_actors, running, unique_world
-from worldline.declaration import load_declaration
-from worldline.mcp_server import TOOLS
+from worldline.mcp.server import TOOLS
+from worldline.sdk.declaration import load_declaration
 
 pytestmark = [pytest.mark.cli, pytest.mark.nats]
 

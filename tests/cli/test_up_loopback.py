@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from worldline.cli import _reach
+from worldline.cli.operate import _reach
 
 pytestmark = pytest.mark.cli
 

@@ -33,9 +33,9 @@ from tests.cluster.cluster import NatsCluster
 from tests.reliability.test_crash import _op
 from tests.runtime.test_crew import CREW_TOML
 from tests.support import all_actors, running
-from worldline.declaration import parse_declaration
-from worldline.errors import BusUnavailable
-from worldline.replay import replay
+from worldline.ops.replay import replay
+from worldline.sdk.declaration import parse_declaration
+from worldline.sdk.errors import BusUnavailable
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -19,7 +19,7 @@ from actors.runtime.memory import MemoryState, Overlay
 from actors.runtime.spec import Context
 from protocols.messages import Belief, BeliefChanged, WorldDeclared
 from protocols.subjects import state
-from worldline.declaration import load_declaration
+from worldline.sdk.declaration import load_declaration
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

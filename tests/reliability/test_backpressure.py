@@ -59,7 +59,7 @@ from protocols.subjects import (
     projector_in,
 )
 from tests.runtime.test_crew import crew
-from worldline.errors import WorldlineError
+from worldline.sdk.errors import WorldlineError
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

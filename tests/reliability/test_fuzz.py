@@ -109,12 +109,12 @@ from protocols.messages import (
 )
 from protocols.subjects import batch_subject, derived, dlq, obs, ops, rpc_pattern, state
 from protocols.world import Edge, Entity, FieldState, WorldDecl
-from worldline.declaration import (
+from worldline.sdk.declaration import (
     MAX_DECLARATION_BYTES,
     load_declaration,
     parse_declaration,
 )
-from worldline.errors import BadRequest
+from worldline.sdk.errors import BadRequest
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence

@@ -3,7 +3,7 @@ batches of any size equals replaying them from scratch, byte for byte.
 
 Pure (no NATS): fusion and materializer stores in LMDB, wired as the bus wires them
 (ops feed both; fusion's posteriors feed the materializer's second input), against
-``worldline.replay.replay`` and against in-memory states fed one op at a time.
+``worldline.ops.replay.replay`` and against in-memory states fed one op at a time.
 
 The long run is ``WORLDLINE_REPLAY_EXAMPLES=500 python -m pytest tests/reliability``.
 """
@@ -58,8 +58,8 @@ from protocols.world import (
     WorldDecl,
     WorldInfo,
 )
-from worldline.crew import ExportRecord
-from worldline.replay import replay
+from worldline.ops.replay import replay
+from worldline.sdk.export import ExportRecord
 
 if TYPE_CHECKING:
     from actors.runtime.spec import Outgoing

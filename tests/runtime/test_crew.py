@@ -13,12 +13,12 @@ import worldline
 from protocols.messages import Notification, Rejection, WorkAssigned
 from protocols.world import Edge, EdgeSeed, EntitySeed, Grant, WorldDecl
 from tests.support import all_actors, running, unique_world
-from worldline.declaration import load_declaration
-from worldline.replay import replay
+from worldline.ops.replay import replay
+from worldline.sdk.declaration import load_declaration
 
 if TYPE_CHECKING:
     from worldline import World
-    from worldline.crew import InboxItem
+    from worldline.sdk.crew import InboxItem
 
 pytestmark = pytest.mark.nats
 

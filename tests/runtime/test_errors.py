@@ -23,7 +23,7 @@ from actors.runtime.bus import ensure_streams
 from actors.runtime.embedded import EmbeddedNats
 from protocols.subjects import DLQ, STREAMS, dlq, ops
 from tests.support import all_actors, running, unique_world
-from worldline.errors import (
+from worldline.sdk.errors import (
     BusRefused,
     BusUnavailable,
     NoWorldline,
@@ -235,8 +235,8 @@ def test_a_jetstream_api_error_is_one_line_with_its_fix(full_server: str) -> Non
 def test_an_mcp_tool_reports_a_permission_refusal_as_a_tool_error() -> None:
     from mcp.server.mcpserver.exceptions import ToolError
 
-    from worldline.errors import PermissionDenied
-    from worldline.mcp_server import _tool_errors
+    from worldline.mcp.server import _tool_errors
+    from worldline.sdk.errors import PermissionDenied
 
     refusal = "permission denied publishing to wl.w.ops.a: these credentials are for b"
     with pytest.raises(ToolError) as caught, _tool_errors("write"):

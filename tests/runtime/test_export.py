@@ -18,7 +18,7 @@ import worldline
 from protocols.messages import AddBelief, encode
 from protocols.subjects import ops
 from tests.support import all_actors, running, unique_world
-from worldline.crew import new_id, utc_now
+from worldline.sdk.crew import new_id, utc_now
 
 pytestmark = pytest.mark.nats
 

@@ -25,7 +25,7 @@ from protocols.messages import (
 )
 from protocols.subjects import ops
 from tests.support import all_actors, running, unique_world
-from worldline.crew import new_id, utc_now
+from worldline.sdk.crew import new_id, utc_now
 
 pytestmark = pytest.mark.nats
 

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from actors.runtime.spec import ActorSpec
-    from worldline.crew import ExportRecord
+    from worldline.sdk.export import ExportRecord
 
 pytestmark = pytest.mark.nats
 

@@ -33,7 +33,7 @@ from protocols.messages import AddBelief, DeadLetter, encode
 from protocols.subjects import DLQ, STREAMS, dlq, ops
 from tests.support import unique_world
 from worldline.cli import main
-from worldline.status import gather
+from worldline.ops.status import gather
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable

@@ -30,16 +30,16 @@ from protocols.messages import encode
 from protocols.status import HEARTBEAT_VALUE, Heartbeat, InputStatus
 from protocols.subjects import STATUS, ops, status_key
 from tests.support import all_actors, unique_world
-from worldline.cli import EXIT_UNREACHABLE, main
-from worldline.status import (
-    HEADER,
+from worldline.cli import main
+from worldline.cli.common import EXIT_UNREACHABLE
+from worldline.ops.status import (
     ConsumerState,
     StreamRow,
     build_report,
     expected,
     gather,
-    render,
 )
+from worldline.ops.status_table import HEADER, render
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence

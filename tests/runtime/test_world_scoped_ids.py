@@ -15,7 +15,7 @@ import pytest
 import worldline
 from actors.registry import build
 from tests.support import running, unique_world
-from worldline.beliefs import observation_id
+from worldline.sdk.beliefs import observation_id
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -35,7 +35,7 @@ from protocols.subjects import (
     state,
     status_key,
 )
-from worldline.creds import (
+from worldline.ops.creds import (
     ALL_ACTORS,
     actor_permissions,
     all_actors_permissions,

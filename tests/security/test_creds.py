@@ -44,9 +44,9 @@ from protocols.subjects import (
 )
 from tests.support import all_actors, running, unique_world
 from worldline.cli import main as cli_main
-from worldline.creds import new_seed, write_credentials
-from worldline.declaration import load_declaration
-from worldline.errors import BadRequest, BusUnavailable
+from worldline.ops.creds import new_seed, write_credentials
+from worldline.sdk.declaration import load_declaration
+from worldline.sdk.errors import BadRequest, BusUnavailable
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, AsyncIterator, Iterator

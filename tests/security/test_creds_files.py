@@ -33,7 +33,7 @@ from protocols.subjects import (
 )
 from protocols.world import Authority, Grant, Subscription, WorldDecl, WorldInfo
 from worldline.cli import main
-from worldline.creds import (
+from worldline.ops.creds import (
     actor_permissions,
     agent_permissions,
     declared_agents,
@@ -41,8 +41,8 @@ from worldline.creds import (
     operator_permissions,
     write_credentials,
 )
-from worldline.declaration import load_declaration
-from worldline.errors import BadRequest
+from worldline.sdk.declaration import load_declaration
+from worldline.sdk.errors import BadRequest
 
 CREW_TOML = Path(__file__).resolve().parents[2] / "examples" / "crew.toml"
 JS_API = "$JS.API"

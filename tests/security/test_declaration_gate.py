@@ -30,8 +30,8 @@ from protocols.world import (
     agent_ref,
 )
 from worldline.cli import main
-from worldline.creds import declared_agents
-from worldline.errors import BadRequest
+from worldline.ops.creds import declared_agents
+from worldline.sdk.errors import BadRequest
 
 if TYPE_CHECKING:
     from pathlib import Path

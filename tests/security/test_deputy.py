@@ -49,9 +49,9 @@ from protocols.subjects import (
 )
 from protocols.world import OPERATOR
 from tests.support import running, unique_world
-from worldline.creds import write_credentials
-from worldline.declaration import load_declaration
-from worldline.errors import Rejected
+from worldline.ops.creds import write_credentials
+from worldline.sdk.declaration import load_declaration
+from worldline.sdk.errors import Rejected
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator

@@ -25,9 +25,9 @@ from actors.runtime.auth import CREDS_ENV
 from actors.runtime.embedded import EmbeddedNats
 from protocols.subjects import ops
 from tests.support import all_actors, running, unique_world
-from worldline.creds import write_credentials
-from worldline.declaration import load_declaration
-from worldline.errors import PermissionDenied, Rejected, WorldlineError
+from worldline.ops.creds import write_credentials
+from worldline.sdk.declaration import load_declaration
+from worldline.sdk.errors import PermissionDenied, Rejected, WorldlineError
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

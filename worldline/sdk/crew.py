@@ -1,9 +1,9 @@
 """The crew-world half of the SDK: declare, write, link, file work, read the inbox,
-views, presence, export. Mixed into :class:`worldline.client.World`."""
+views, presence (reading the whole log back: :mod:`worldline.sdk.export`). Mixed into
+:class:`worldline.sdk.client.World`."""
 
 from __future__ import annotations
 
-import logging
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -15,10 +15,9 @@ import nats.errors
 import nats.js.errors
 from nats.js import api
 
-from actors.runtime.bus import ensure_consumer, raw_subject, valid_subject
+from actors.runtime.bus import ensure_consumer
 from protocols.messages import (
     INBOX,
-    OPS_INBOX,
     PRESENCE_VALUE,
     AckInbox,
     AddEdge,
@@ -27,7 +26,6 @@ from protocols.messages import (
     GetView,
     InboxMessage,
     Message,
-    OpsInbox,
     OpStatus,
     OpStatusReply,
     Presence,
@@ -46,7 +44,6 @@ from protocols.subjects import (
     INBOX as INBOX_STREAM,
 )
 from protocols.subjects import (
-    OPS,
     PRESENCE,
     VIEWS,
     RpcVerb,
@@ -57,7 +54,7 @@ from protocols.subjects import (
     ops,
 )
 from protocols.world import Edge, Value, WorldDecl
-from worldline.errors import (
+from worldline.sdk.errors import (
     BadRequest,
     BusUnavailable,
     NotApplied,
@@ -65,6 +62,7 @@ from worldline.errors import (
     bus_errors,
     no_worldline,
 )
+from worldline.sdk.export import ExportMixin
 
 if TYPE_CHECKING:
     import contextlib
@@ -76,9 +74,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CrewMixin",
-    "ExportRecord",
     "InboxItem",
-    "RawRecord",
     "new_id",
     "utc_now",
     "validated",
@@ -86,7 +82,6 @@ __all__ = [
 
 T = TypeVar("T", bound=msgspec.Struct)
 
-log = logging.getLogger("worldline.sdk")
 _VIEW_VALUE = msgspec.msgpack.Decoder(ViewReply)
 
 
@@ -121,29 +116,7 @@ class InboxItem:
         await self._msg.nak()
 
 
-class ExportRecord(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """One line of ``worldline export``: an op with its place in the log."""
-
-    seq: int
-    subject: str  # as the actors read it (bytes that are not UTF-8 shown as U+FFFD)
-    op: OpsInbox
-    # The subject's bytes, when they are not valid UTF-8 (JSON: base64)
-    subject_bytes: bytes | None = None
-
-
-class RawRecord(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """One line of ``worldline export`` for an op that does not decode: kept as its
-    bytes (the actors dead-lettered it; replay does the same), so a backup holds the
-    whole log."""
-
-    seq: int
-    subject: str  # as the actors read it (bytes that are not UTF-8 shown as U+FFFD)
-    payload: bytes  # the message as the log holds it (JSON: base64)
-    reason: str  # why it does not decode
-    subject_bytes: bytes | None = None  # the subject's bytes, when not valid UTF-8
-
-
-class CrewMixin:
+class CrewMixin(ExportMixin):
     """Crew-world verbs; needs ``_nc``, ``_js``, ``world``, ``agent``, ``timeout``."""
 
     _nc: NATS
@@ -486,107 +459,3 @@ class CrewMixin:
         except nats.js.errors.KeyNotFoundError:
             return None
         return None if entry.value is None else PRESENCE_VALUE.decode(entry.value)
-
-    async def export(self) -> AsyncIterator[ExportRecord]:
-        """Every op of this world that decodes, in log order (replayable). For a
-        backup that keeps the ops that do not decode too, use :meth:`backup`."""
-        async for record in self.backup():
-            if isinstance(record, ExportRecord):
-                yield record
-            else:
-                log.warning(
-                    "skipping undecodable op at seq %d: %s", record.seq, record.reason
-                )
-
-    async def backup(self) -> AsyncIterator[ExportRecord | RawRecord]:
-        """Every op of this world in log order, each exactly once: those that do not
-        decode as :class:`RawRecord` (see ``worldline export``).
-
-        Raises:
-            BusUnavailable: the server holds no op log, or the read stopped short of
-                the log's end (ops lost in flight or no answer): nothing is cut
-                silently; run it again.
-        """
-        config = api.ConsumerConfig(
-            ack_policy=api.AckPolicy.NONE,
-            deliver_policy=api.DeliverPolicy.ALL,
-            inactive_threshold=30.0,
-        )
-        try:
-            sub = await self._js.pull_subscribe(
-                ops(self.world, "*"), stream=OPS.name, config=config
-            )
-        except nats.js.errors.NotFoundError as exc:
-            raise BusUnavailable(
-                "this server holds no worldline op log; start the actors "
-                "(`worldline up`) or point --nats at the right server"
-            ) from exc
-        delivered = 0  # the consumer sequence: deliveries come 1, 2, 3, ...
-        last = 0  # the stream sequence of the last op read
-        idle = 0
-        try:
-            while True:
-                try:
-                    msgs = await sub.fetch(EXPORT_FETCH, timeout=1.0)
-                except TimeoutError:
-                    # The end of the log, or a slow server: the consumer says which.
-                    info = await sub.consumer_info()
-                    if not info.num_pending:
-                        return
-                    idle += 1
-                    if idle < EXPORT_IDLE_LIMIT:
-                        continue
-                    raise BusUnavailable(
-                        f"export of {self.world!r} stopped after op {last}: "
-                        f"{info.num_pending} more are in the log but none arrived "
-                        f"within {EXPORT_IDLE_LIMIT}s; run it again"
-                    ) from None
-                idle = 0
-                for msg in msgs:
-                    meta = msg.metadata
-                    if meta.sequence.consumer != delivered + 1:
-                        raise BusUnavailable(
-                            f"export of {self.world!r} lost ops in flight after op "
-                            f"{last} (a reconnect or a server that went away); "
-                            "run it again"
-                        )
-                    delivered = meta.sequence.consumer
-                    last = meta.sequence.stream
-                    yield _export_record(last, msg.subject, msg.data)
-                if msgs[-1].metadata.num_pending == 0:
-                    return
-        finally:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(5):
-                await sub.unsubscribe()
-
-
-EXPORT_FETCH = 500  # ops per fetch of an export
-EXPORT_IDLE_LIMIT = 10  # one-second fetches with nothing while ops are still pending
-
-
-def _export_record(seq: int, subject: str, data: bytes) -> ExportRecord | RawRecord:
-    """The export line of one op as the log holds it."""
-    subject_bytes = None if valid_subject(subject) else raw_subject(subject)
-    if subject_bytes is not None:
-        # What the actors read (their pull decodes with U+FFFD), so a replay of the
-        # line takes the same path theirs did.
-        subject = subject_bytes.decode(errors="replace")
-    try:
-        op = OPS_INBOX.decode(data)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        return RawRecord(
-            seq=seq,
-            subject=subject,
-            payload=data,
-            reason=f"undecodable: {exc}",
-            subject_bytes=subject_bytes,
-        )
-    except RecursionError:
-        return RawRecord(
-            seq=seq,
-            subject=subject,
-            payload=data,
-            reason="undecodable: nested too deeply to decode",
-            subject_bytes=subject_bytes,
-        )
-    return ExportRecord(seq=seq, subject=subject, op=op, subject_bytes=subject_bytes)

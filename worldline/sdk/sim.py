@@ -12,8 +12,8 @@ from protocols.messages import (
     SimStep,
     SimStepReply,
 )
-from worldline.beliefs import BeliefMixin
-from worldline.errors import BadRequest, SimulationError
+from worldline.sdk.beliefs import BeliefMixin
+from worldline.sdk.errors import BadRequest, SimulationError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

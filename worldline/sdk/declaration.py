@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 
 from protocols.world import WorldDecl
-from worldline.errors import BadRequest
+from worldline.sdk.errors import BadRequest
 
 if TYPE_CHECKING:
     from pathlib import Path

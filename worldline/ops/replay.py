@@ -4,8 +4,8 @@ and the same store code the live actors use, and hash it.
 The live materializer's hash of the same world must match byte for byte: versions are
 OPS sequences and every time is the op's own, so nothing depends on when or in which
 batches the live actors happened to apply the log. An op that does not decode (a
-:class:`~worldline.crew.RawRecord`) goes through the same store code as its bytes and
-is dead-lettered there, as the live actors did.
+:class:`~worldline.sdk.export.RawRecord`) goes through the same store code as its
+bytes and is dead-lettered there, as the live actors did.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from actors.runtime.memory import state_hash
 from actors.runtime.store import Delivery, Store
 from protocols.messages import encode
 from protocols.subjects import DERIVED_CHANNEL, channel_of
-from worldline.crew import ExportRecord, RawRecord
-from worldline.errors import BadRequest
+from worldline.sdk.errors import BadRequest
+from worldline.sdk.export import ExportRecord, RawRecord
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

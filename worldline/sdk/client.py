@@ -29,16 +29,15 @@ from protocols.messages import (
     encode,
 )
 from protocols.subjects import RpcVerb, check_name, rpc
-from worldline import hooks
-from worldline.crew import validated
-from worldline.errors import (
+from worldline.sdk.crew import validated
+from worldline.sdk.errors import (
     BadRequest,
     BusUnavailable,
     PermissionDenied,
     ServerError,
     bus_errors,
 )
-from worldline.sim import SimMixin
+from worldline.sdk.sim import SimMixin
 
 if TYPE_CHECKING:
     import os
@@ -48,7 +47,7 @@ if TYPE_CHECKING:
 
     from nats.aio.client import Client as NATS
 
-    from worldline.hooks import Turn
+    from worldline.sdk.turns import Turn
 
 __all__ = ["DEFAULT_URL", "World", "connect"]
 
@@ -201,7 +200,10 @@ class World(SimMixin):
         clean exit reports it through ``after`` and waits until it is applied
         (``turn.extracted``). A turn that raises reports nothing. See
         :mod:`worldline.hooks`."""
-        return hooks.turn(self, query, at=at, wait=wait)
+        # Imported here: the hooks build on this client, and it does not build on them.
+        from worldline.sdk.hooks import turn
+
+        return turn(self, query, at=at, wait=wait)
 
     async def _request(self, verb: RpcVerb, message: Message) -> Message:
         """Ask ``verb``; a replica catching up after a restart (an error with
@@ -261,9 +263,9 @@ async def connect(
             credentials file is missing or holds no user key.
         BusUnavailable: NATS cannot be reached at ``url``, or refused the credentials.
 
-    Later calls raise :class:`~worldline.errors.PermissionDenied` when the server
+    Later calls raise :class:`~worldline.sdk.errors.PermissionDenied` when the server
     refuses these credentials a subject the call needs (another agent's, say), and
-    :class:`~worldline.errors.NoWorldline` when it holds no worldline streams.
+    :class:`~worldline.sdk.errors.NoWorldline` when it holds no worldline streams.
     """
     try:
         check_name("world", world)

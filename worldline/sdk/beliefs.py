@@ -1,6 +1,6 @@
 """The belief half of the SDK: add, evidence, observe/after, get/list/read/trace,
 retract/resolve, relate (belief edges), trust. Mixed into
-:class:`worldline.client.World`."""
+:class:`worldline.sdk.client.World`."""
 
 from __future__ import annotations
 
@@ -36,8 +36,8 @@ from protocols.messages import (
     WorldviewReply,
 )
 from protocols.subjects import obs
-from worldline.crew import CrewMixin, new_id, utc_now, validated
-from worldline.errors import BadRequest, BusUnavailable, NotApplied, Rejected
+from worldline.sdk.crew import CrewMixin, new_id, utc_now, validated
+from worldline.sdk.errors import BadRequest, BusUnavailable, NotApplied, Rejected
 
 if TYPE_CHECKING:
     from datetime import datetime

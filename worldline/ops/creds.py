@@ -76,7 +76,7 @@ from protocols.subjects import (
     state,
 )
 from protocols.world import OPERATOR, RESERVED_AGENTS, agents_named
-from worldline.errors import BadRequest
+from worldline.sdk.errors import BadRequest
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence

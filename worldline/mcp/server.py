@@ -4,7 +4,7 @@ An MCP-capable agent (a coding agent, a desktop assistant) starts this process, 
 gets tools for the turn loop (``before`` at the start of a turn, ``after`` with its
 output at the end) and for the belief state and crew world (``observe``, ``add``,
 ``evidence``, ``trace``, ``read``, ``write``, ``inbox``). Each tool calls the async SDK
-(:class:`worldline.client.World`) over one NATS connection held for the server's
+(:class:`worldline.sdk.client.World`) over one NATS connection held for the server's
 lifetime; input schemas come from the SDK's own types (belief types, evidence kinds,
 confidence 0-1...).
 
@@ -32,15 +32,15 @@ from actors.runtime.errors import ActorError
 from protocols.beliefs import Direction, EvidenceKind
 from protocols.messages import BeliefType
 from protocols.world import Value
-from worldline.client import World, connect
-from worldline.errors import (
+from worldline.sdk.client import World, connect
+from worldline.sdk.errors import (
     BadRequest,
     NotApplied,
     Rejected,
     SimulationError,
     WorldlineError,
 )
-from worldline.hooks import Extracted, observed, reported
+from worldline.sdk.hooks import Extracted, observed, reported
 
 __all__ = ["TOOLS", "build_server", "serve"]
 

@@ -1,0 +1,90 @@
+"""What every verb module of the CLI shares: the exit codes, where the defaults come
+from (``$WORLDLINE_DATA``, ``$WORLDLINE_NATS``, the URL a local ``up`` wrote,
+``$WORLDLINE_AGENT``), printing a result as text or ``--json``, and running an SDK verb
+on one connection."""
+
+from __future__ import annotations
+
+import getpass
+import os
+import re
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from worldline.sdk.client import DEFAULT_URL, World, connect
+
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Awaitable, Callable
+
+
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_OK",
+    "EXIT_REJECTED",
+    "EXIT_UNREACHABLE",
+    "EXIT_USAGE",
+    "LOCK_FILE",
+    "URL_FILE",
+    "default_agent",
+    "default_data",
+    "default_url",
+    "emit",
+    "with_world",
+]
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_REJECTED, EXIT_UNREACHABLE = 0, 1, 2, 3, 4
+
+URL_FILE = "nats.url"
+
+LOCK_FILE = "worldline.lock"  # held by the `worldline up` that uses the data folder
+
+
+def default_data() -> Path:
+    """``$WORLDLINE_DATA``, else ``~/.local/share/worldline``."""
+    env = os.environ.get("WORLDLINE_DATA")
+    return Path(env) if env else Path.home() / ".local" / "share" / "worldline"
+
+
+def default_url() -> str:
+    """``$WORLDLINE_NATS``, else the URL a local ``worldline up`` wrote, else :4222."""
+    env = os.environ.get("WORLDLINE_NATS")
+    if env:
+        return env
+    try:
+        return (default_data() / URL_FILE).read_text().strip() or DEFAULT_URL
+    except OSError:
+        return DEFAULT_URL
+
+
+def default_agent() -> str:
+    env = os.environ.get("WORLDLINE_AGENT")
+    if env:
+        return env
+    try:
+        user = re.sub(r"[^A-Za-z0-9_-]", "-", getpass.getuser())[:64]
+    except (KeyError, OSError):
+        user = ""
+    return user or "cli"
+
+
+def emit(args: argparse.Namespace, value: Any, human: str) -> None:
+    if args.json:
+        sys.stdout.write(msgspec.json.encode(value).decode() + "\n")
+    else:
+        print(human)
+
+
+async def with_world(
+    args: argparse.Namespace, verb: Callable[[World], Awaitable[None]]
+) -> None:
+    async with connect(
+        args.nats or default_url(),
+        world=args.world,
+        agent=args.agent,
+        request_timeout=args.timeout,
+    ) as world:
+        await verb(world)

@@ -1,0 +1,362 @@
+"""The operator's verbs: ``up`` (an embedded nats-server and all five actors),
+``actor`` (one actor alone), ``status``, ``creds``, ``export`` and ``replay``."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import tempfile
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import msgspec
+
+from actors.registry import ACTORS, build
+from actors.runtime.auth import CREDS_ENV
+from actors.runtime.bus import REPLICAS_ENV
+from actors.runtime.embedded import EmbeddedNats, keep_writable
+from actors.runtime.lock import FolderLock
+from actors.runtime.metrics import Registry
+from actors.runtime.supervise import run_actors
+from worldline.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    LOCK_FILE,
+    URL_FILE,
+    default_url,
+    emit,
+)
+from worldline.ops.creds import write_credentials
+from worldline.ops.replay import ReplayResult, read_export, replay
+from worldline.ops.status import gather as gather_status
+from worldline.ops.status_table import render as render_status
+from worldline.sdk.client import World, connect
+from worldline.sdk.declaration import load_declaration
+from worldline.sdk.errors import BadRequest, BusUnavailable
+from worldline.sdk.export import RawRecord
+
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Awaitable, Callable, Coroutine
+
+    from anyio.abc import TaskStatus
+
+    from protocols.messages import (
+        StateHashReply,
+    )
+    from protocols.world import WorldDecl
+
+__all__ = ["VERBS", "run_actor", "run_creds", "run_replay", "run_status", "run_up"]
+
+
+async def _serve_until_signal(
+    start: Callable[..., Coroutine[Any, Any, None]],
+    on_ready: Callable[[], Awaitable[None]],
+) -> None:
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with anyio.create_task_group() as tg:
+            await tg.start(start)
+            await on_ready()
+            async for _ in signals:
+                break
+            tg.cancel_scope.cancel()
+
+
+def _stream_replicas(args: argparse.Namespace) -> None:
+    """``--stream-replicas N`` holds for every actor this process runs (the runtime
+    reads it from the environment when it declares streams and buckets)."""
+    if args.stream_replicas is not None:
+        os.environ[REPLICAS_ENV] = str(args.stream_replicas)
+
+
+def _metrics(args: argparse.Namespace) -> dict[str, Any]:
+    """``run_actors`` options: one registry, served when ``--metrics-port`` is set."""
+    return {
+        "metrics": Registry(),
+        "metrics_port": args.metrics_port,
+        "metrics_host": args.metrics_host,
+    }
+
+
+def _announce_metrics(options: dict[str, Any]) -> None:
+    port = options["metrics"].port
+    if port is not None:
+        print(f"metrics: http://{options['metrics_host']}:{port}/metrics", flush=True)
+
+
+def run_up(args: argparse.Namespace) -> int:
+    _stream_replicas(args)
+    data: Path = args.data
+    # One `up` per data folder: a second would start a second server and actor set
+    # on the same stores (kill -9 drops the lock, so a crash never blocks the next).
+    lock = FolderLock(
+        data / LOCK_FILE,
+        what=f"data folder {data}",
+        fix="stop that `worldline up` first (Ctrl-C in its terminal, or kill -INT "
+        "its pid), or pass another --data folder (env WORLDLINE_DATA)",
+    ).acquire(command="worldline up")
+    try:
+        return _up_locked(args, data, lock)
+    finally:
+        lock.release()
+
+
+def _up_locked(args: argparse.Namespace, data: Path, lock: FolderLock) -> int:
+    specs = [build(name, sim_index=args.sim_index) for name in ACTORS]
+    server: EmbeddedNats | None = None
+    url_file = data / URL_FILE
+    declaration = load_declaration(args.world_file) if args.world_file else None
+    if declaration is not None and os.environ.get(CREDS_ENV):
+        # With credentials the first declaration of a world must come from the
+        # operator (the materializer's gate), and up holds only the actors' rights.
+        raise BadRequest(
+            "--world-file cannot declare a world on a secured server (up runs with "
+            "the actors' credentials; a world's first declaration must come from the "
+            "operator): drop --world-file and, once up is ready, run `worldline world "
+            f"load {args.world_file} --world {declaration.world.id} --agent operator "
+            "--creds operator.creds`"
+        )
+    url = ""
+    try:
+        if args.nats:
+            url = args.nats
+        else:
+            server = EmbeddedNats(
+                data / "nats", port=args.port or -1, config=args.server_config
+            )
+            url = server.start()
+        lock.update(url=url)
+        print(f"nats: {url}", flush=True)
+        if server is not None:  # on stderr: stdout's lines are what scripts parse
+            print(_reach(url, args.server_config), file=sys.stderr, flush=True)
+
+        async def ready() -> None:
+            if declaration is not None:
+                await _declare_once(url, declaration)
+            if server is not None:
+                await anyio.Path(url_file).write_text(url + "\n")
+            _announce_metrics(metrics)
+            print("ready", flush=True)
+
+        async def run(
+            *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+        ) -> None:
+            async with anyio.create_task_group() as tg:
+                if server is not None:  # a full disk heals without a restart of up
+                    await tg.start(keep_writable, server)
+                actors = partial(run_actors, specs, url=url, data=data / "actors")
+                await tg.start(partial(actors, **metrics))
+                task_status.started()
+
+        metrics = _metrics(args)
+        anyio.run(_serve_until_signal, run, ready, backend="asyncio")
+    finally:
+        if server is not None:
+            _remove_url_file(url_file, url)
+            server.stop()
+    return EXIT_OK
+
+
+def _remove_url_file(url_file: Path, url: str) -> None:
+    """Remove the URL file if it still names ``url``: never one this process did not
+    write."""
+    with contextlib.suppress(OSError):
+        if url and url_file.read_text().strip() == url:
+            url_file.unlink()
+
+
+def _reach(url: str, config: Path | None) -> str:
+    """Who can reach the embedded server ``up`` started (it binds 127.0.0.1)."""
+    if config is not None:
+        return f"nats: {url} (loopback only; clients authenticate as {config} says)"
+    return (
+        f"nats: {url} (loopback only: every local process can act as any agent; "
+        "see deploy/credentials.md for a secured server)"
+    )
+
+
+async def _declare_once(url: str, declaration: WorldDecl) -> None:
+    """Declare the world unless it already holds exactly this declaration."""
+    name = declaration.world.id
+    author = (declaration.authority.admins or ["worldline"])[0]
+    async with connect(url, world=name, agent=author) as world:
+        crew = await world.read_world(entity_type="none", beliefs=False)
+        current = crew.declaration
+        if current == declaration:
+            print(f"world: {name} (already declared)", flush=True)
+            return
+        await world.declare(declaration)
+        print(f"world: {name} declared by {author}", flush=True)
+
+
+def run_actor(args: argparse.Namespace) -> int:
+    _stream_replicas(args)
+    spec = build(
+        args.name,
+        replica=args.replica,
+        shard=args.shard,
+        partition=args.partition,
+        sim_index=args.index,
+    )
+    url = args.nats or default_url()
+
+    async def ready() -> None:
+        _announce_metrics(metrics)
+        print(f"{spec.instance}: consuming from {url}", flush=True)
+
+    metrics = _metrics(args)
+    anyio.run(
+        _serve_until_signal,
+        partial(run_actors, [spec], url=url, data=args.data / "actors", **metrics),
+        ready,
+        backend="asyncio",
+    )
+    return EXIT_OK
+
+
+def _export(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
+    async def run(world: World) -> None:
+        # Every op the log holds, each on its line: one that does not decode is kept
+        # as its bytes (a backup that silently drops nothing).
+        lines = []
+        raw = []
+        async for record in world.backup():
+            lines.append(msgspec.json.encode(record) + b"\n")
+            if isinstance(record, RawRecord):
+                raw.append(record.seq)
+        if args.out:
+            await anyio.Path(args.out).write_bytes(b"".join(lines))
+            sys.stderr.write(f"exported {len(lines)} ops to {args.out}\n")
+        else:
+            sys.stdout.write(b"".join(lines).decode())
+        if raw:
+            shown = ", ".join(map(str, raw[:10])) + (", ..." if len(raw) > 10 else "")
+            sys.stderr.write(
+                f"warning: {len(raw)} of {len(lines)} ops do not decode (seq "
+                f'{shown}); kept as their bytes ("payload"), as the actors '
+                "dead-lettered them; replay does the same\n"
+            )
+
+    return run
+
+
+def run_status(args: argparse.Namespace) -> int:
+    """Print every actor instance's lag, rates, dead letters and store size."""
+    from actors.runtime.consume import utcnow
+
+    url = args.nats or default_url()
+
+    async def run() -> Any:
+        try:
+            with anyio.fail_after(args.timeout):
+                return await gather_status(url, now=utcnow())
+        except TimeoutError as exc:
+            raise BusUnavailable(
+                f"NATS at {url} did not answer status queries within "
+                f"{args.timeout:g}s; retry with a longer --timeout"
+            ) from exc
+
+    report = anyio.run(run, backend="asyncio")
+    emit(args, report, render_status(report))
+    # A stalled actor (a batch failing to commit) needs an operator: say so.
+    stalled = any(i.state == "stalled" for i in report.instances)
+    return EXIT_FAILED if stalled else EXIT_OK
+
+
+def run_creds(args: argparse.Namespace) -> int:
+    """Write auth.conf and one credentials file per agent, actor and operator."""
+    decls = [load_declaration(path) for path in args.files]
+    report = write_credentials(
+        decls, args.out, rotate=args.rotate, sources=[str(p) for p in args.files]
+    )
+    agents = [u.name for u in report.users if u.role == "agent"]
+    lines = [
+        f"auth.conf: {report.config} (include it in the nats-server config)",
+        f"agents: {', '.join(agents)}",
+        f"credentials: {len(report.created)} new, {len(report.kept)} kept, "
+        f"{len(report.rotated)} rotated (under {args.out})",
+    ]
+    lines += [
+        f"stale: {path} (no declaration names it; it no longer logs in: delete it)"
+        for path in report.stale
+    ]
+    emit(
+        args,
+        {
+            "config": str(report.config),
+            "agents": agents,
+            "created": [str(p) for p in report.created],
+            "kept": [str(p) for p in report.kept],
+            "rotated": [str(p) for p in report.rotated],
+            "stale": [str(p) for p in report.stale],
+        },
+        "\n".join(lines),
+    )
+    return EXIT_OK
+
+
+def run_replay(args: argparse.Namespace) -> int:
+    """Rebuild from an export file, or from the bus, and compare with the live hash."""
+    if args.data is None:
+        with tempfile.TemporaryDirectory(prefix="worldline-replay-") as tmp:
+            return _replay_into(args, Path(tmp) / "state")
+    return _replay_into(args, args.data)
+
+
+def _replay_into(args: argparse.Namespace, data: Path) -> int:
+    if args.source:
+        try:
+            with open(args.source, "rb") as f:
+                records = read_export(f)
+        except (OSError, msgspec.MsgspecError) as exc:
+            raise BadRequest(f"cannot read export {args.source}: {exc}") from exc
+        result = replay(records, data, args.world)
+        live = None
+    else:
+        result, live = anyio.run(_replay_from_bus, args, data, backend="asyncio")
+    human = [f"state-hash: {result.hash}", f"ops: {result.ops}"]
+    if result.raw:
+        human.append(f"undecodable: {result.raw} (dead-lettered, as the actors did)")
+    # ``applied``: the last op the world's materializer applied or rejected, on both
+    # sides (an op dead-lettered at the end of the log moves neither).
+    matches = live is None or (
+        live.hash == result.hash and live.applied == result.applied
+    )
+    if live is not None:
+        human.append(f"live-hash: {live.hash} (applied through op {live.applied})")
+        human.append("match: yes" if matches else "match: NO")
+    emit(
+        args,
+        {
+            "state_hash": result.hash,
+            "ops": result.ops,
+            "undecodable": result.raw,
+            "live_hash": None if live is None else live.hash,
+            "match": matches,
+        },
+        "\n".join(human),
+    )
+    return EXIT_OK if matches else EXIT_FAILED
+
+
+async def _replay_from_bus(
+    args: argparse.Namespace, data: Path
+) -> tuple[ReplayResult, StateHashReply]:
+    async with connect(
+        args.nats or default_url(),
+        world=args.world,
+        agent=args.agent,
+        request_timeout=args.timeout,
+    ) as world:
+        records = [record async for record in world.backup()]
+        live = await world.state_hash()
+    return replay(records, data, args.world), live
+
+
+VERBS: dict[str, Callable[[argparse.Namespace], Callable[[World], Any]]] = {
+    "export": _export,
+}

@@ -1,0 +1,355 @@
+"""The CLI's argument parser: every verb, its options, and the function that runs it
+(``docs/cli.md`` is generated from it: ``python -m worldline.cli_reference``)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+
+from actors.registry import ACTORS
+from actors.runtime.auth import CREDS_ENV
+from actors.runtime.bus import MAX_REPLICAS, REPLICAS_ENV
+from protocols.beliefs import DIRECTIONS, EDGE_TYPES, EVIDENCE_KINDS
+from protocols.messages import BELIEF_TYPES
+from worldline.cli import mcp as mcp_verb
+from worldline.cli import operate
+from worldline.cli import sim as sim_verb
+from worldline.cli.common import default_agent, default_data
+
+__all__ = ["parser"]
+
+
+def _confidence(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text} is outside 0-1")
+    return value
+
+
+def _replicas(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= MAX_REPLICAS:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a replica count: use 1 to {MAX_REPLICAS}, at most the "
+            "number of JetStream servers in the cluster"
+        )
+    return int(text)
+
+
+def _instant(text: str) -> datetime:
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an ISO time like 2026-03-01T12:00:00+00:00"
+        ) from None
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def parser() -> argparse.ArgumentParser:
+    """The CLI's argument parser (also the source of the CLI reference)."""
+    root = argparse.ArgumentParser(
+        prog="worldline",
+        description="A shared, evidence-kept world model for crews of AI agents.",
+    )
+    root.add_argument("-v", "--verbose", action="store_true", help="log more")
+    verbs = root.add_subparsers(dest="verb", required=True, metavar="VERB")
+
+    server = argparse.ArgumentParser(add_help=False)
+    server.add_argument(
+        "--data", type=Path, default=default_data(), help="state folder (LMDB, NATS)"
+    )
+    server.add_argument(
+        "--nats", default=None, help="join this NATS instead of the embedded server"
+    )
+    server.add_argument(
+        "--creds",
+        default=None,
+        help=f"the actor's credentials file from `worldline creds` (env {CREDS_ENV})",
+    )
+    server.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        help="serve Prometheus GET /metrics on this port (0: a free one; default off)",
+    )
+    server.add_argument(
+        "--metrics-host", default="127.0.0.1", help="address /metrics binds to"
+    )
+    server.add_argument(
+        "--stream-replicas",
+        type=_replicas,
+        default=None,
+        help=f"copies of each stream and bucket, 1-{MAX_REPLICAS} (env {REPLICAS_ENV}; "
+        "default 1; 3 on a 3-node cluster)",
+    )
+
+    up = verbs.add_parser(
+        "up", parents=[server], help="embedded nats-server plus all five actors"
+    )
+    up.add_argument("--port", type=int, default=0, help="NATS port (default: free)")
+    up.add_argument(
+        "--server-config",
+        type=Path,
+        default=None,
+        help="embedded nats-server reads this config first (e.g. the auth.conf "
+        "`worldline creds` wrote; then pass --creds too)",
+    )
+    up.add_argument(
+        "--sim-index",
+        type=Path,
+        default=None,
+        help="serve simulator sessions from this transition index folder",
+    )
+    up.add_argument(
+        "--world-file",
+        type=Path,
+        default=None,
+        help="declare this world (TOML) once the actors run, as its first admin",
+    )
+    up.set_defaults(run=operate.run_up)
+
+    actor = verbs.add_parser("actor", parents=[server], help="run one actor alone")
+    actor.add_argument("name", choices=list(ACTORS))
+    actor.add_argument(
+        "--replica",
+        default=None,
+        help="projector: its own read replica (default 0); materializer: this "
+        "replica's name, unique per partition (a hot standby runs with another)",
+    )
+    actor.add_argument(
+        "--partition",
+        default="0/1",
+        help="materializer: write the worlds of partition I of N (e.g. 0/2)",
+    )
+    actor.add_argument(
+        "--shard", default="0/1", help="fusion: own belief shard I of N (e.g. 0/2)"
+    )
+    actor.add_argument(
+        "--index", type=Path, default=None, help="simulator: transition index folder"
+    )
+    actor.set_defaults(run=operate.run_actor)
+
+    client = argparse.ArgumentParser(add_help=False)
+    client.add_argument("--nats", default=None, help="NATS URL (env WORLDLINE_NATS)")
+    client.add_argument(
+        "--world",
+        default=os.environ.get("WORLDLINE_WORLD", "default"),
+        help="world name (env WORLDLINE_WORLD)",
+    )
+    client.add_argument(
+        "--agent", default=default_agent(), help="agent name (env WORLDLINE_AGENT)"
+    )
+    client.add_argument(
+        "--creds",
+        default=None,
+        help=f"this agent's credentials file from `worldline creds` (env {CREDS_ENV})",
+    )
+    client.add_argument("--json", action="store_true", help="machine-readable output")
+    client.add_argument("--timeout", type=float, default=10.0, help="seconds to wait")
+
+    add = verbs.add_parser("add", parents=[client], help="seed a belief (weak prior)")
+    add.add_argument("text")
+    add.add_argument("--confidence", type=_confidence, default=None)
+    add.add_argument("--type", choices=BELIEF_TYPES, default="claim")
+    add.add_argument("--id", default=None, help="belief id (default: generated)")
+
+    get = verbs.add_parser("get", parents=[client], help="one belief by id")
+    get.add_argument("id")
+    get.add_argument("--at", type=_instant, default=None, help="read at this clock")
+
+    lst = verbs.add_parser("list", parents=[client], help="the active set of beliefs")
+    lst.add_argument("--type", choices=BELIEF_TYPES, default=None)
+    lst.add_argument("--limit", type=int, default=1000)
+    lst.add_argument("--label", default=None)
+    lst.add_argument(
+        "--flag", choices=["stale", "stable", "contradicted", "uncertain"], default=None
+    )
+    lst.add_argument(
+        "--status", choices=["active", "retracted", "resolved", "any"], default="active"
+    )
+    lst.add_argument("--at", type=_instant, default=None, help="read at this clock")
+
+    ev = verbs.add_parser(
+        "evidence", parents=[client], help="attach one piece of evidence to a belief"
+    )
+    ev.add_argument("id", help="belief id")
+    ev.add_argument("--direction", choices=DIRECTIONS, required=True)
+    ev.add_argument("--kind", choices=EVIDENCE_KINDS, required=True)
+    ev.add_argument("--source", required=True, help="who or what it came from")
+    ev.add_argument("--text", default="")
+    ev.add_argument("--at", type=_instant, default=None, help="when it was observed")
+
+    after = verbs.add_parser(
+        "after", parents=[client], help="hand this agent's turn output to the extractor"
+    )
+    after.add_argument("file", help="a text file, or - for standard input")
+    after.add_argument("--source", default="", help=argparse.SUPPRESS)
+
+    before = verbs.add_parser(
+        "before", parents=[client], help="the worldview to read before a move"
+    )
+    before.add_argument("query", help="the move about to be made")
+    before.add_argument("--at", type=_instant, default=None, help="evaluate at")
+
+    watch = verbs.add_parser(
+        "watch", parents=[client], help="stream this agent's view as it changes"
+    )
+    watch.add_argument("of", nargs="?", default=None, help="agent (default: --agent)")
+
+    trace = verbs.add_parser("trace", parents=[client], help="a belief's provenance")
+    trace.add_argument("id")
+
+    read = verbs.add_parser(
+        "read", parents=[client], help="the whole world model (beliefs, gaps, ...)"
+    )
+    read.add_argument("--at", type=_instant, default=None, help="read at this clock")
+
+    for name, what in (("retract", "tombstone a belief"), ("resolve", "close a gap")):
+        closing = verbs.add_parser(name, parents=[client], help=what)
+        closing.add_argument("id")
+        closing.add_argument("--reason", default="")
+
+    relate = verbs.add_parser(
+        "relate", parents=[client], help="a typed edge between two beliefs"
+    )
+    relate.add_argument("source", help="belief id")
+    relate.add_argument("type", choices=EDGE_TYPES)
+    relate.add_argument("target", help="belief id")
+    relate.add_argument("--confidence", type=_confidence, default=0.8)
+
+    trust = verbs.add_parser(
+        "trust", parents=[client], help="scale a source's (or agent:NAME's) weight"
+    )
+    trust.add_argument("source")
+    trust.add_argument("value", type=float)
+    trust.add_argument("--lock", action="store_true")
+
+    observe = verbs.add_parser(
+        "observe", parents=[client], help="hand an artifact to the extractor"
+    )
+    observe.add_argument("file", help="a text file, or - for standard input")
+    observe.add_argument("--source", default="", help="where the artifact came from")
+
+    world = verbs.add_parser("world", help="declare a world, or show it")
+    world_verbs = world.add_subparsers(dest="world_verb", required=True, metavar="VERB")
+    load = world_verbs.add_parser(
+        "load", parents=[client], help="declare the world from a TOML file"
+    )
+    load.add_argument("file")
+    show = world_verbs.add_parser(
+        "show", parents=[client], help="the declaration, entities and edges"
+    )
+    show.add_argument("--type", default=None, help="only entities of this type")
+
+    write = verbs.add_parser(
+        "write", parents=[client], help="write one field (authority + versions)"
+    )
+    write.add_argument("entity", help="type:name, e.g. project:soteria")
+    write.add_argument("field")
+    write.add_argument("value", help="JSON scalar or list, else taken as text")
+    write.add_argument(
+        "--expect-version",
+        type=int,
+        default=None,
+        help="apply only if the field is at this version (0: must not exist)",
+    )
+
+    box = verbs.add_parser("inbox", parents=[client], help="this agent's inbox")
+    box.add_argument("--ack", action="store_true", help="acknowledge what is shown")
+    box.add_argument("--wait", type=float, default=0.5, help="seconds to wait")
+    box.add_argument("--limit", type=int, default=100)
+
+    view = verbs.add_parser("view", parents=[client], help="an agent's startup view")
+    view.add_argument("of", nargs="?", default=None, help="agent (default: --agent)")
+
+    export = verbs.add_parser(
+        "export", parents=[client], help="the op log as JSON lines (replayable)"
+    )
+    export.add_argument("--out", default=None, help="file (default: stdout)")
+
+    rep = verbs.add_parser(
+        "replay",
+        parents=[client],
+        help="rebuild state from the log in a fresh LMDB; print state-hash",
+    )
+    rep.add_argument(
+        "--data", type=Path, default=None, help="fresh folder (default: temp)"
+    )
+    rep.add_argument(
+        "--from", dest="source", default=None, help="an export file instead of the bus"
+    )
+    rep.set_defaults(run=operate.run_replay)
+
+    sim = verbs.add_parser("sim", help="the grounded simulator")
+    sim_verbs = sim.add_subparsers(dest="sim_verb", required=True, metavar="VERB")
+    index = sim_verbs.add_parser(
+        "index", help="pair real transitions from traces into a read-only index"
+    )
+    index.add_argument("traces", nargs="+", type=Path, help="trace files")
+    index.add_argument("--out", type=Path, required=True, help="a new folder")
+    index.add_argument(
+        "--held-out", type=float, default=0.2, help="share of lineages held out"
+    )
+    index.add_argument("--json", action="store_true")
+    index.set_defaults(run=sim_verb.run_index)
+    run_plan = sim_verbs.add_parser(
+        "run", help="run or resume an evaluation plan (TOML): one rollout per task"
+    )
+    run_plan.add_argument("plan", type=Path)
+    run_plan.add_argument("--json", action="store_true")
+    run_plan.set_defaults(run=sim_verb.run_evaluation)
+    session = sim_verbs.add_parser(
+        "session",
+        parents=[client],
+        help="a world-model session: assistant messages on stdin, replies out",
+    )
+    session.add_argument("task")
+    session.add_argument("--context", default="")
+    session.add_argument("--exclude", nargs="*", default=[], help="lineages to skip")
+
+    status = verbs.add_parser(
+        "status", help="actors, consumer lag, rates, dead letters, store sizes"
+    )
+    status.add_argument("--nats", default=None, help="NATS URL (env WORLDLINE_NATS)")
+    status.add_argument(
+        "--creds",
+        default=None,
+        help="the operator's credentials file from `worldline creds` (operator.creds; "
+        f"env {CREDS_ENV})",
+    )
+    status.add_argument("--json", action="store_true", help="machine-readable output")
+    status.add_argument("--timeout", type=float, default=10.0, help="seconds to wait")
+    status.set_defaults(run=operate.run_status)
+
+    creds = verbs.add_parser(
+        "creds",
+        help="per-agent NATS users from world declarations: auth.conf + .creds files",
+    )
+    creds.add_argument("files", nargs="+", type=Path, help="world declarations (TOML)")
+    creds.add_argument(
+        "--out", type=Path, required=True, help="folder for auth.conf and .creds files"
+    )
+    creds.add_argument(
+        "--rotate", action="store_true", help="issue new keys (default: keep them)"
+    )
+    creds.add_argument("--json", action="store_true", help="machine-readable output")
+    creds.set_defaults(run=operate.run_creds)
+
+    presence = verbs.add_parser(
+        "presence", parents=[client], help="set ephemeral status (expires)"
+    )
+    presence.add_argument("status")
+    presence.add_argument("--task", default="")
+
+    mcp = verbs.add_parser(
+        "mcp",
+        parents=[client],
+        help="serve this agent's world model as MCP tools over stdio",
+    )
+    mcp.set_defaults(run=mcp_verb.run_mcp)
+    return root

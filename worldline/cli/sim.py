@@ -1,0 +1,113 @@
+"""The simulator verbs: ``sim index`` (pair transitions from traces into an index),
+``sim run`` (an evaluation plan) and ``sim session`` (a session on the bus, assistant
+messages on stdin)."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from worldline.cli.common import EXIT_OK, emit
+from worldline.sdk.errors import BadRequest, SimulationError
+
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Awaitable, Callable
+
+    from worldline.sdk.client import World
+
+
+__all__ = ["VERBS", "run_evaluation", "run_index"]
+
+
+def run_index(args: argparse.Namespace) -> int:
+    """Read traces, pair their transitions, and write a read-only index artifact."""
+    from actors.extractor.traces import UnknownTraceFormat, parse_trace
+    from actors.simulator import index as transition_index
+
+    transitions = []
+    issues = []
+    names = []
+    total = len(args.traces)
+    for number, path in enumerate(args.traces, start=1):
+        try:
+            parsed = parse_trace(path.name, path.read_bytes())
+        except OSError as exc:
+            raise BadRequest(f"cannot read {path}: {exc}") from exc
+        except UnknownTraceFormat as exc:
+            raise BadRequest(f"{path}: {exc}") from exc
+        transitions += parsed.transitions
+        issues += parsed.issues
+        names.append(path.name)
+        bar = "#" * (20 * number // total)
+        line = (
+            f"[{bar:<20}] {number}/{total} {path.name}: {parsed.format}, "
+            f"{len(parsed.transitions)} transitions, {len(parsed.issues)} issues"
+        )
+        sys.stderr.write(f"\r{line:<120}")
+        sys.stderr.write("\n" if number == total else "")
+    built = transition_index.build(
+        transitions, sources=names, issues=issues, held_out=args.held_out
+    )
+    try:
+        transition_index.save(built, args.out)
+    except (OSError, ValueError) as exc:
+        raise BadRequest(f"cannot write the index to {args.out}: {exc}") from exc
+    manifest = built.manifest
+    emit(
+        args,
+        manifest,
+        f"index {manifest.id[:12]} at {args.out}: {manifest.transitions} transitions "
+        f"from {len(names)} traces, {len(manifest.issues)} issues recorded",
+    )
+    return EXIT_OK
+
+
+def _sim_session(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
+    async def run(world: World) -> None:
+        started = await world.sim_start(
+            args.task, context=args.context, exclude_lineages=args.exclude
+        )
+        sys.stderr.write(f"session {started.session_id} (index {started.index[:12]})\n")
+        try:
+            for line in sys.stdin:
+                if not line.strip():
+                    continue
+                reply = await world.sim_step(started.session_id, line.rstrip("\n"))
+                if args.json:
+                    sys.stdout.write(msgspec.json.encode(reply).decode() + "\n")
+                else:
+                    print(f"user: {reply.message['content']}")
+                sys.stdout.flush()
+                if reply.terminal:
+                    return
+        finally:
+            with contextlib.suppress(SimulationError):  # ended by a terminal step
+                await world.sim_end(started.session_id)
+
+    return run
+
+
+def run_evaluation(args: argparse.Namespace) -> int:
+    """Run (or resume) an evaluation plan: one immutable rollout per task."""
+    from actors.runtime.consume import utcnow
+    from actors.simulator.evaluate import PlanError, run_plan
+
+    try:
+        report = run_plan(args.plan, now=utcnow)
+    except PlanError as exc:
+        raise BadRequest(str(exc)) from exc
+    emit(
+        args,
+        {"summary": report.summary(), "rollouts": [str(p) for p in report.rollouts]},
+        report.summary(),
+    )
+    return EXIT_OK
+
+
+VERBS: dict[str, Callable[[argparse.Namespace], Callable[[World], Any]]] = {
+    "sim.session": _sim_session,
+}

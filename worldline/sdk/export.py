@@ -1,0 +1,160 @@
+"""Reading a world's whole op log back: ``export`` and ``backup`` (what
+``worldline export`` writes and ``worldline replay`` reads). Mixed into
+:class:`worldline.sdk.client.World` under the crew verbs."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+import anyio
+import msgspec
+import nats.js.errors
+from nats.js import api
+
+from actors.runtime.bus import raw_subject, valid_subject
+from protocols.messages import OPS_INBOX, OpsInbox
+from protocols.subjects import OPS, ops
+from worldline.sdk.errors import BusUnavailable
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from nats.js import JetStreamContext
+
+__all__ = ["ExportMixin", "ExportRecord", "RawRecord"]
+
+log = logging.getLogger("worldline.sdk")
+
+
+class ExportRecord(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One line of ``worldline export``: an op with its place in the log."""
+
+    seq: int
+    subject: str  # as the actors read it (bytes that are not UTF-8 shown as U+FFFD)
+    op: OpsInbox
+    # The subject's bytes, when they are not valid UTF-8 (JSON: base64)
+    subject_bytes: bytes | None = None
+
+
+class RawRecord(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One line of ``worldline export`` for an op that does not decode: kept as its
+    bytes (the actors dead-lettered it; replay does the same), so a backup holds the
+    whole log."""
+
+    seq: int
+    subject: str  # as the actors read it (bytes that are not UTF-8 shown as U+FFFD)
+    payload: bytes  # the message as the log holds it (JSON: base64)
+    reason: str  # why it does not decode
+    subject_bytes: bytes | None = None  # the subject's bytes, when not valid UTF-8
+
+
+class ExportMixin:
+    """The op log read back in order; needs ``_js`` and ``world``."""
+
+    _js: JetStreamContext
+    world: str
+
+    async def export(self) -> AsyncIterator[ExportRecord]:
+        """Every op of this world that decodes, in log order (replayable). For a
+        backup that keeps the ops that do not decode too, use :meth:`backup`."""
+        async for record in self.backup():
+            if isinstance(record, ExportRecord):
+                yield record
+            else:
+                log.warning(
+                    "skipping undecodable op at seq %d: %s", record.seq, record.reason
+                )
+
+    async def backup(self) -> AsyncIterator[ExportRecord | RawRecord]:
+        """Every op of this world in log order, each exactly once: those that do not
+        decode as :class:`RawRecord` (see ``worldline export``).
+
+        Raises:
+            BusUnavailable: the server holds no op log, or the read stopped short of
+                the log's end (ops lost in flight or no answer): nothing is cut
+                silently; run it again.
+        """
+        config = api.ConsumerConfig(
+            ack_policy=api.AckPolicy.NONE,
+            deliver_policy=api.DeliverPolicy.ALL,
+            inactive_threshold=30.0,
+        )
+        try:
+            sub = await self._js.pull_subscribe(
+                ops(self.world, "*"), stream=OPS.name, config=config
+            )
+        except nats.js.errors.NotFoundError as exc:
+            raise BusUnavailable(
+                "this server holds no worldline op log; start the actors "
+                "(`worldline up`) or point --nats at the right server"
+            ) from exc
+        delivered = 0  # the consumer sequence: deliveries come 1, 2, 3, ...
+        last = 0  # the stream sequence of the last op read
+        idle = 0
+        try:
+            while True:
+                try:
+                    msgs = await sub.fetch(EXPORT_FETCH, timeout=1.0)
+                except TimeoutError:
+                    # The end of the log, or a slow server: the consumer says which.
+                    info = await sub.consumer_info()
+                    if not info.num_pending:
+                        return
+                    idle += 1
+                    if idle < EXPORT_IDLE_LIMIT:
+                        continue
+                    raise BusUnavailable(
+                        f"export of {self.world!r} stopped after op {last}: "
+                        f"{info.num_pending} more are in the log but none arrived "
+                        f"within {EXPORT_IDLE_LIMIT}s; run it again"
+                    ) from None
+                idle = 0
+                for msg in msgs:
+                    meta = msg.metadata
+                    if meta.sequence.consumer != delivered + 1:
+                        raise BusUnavailable(
+                            f"export of {self.world!r} lost ops in flight after op "
+                            f"{last} (a reconnect or a server that went away); "
+                            "run it again"
+                        )
+                    delivered = meta.sequence.consumer
+                    last = meta.sequence.stream
+                    yield _export_record(last, msg.subject, msg.data)
+                if msgs[-1].metadata.num_pending == 0:
+                    return
+        finally:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+                await sub.unsubscribe()
+
+
+EXPORT_FETCH = 500  # ops per fetch of an export
+EXPORT_IDLE_LIMIT = 10  # one-second fetches with nothing while ops are still pending
+
+
+def _export_record(seq: int, subject: str, data: bytes) -> ExportRecord | RawRecord:
+    """The export line of one op as the log holds it."""
+    subject_bytes = None if valid_subject(subject) else raw_subject(subject)
+    if subject_bytes is not None:
+        # What the actors read (their pull decodes with U+FFFD), so a replay of the
+        # line takes the same path theirs did.
+        subject = subject_bytes.decode(errors="replace")
+    try:
+        op = OPS_INBOX.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        return RawRecord(
+            seq=seq,
+            subject=subject,
+            payload=data,
+            reason=f"undecodable: {exc}",
+            subject_bytes=subject_bytes,
+        )
+    except RecursionError:
+        return RawRecord(
+            seq=seq,
+            subject=subject,
+            payload=data,
+            reason="undecodable: nested too deeply to decode",
+            subject_bytes=subject_bytes,
+        )
+    return ExportRecord(seq=seq, subject=subject, op=op, subject_bytes=subject_bytes)
