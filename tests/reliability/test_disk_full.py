@@ -104,6 +104,9 @@ def _add(env: dict[str, str], text: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+# Its own waits add up past the suite's 60 s per test on a busy machine: up to 60 s
+# for writes to resume, then a replay that may wait 60 s for the live hash.
+@pytest.mark.timeout(240)
 def test_writes_resume_after_a_full_disk_is_freed(
     small_store: Path, tmp_path: Path
 ) -> None:
