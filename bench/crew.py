@@ -26,8 +26,9 @@ from nats.js import api
 
 import worldline
 from actors.registry import build
+from actors.runtime.deliveries import Delivery
 from actors.runtime.embedded import EmbeddedNats
-from actors.runtime.store import Delivery, Store
+from actors.runtime.store import Store
 from protocols.messages import (
     INBOX,
     DeclareWorld,

@@ -48,9 +48,12 @@ from nats.js import api
 
 import worldline
 from actors.registry import build
-from actors.runtime.bus import Puller, connect, ensure_streams, unbatched
+from actors.runtime.bus import Puller, connect
+from actors.runtime.declare import ensure_streams
+from actors.runtime.deliveries import Delivery
 from actors.runtime.embedded import EmbeddedNats
-from actors.runtime.store import Delivery, Store
+from actors.runtime.publish import unbatched
+from actors.runtime.store import Store
 from actors.runtime.supervise import run_actors
 from protocols.beliefs import Evidence
 from protocols.messages import AddBelief, AddEvidence, encode

@@ -45,8 +45,9 @@ import lmdb
 import msgspec
 from nats.js import api
 
-from actors.runtime.bus import connect, unbatched
+from actors.runtime.bus import connect
 from actors.runtime.embedded import EmbeddedNats
+from actors.runtime.publish import unbatched
 from protocols.beliefs import Evidence
 from protocols.messages import (
     MATERIALIZER_INBOX,

@@ -15,8 +15,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from actors.projector import beliefs, core
+from actors.runtime.deliveries import Delivery
 from actors.runtime.spec import Context, Input, Reader, Step
-from actors.runtime.store import Delivery, Store
+from actors.runtime.store import Store
 from protocols.beliefs import BeliefEdge, Evidence
 from protocols.messages import (
     PROJECTOR_INBOX,

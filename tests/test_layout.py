@@ -1,4 +1,5 @@
-"""Contract checks on the tree itself: subjects are written in one place only."""
+"""Contract checks on the tree itself: subjects are written in one place only, no actor
+imports another, and every module stays small enough to hold in one's head."""
 
 from __future__ import annotations
 
@@ -139,3 +140,44 @@ def test_the_import_checker_finds_a_cross_import(tmp_path: Path) -> None:
         "materializer",
     }
     assert len(_cross_imports(package, "projector")) == 4
+
+
+# A module of ``actors/`` or ``protocols/`` longer than this needs a reason written at
+# the top of its docstring, in a sentence starting with LONG_REASON (``worldline/`` has
+# no exceptions: tests/test_audiences.py::test_modules_are_small).
+MAX_LINES = 500
+LONG_REASON = "Longer than 500 lines because"
+
+
+def _unexplained_length(path: Path) -> int | None:
+    """The module's line count if it is over MAX_LINES and its docstring does not say
+    why, else None."""
+    text = path.read_text()
+    lines = len(text.splitlines())
+    if lines <= MAX_LINES:
+        return None
+    docstring = ast.get_docstring(ast.parse(text, str(path))) or ""
+    return None if LONG_REASON in " ".join(docstring.split()) else lines
+
+
+def test_modules_are_small_or_say_why() -> None:
+    long = [
+        f"{path.relative_to(ROOT)}: {lines} lines"
+        for folder in ("actors", "protocols")
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        if (lines := _unexplained_length(path)) is not None
+    ]
+    assert long == []
+
+
+def test_the_size_checker_wants_a_reason(tmp_path: Path) -> None:
+    body = "X = 1\n" * MAX_LINES
+    bare = tmp_path / "bare.py"
+    bare.write_text(f'"""A module."""\n{body}')
+    reasoned = tmp_path / "reasoned.py"
+    reasoned.write_text(f'"""A module.\n\n{LONG_REASON} it is one idea."""\n{body}')
+    short = tmp_path / "short.py"
+    short.write_text('"""A module."""\nX = 1\n')
+    assert _unexplained_length(bare) == MAX_LINES + 1
+    assert _unexplained_length(reasoned) is None
+    assert _unexplained_length(short) is None

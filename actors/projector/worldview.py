@@ -2,8 +2,8 @@
 
 It selects, orders and bounds; it computes no new math. Every number it ranks by comes
 from :mod:`actors.belief_model.posterior` (influence, uncertainty, flags) or from the
-shared hashing embedding (relevance); the products below only combine them into an
-order.
+shared hashing embedding (``relevance.py``); the products below only combine them
+into an order.
 
 Bounds (no tuned absolute thresholds): per slice, items are ordered by decision value
 and kept while their value is at least :data:`CUT` times the leader's, at least one and
@@ -13,7 +13,6 @@ at most :data:`CAP`; the rendered prompt stays under :data:`MAX_TOKENS` by the e
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -22,8 +21,8 @@ from typing import TYPE_CHECKING, Final
 
 import msgspec
 
-from actors.belief_model import embedding, posterior
-from actors.belief_model.text import normalize
+from actors.belief_model import posterior
+from actors.projector.relevance import Relevance
 from protocols.messages import AgentView, Belief
 from protocols.worldview import Leaf, Worldview
 
@@ -88,51 +87,6 @@ def bound(leaves: Sequence[Leaf]) -> list[Leaf]:
     return (kept or ordered[:FLOOR])[:CAP]
 
 
-@functools.lru_cache(maxsize=4096)
-def _featured(embedder: str, text: str) -> tuple[frozenset[str], np.ndarray]:
-    """``text``'s stems and its vector from the active embedder (named, so a cached
-    vector never crosses embedders). Every view rebuilt in a batch scores the same
-    goals, constraints, actions and focus: reading them once, not per view and
-    batch, was a fifth of the projector's time in a bulk load. Read-only: shared."""
-    vector = embedding.embed(text)
-    vector.setflags(write=False)
-    return frozenset(normalize(text)[0].split()), vector
-
-
-class _Relevance:
-    """Hybrid relevance of a text to the query: keyword overlap, hashing-embedding
-    cosine, and proximity to the agent's goals and work."""
-
-    def __init__(
-        self,
-        query: str,
-        focus: str,
-        features: dict[str, tuple[frozenset[str], np.ndarray]] | None = None,
-    ) -> None:
-        self.words = set(normalize(query)[0].split())
-        self.vector = _featured(embedding.active().id, query)[1]
-        self.focus = set(normalize(focus)[0].split())
-        self.features = features or {}
-        self.memo: dict[str, float] = {}  # slices ask about the same texts
-
-    def __call__(self, text: str) -> float:
-        if text not in self.memo:
-            self.memo[text] = self._score(text)
-        return self.memo[text]
-
-    def _score(self, text: str) -> float:
-        if text in self.features:
-            stems, vector = self.features[text]
-            words = set(stems)
-        else:
-            found, vector = _featured(embedding.active().id, text)
-            words = set(found)
-        keyword = len(words & self.words) / len(words | self.words) if words else 0.0
-        semantic = max(0.0, embedding.cosine(self.vector, vector))
-        near = len(words & self.focus) / len(words) if words else 0.0
-        return (keyword + semantic + near) / 3.0
-
-
 def project(scene: Scene, agent: str, query: str, at: datetime) -> Worldview:
     """The worldview for ``agent`` about to make the move ``query`` at clock ``at``."""
     decl = scene.decl
@@ -142,7 +96,7 @@ def project(scene: Scene, agent: str, query: str, at: datetime) -> Worldview:
         for w in (scene.view.work if scene.view else [])
         for f in w.fields.values()
     )
-    relevance = _Relevance(query, f"{goals_text} {work_text}", scene.features)
+    relevance = Relevance(query, f"{goals_text} {work_text}", scene.features)
     n = max(len(scene.beliefs), 1)
     influence = scene.influence or posterior.influence(
         [b.id for b in scene.beliefs], scene.edges
@@ -154,7 +108,7 @@ def project(scene: Scene, agent: str, query: str, at: datetime) -> Worldview:
     current = bound(_current(scene, weight, relevance))
     moves = bound(_moves(scene, weight, relevance))
     limiting = _limiting(
-        scene, weight, _Relevance(goals_text, goals_text, scene.features)
+        scene, weight, Relevance(goals_text, goals_text, scene.features)
     )
     view = Worldview(
         world=scene.world,
@@ -185,7 +139,7 @@ def _belief_leaf(b: Belief, score: float, trace: tuple[str, ...]) -> Leaf:
     )
 
 
-def _current(scene: Scene, weight: Weight, relevance: _Relevance) -> list[Leaf]:
+def _current(scene: Scene, weight: Weight, relevance: Relevance) -> list[Leaf]:
     w = weight
     depends: dict[str, list[str]] = {}
     for e in scene.edges:
@@ -214,7 +168,7 @@ def _current(scene: Scene, weight: Weight, relevance: _Relevance) -> list[Leaf]:
     return leaves
 
 
-def _moves(scene: Scene, weight: Weight, relevance: _Relevance) -> list[Leaf]:
+def _moves(scene: Scene, weight: Weight, relevance: Relevance) -> list[Leaf]:
     w = weight
     leaves = []
     for b in scene.beliefs:
@@ -271,11 +225,11 @@ def ranked_moves(scene: Scene) -> list[Leaf]:
         [b.id for b in scene.beliefs], scene.edges
     )
     return bound(
-        _moves(scene, lambda b: influence.get(b.id, 1.0 / n) * n, _Relevance("", ""))
+        _moves(scene, lambda b: influence.get(b.id, 1.0 / n) * n, Relevance("", ""))
     )
 
 
-def _limiting(scene: Scene, weight: Weight, to_goals: _Relevance) -> Leaf | None:
+def _limiting(scene: Scene, weight: Weight, to_goals: Relevance) -> Leaf | None:
     w = weight
     best: Leaf | None = None
     for b in scene.beliefs:
@@ -289,7 +243,7 @@ def _limiting(scene: Scene, weight: Weight, to_goals: _Relevance) -> Leaf | None
     return best
 
 
-def _intent(scene: Scene, relevance: _Relevance, limiting: Leaf | None) -> list[Leaf]:
+def _intent(scene: Scene, relevance: Relevance, limiting: Leaf | None) -> list[Leaf]:
     leaves: list[Leaf] = []
     if scene.decl:
         for g in scene.decl.intent.goals:
@@ -332,7 +286,7 @@ def _intent(scene: Scene, relevance: _Relevance, limiting: Leaf | None) -> list[
     return leaves
 
 
-def _environment(scene: Scene, relevance: _Relevance) -> list[Leaf]:
+def _environment(scene: Scene, relevance: Relevance) -> list[Leaf]:
     leaves = []
     decl = scene.decl
     if decl:
@@ -383,7 +337,7 @@ def _environment(scene: Scene, relevance: _Relevance) -> list[Leaf]:
     return leaves
 
 
-def _policy(scene: Scene, relevance: _Relevance) -> list[Leaf]:
+def _policy(scene: Scene, relevance: Relevance) -> list[Leaf]:
     if not scene.decl:
         return []
     p = scene.decl.policy
@@ -418,7 +372,7 @@ def _policy(scene: Scene, relevance: _Relevance) -> list[Leaf]:
     return leaves
 
 
-def _affordances(scene: Scene, relevance: _Relevance) -> list[Leaf]:
+def _affordances(scene: Scene, relevance: Relevance) -> list[Leaf]:
     """The world's actions filtered through policy: ``blocked`` when the agent may
     write nothing and the action changes something; ``flagged`` when it needs
     approval or a constraint bounds it (the trace names the constraints);

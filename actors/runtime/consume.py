@@ -1,24 +1,25 @@
-"""The one consume loop every actor runs, and the request/reply loop for its services.
+"""The one consume loop every actor runs, and the actor's start and shutdown around it.
 
 For each declared input: bind a durable pull consumer, fetch a batch, apply it in one
 LMDB write transaction (in a worker thread), publish the committed outbox with
-Nats-Msg-Id (outputs for one consumer packed into batches, see ``bus.batched``), then
-settle: a durable this process owns acks the batch's last message (cumulative acks),
-a shared one acks (accepted) or terms (dead-lettered) each message. Ack policy: only
-after commit; a batch that fails to commit is retried in place, split to dead-letter
-a delivery the store cannot apply (``attempts.py``), and nothing fetched after it
-applies first; nothing is acked before its effect and its outputs are durable.
+Nats-Msg-Id (outputs for one consumer packed into batches, see ``publish.batched``),
+then settle: a durable this process owns acks the batch's last message (cumulative
+acks), a shared one acks (accepted) or terms (dead-lettered) each message. Ack policy:
+only after commit; a batch that fails to commit is retried in place, split to
+dead-letter a delivery the store cannot apply (``attempts.py``), and nothing fetched
+after it applies first; nothing is acked before its effect and its outputs are durable.
 
 Shutdown: cancelling the task group stops fetching; cleanup (unsubscribe, drain, closing
 LMDB) runs shielded and bounded to a few seconds.
+
+Serving requests is ``serve.py``; where a batch applies (the event loop or a worker
+thread) is ``pace.py``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
-import weakref
 from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import partial
@@ -26,42 +27,40 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
-import msgspec
 import nats.errors
 
 from actors.runtime.attempts import BatchAttempts
-from actors.runtime.bus import (
-    Delivered,
-    Puller,
-    connect,
+from actors.runtime.bus import SHUTDOWN_GRACE, Delivered, Puller, connect
+from actors.runtime.declare import (
     ensure_buckets,
     ensure_consumer,
     ensure_streams,
-    publish_all,
     resume_consumer,
-    valid_subject,
 )
+from actors.runtime.deliveries import Delivery
 from actors.runtime.errors import StoreError, StoreFull
 from actors.runtime.fence import StartFence
 from actors.runtime.heartbeat import run_heartbeat
 from actors.runtime.lease import LeaseGate
 from actors.runtime.lock import FolderLock
 from actors.runtime.metrics import Registry
+from actors.runtime.pace import Pace
 from actors.runtime.prepare import prepared_input
-from actors.runtime.store import BatchResult, Delivery, OutboxItem, Store
-from protocols.messages import Message, RpcError, encode
-from protocols.subjects import BUCKETS, STREAMS, is_reply_subject, world_of
+from actors.runtime.publish import publish_all
+from actors.runtime.serve import serve, serve_while_active
+from actors.runtime.store import Store
+from protocols.subjects import BUCKETS, STREAMS
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from anyio.abc import TaskStatus
     from nats.aio.client import Client as NATS
-    from nats.aio.msg import Msg
     from nats.js import JetStreamContext
 
     from actors.runtime.metrics import ActorMetrics
-    from actors.runtime.spec import ActorSpec, Input, Service
+    from actors.runtime.outbox import OutboxItem
+    from actors.runtime.spec import ActorSpec, Input
 
 __all__ = ["Clock", "run_actor", "utcnow"]
 
@@ -73,10 +72,6 @@ FETCH_BATCH = (
     256  # in-flight limit per fetch (the consumer's max_ack_pending caps more)
 )
 FETCH_TIMEOUT = 1.0  # seconds a fetch waits for messages before trying again
-# A batch expected to apply within this many seconds runs on the event loop; a longer
-# one in a worker thread (see _Pace).
-INLINE_BUDGET = 0.05
-SHUTDOWN_GRACE = 5.0  # seconds cleanup may take before it is abandoned
 
 
 def utcnow() -> datetime:
@@ -106,7 +101,7 @@ async def run_actor(
             on ``/metrics`` when asked); its heartbeat interval. Default: a private one.
 
     Every JetStream call while starting (streams, buckets, durables, the lease) is
-    retried while the server cannot serve it yet (``bus.answered``).
+    retried while the server cannot serve it yet (``declare.answered``).
 
     Raises:
         BusUnavailable: NATS cannot be reached.
@@ -151,7 +146,7 @@ async def _run_locked(
                 if spec.lease:
                     gate = LeaseGate(spec.lease, spec.instance)
                     await tg.start(gate.run, js, partial(_activate, js, store, spec))
-                pace = _Pace()
+                pace = Pace()
                 for inp in spec.inputs:
                     await tg.start(
                         _consume, nc, store, spec, inp, clock, batch, stats, gate, pace
@@ -160,9 +155,9 @@ async def _run_locked(
                     # Reads wait until the inputs hold what they held at start.
                     fence = await StartFence.at_start(js, store, spec)
                     for service in spec.services:
-                        await tg.start(_serve, nc, store, service, fence)
+                        await tg.start(serve, nc, store, service, fence)
                 else:
-                    await tg.start(_serve_while_active, nc, store, spec.services, gate)
+                    await tg.start(serve_while_active, nc, store, spec.services, gate)
                 interval = registry.heartbeat_interval
                 await tg.start(run_heartbeat, js, store, stats, interval, clock)
                 log.info("%s: consuming", spec.instance)
@@ -196,7 +191,7 @@ async def _consume(
     batch: int,
     stats: ActorMetrics,
     gate: LeaseGate | None,
-    pace: _Pace,
+    pace: Pace,
     *,
     task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
@@ -372,44 +367,6 @@ async def _in_progress(msgs: list[Delivered]) -> None:
             return
 
 
-class _Pace:
-    """How long each input's deliveries take to apply, to choose where a batch runs.
-
-    On the event loop a batch costs no thread hop and no handoffs of the GIL between
-    the loop and a worker (about a tenth of an actor's CPU at tens of thousands of
-    ops a second), but nothing else on the loop runs meanwhile: reads, heartbeats,
-    lease renewals and the other inputs wait. So only a batch expected to take at
-    most :data:`INLINE_BUDGET` runs there, and only while no other input of the
-    actor is applying in a worker thread (its write transaction would hold the
-    store's write lock, and the loop would wait on it); slower batches, and an
-    input's first, not yet measured, run in a worker thread. One per actor.
-    """
-
-    def __init__(self) -> None:
-        self._per_item: dict[str, float] = {}  # seconds by input, smoothed
-        self._threads = 0  # batches applying in worker threads now
-
-    def inline(self, durable: str, items: int) -> bool:
-        per_item = self._per_item.get(durable)
-        return (
-            self._threads == 0
-            and per_item is not None
-            and per_item * items <= INLINE_BUDGET
-        )
-
-    def note(self, durable: str, items: int, seconds: float) -> None:
-        sample = seconds / max(items, 1)
-        held = self._per_item.get(durable)
-        self._per_item[durable] = sample if held is None else 0.7 * held + 0.3 * sample
-
-    async def in_thread(self, apply: Callable[[], BatchResult]) -> BatchResult:
-        self._threads += 1
-        try:
-            return await anyio.to_thread.run_sync(apply)
-        finally:
-            self._threads -= 1
-
-
 def _bounded(
     msgs: list[Delivered], items: int
 ) -> tuple[list[Delivered], list[Delivered]]:
@@ -451,30 +408,6 @@ async def _activate(
         inp.consumer.stream.name: store.applied_seq(inp.consumer.durable)
         for inp in spec.inputs
     }
-
-
-async def _serve_while_active(
-    nc: NATS,
-    store: Store,
-    services: tuple[Service[Any], ...],
-    gate: LeaseGate,
-    *,
-    task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
-) -> None:
-    """Answer the services only while holding the lease (a standby's state lags).
-    Reports started once a replica that holds the lease already serves."""
-    if not gate.active:
-        task_status.started()
-        task_status = anyio.TASK_STATUS_IGNORED
-    while True:
-        await gate.wait_active(True)
-        async with anyio.create_task_group() as tg:
-            for service in services:
-                await tg.start(_serve, nc, store, service)
-            task_status.started()
-            task_status = anyio.TASK_STATUS_IGNORED
-            await gate.wait_active(False)
-            tg.cancel_scope.cancel()
 
 
 async def _bind(nc: NATS, store: Store, inp: Input[Any]) -> Puller:
@@ -543,128 +476,3 @@ async def _publish_committed(
             continue
         await anyio.to_thread.run_sync(store.clear_outbox, [i.key for i in items])
         return
-
-
-async def _serve(
-    nc: NATS,
-    store: Store,
-    service: Service[Any],
-    fence: StartFence | None = None,
-    *,
-    task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
-) -> None:
-    sub = await nc.subscribe(service.subject, queue=service.queue)
-    threads = _read_threads(store)
-    # Requests in flight for this service: when all are busy the loop stops taking
-    # more (nats-py buffers, then drops as a slow consumer: the client times out)
-    # instead of holding an unbounded number of waiting tasks.
-    in_flight = anyio.Semaphore(2 * READ_THREADS)
-    task_status.started()
-    try:
-        async with anyio.create_task_group() as tg:
-            async for msg in sub.messages:
-                if not is_reply_subject(msg.reply):
-                    # No reply inbox (nothing to answer), or a reply subject that
-                    # names a stream, bucket or JetStream API call: answering there
-                    # would act with this actor's rights on the requester's behalf
-                    # (a confused deputy).
-                    if msg.reply:
-                        log.warning(
-                            "%s: refused to answer on %r (not an _INBOX reply subject)",
-                            store.actor,
-                            msg.reply[:200],
-                        )
-                    continue
-                if fence is not None and (behind := await fence.hold()) is not None:
-                    with contextlib.suppress(nats.errors.Error):
-                        await _respond(msg, encode(behind))
-                    continue
-                await in_flight.acquire()
-                tg.start_soon(_reply, msg, store, service, threads, in_flight)
-    finally:
-        with anyio.CancelScope(shield=True), anyio.move_on_after(SHUTDOWN_GRACE):
-            await sub.unsubscribe()
-
-
-READ_THREADS = 4  # worker threads per actor answering requests at once
-_limiters: weakref.WeakKeyDictionary[Store, anyio.CapacityLimiter] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def _read_threads(store: Store) -> anyio.CapacityLimiter:
-    """The worker threads one actor's requests share (all its services): a flood of
-    reads can take these, never every thread the runtime has (its consume loop
-    applies batches in worker threads too)."""
-    limiter = _limiters.get(store)
-    if limiter is None:
-        limiter = _limiters[store] = anyio.CapacityLimiter(READ_THREADS)
-    return limiter
-
-
-async def _reply(
-    msg: Msg,
-    store: Store,
-    service: Service[Any],
-    threads: anyio.CapacityLimiter,
-    in_flight: anyio.Semaphore,
-) -> None:
-    """Answer one request. The read (its LMDB read transaction opens and closes in
-    the same worker thread) and the encoding run off the event loop, so a long read
-    holds up neither the actor's consuming nor its lease renewals."""
-    try:
-        data = await anyio.to_thread.run_sync(
-            _answer_bytes, store, service, msg.subject, msg.data, limiter=threads
-        )
-        if data is not None:
-            await _respond(msg, data)
-    except nats.errors.Error as exc:  # the requester went away, or the connection
-        log.debug("%s: could not answer on %s: %s", store.actor, msg.subject, exc)
-    finally:
-        in_flight.release()
-
-
-async def _respond(msg: Msg, data: bytes) -> None:
-    """Send the encoded answer; one larger than the server's max_payload (it would
-    have raised out of the serve loop and stopped the actor) becomes a clear error."""
-    try:
-        await msg.respond(data)
-    except nats.errors.MaxPayloadError:
-        log.warning("answer on %s too large (%d bytes)", msg.subject, len(data))
-        error = RpcError(
-            code="invalid",
-            message=f"the answer on {msg.subject} is {len(data):,} bytes, more than "
-            "the server's max_payload; ask for less (a smaller limit or a filter)",
-        )
-        await msg.respond(encode(error))
-
-
-def _answer_bytes(
-    store: Store, service: Service[Any], subject: str, data: bytes
-) -> bytes | None:
-    """The encoded answer, if any (in a worker thread)."""
-    reply = _answer(store, service, subject, data)
-    return None if reply is None else encode(reply)
-
-
-def _answer(
-    store: Store, service: Service[Any], subject: str, data: bytes
-) -> Message | None:
-    if not valid_subject(subject):
-        return RpcError(
-            code="invalid",
-            message=f"the subject {subject!r} is not valid UTF-8; ask on "
-            "wl.<world>.rpc.<verb> with a world name of letters, digits, - and _",
-        )
-    try:
-        request = service.decoder.decode(data)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        return RpcError(code="invalid", message=f"bad request on {subject}: {exc}")
-    except RecursionError:
-        return RpcError(code="invalid", message=f"bad request on {subject}: too deep")
-    try:
-        with store.reader() as reader:
-            return service.serve(reader, request, world_of(subject))
-    except Exception as exc:
-        log.exception("%s: serving %s failed", store.actor, subject)
-        return RpcError(code="internal", message=f"{store.actor} failed: {exc!r}")

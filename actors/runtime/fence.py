@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Final
 
 import anyio
 
-from actors.runtime.bus import answered
+from actors.runtime.declare import answered
 from protocols.messages import RpcError
 
 if TYPE_CHECKING:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import anyio
 import nats.errors
 
-from actors.runtime.bus import answered
+from actors.runtime.declare import answered
 from protocols.messages import encode
 from protocols.subjects import STATUS, status_key
 

@@ -40,7 +40,7 @@ import msgspec
 import nats.errors
 import nats.js.errors
 
-from actors.runtime.bus import answered
+from actors.runtime.declare import answered
 from protocols.messages import LEASE_VALUE, Lease, encode
 from protocols.subjects import LEASES
 

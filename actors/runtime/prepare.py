@@ -37,8 +37,8 @@ if TYPE_CHECKING:
     from nats.js import JetStreamContext
 
     from actors.runtime.bus import Delivered
+    from actors.runtime.deliveries import Delivery
     from actors.runtime.spec import BatchPrepare
-    from actors.runtime.store import Delivery
 
 __all__ = ["prepared_input"]
 

@@ -1,5 +1,9 @@
 """An actor's LMDB store: its state, the last applied stream sequence, and an outbox.
 
+Longer than 500 lines because :class:`Store` is one idea: the single write transaction
+a batch is applied in (skip, decode, handle, finish, commit, stage the outbox) and the
+environment it runs in; cut in two, one transaction's steps would live in two files.
+
 A fetched batch is applied in one write transaction that also records the last applied
 stream sequence per durable and the messages to publish (the outbox). So a crash at any
 point neither loses nor doubles an effect: on restart, already-applied sequences are
@@ -9,179 +13,48 @@ skipped, and outbox entries that were committed but not yet published are sent a
 Write transactions live entirely inside one synchronous call (run in a worker thread by
 the runtime), never across an ``await``: py-lmdb binds them to their thread.
 
-Room: the map (address space reserved; the file grows as needed) starts at
-``WORLDLINE_LMDB_MAP_SIZE`` (bytes, or with a K/M/G/T suffix; default 8 GiB) or the
-``map_size`` keyword, and doubles on ``MDB_MAP_FULL`` up to ``max_map_size``; the
-batch is then retried in the same call. A full disk, or a map at its ceiling, raises
-:class:`StoreFull` (the runtime retries it until there is room), and an environment
-LMDB marked unusable after a failed write is reopened, so none of it needs a restart.
-No key a handler writes may exceed LMDB's limit (511 bytes): such a message is
-dead-lettered with the reason, never retried.
+Room (the map size, growing it, no room on disk) is ``room.py``; what comes in
+(deliveries, batches unpacked, dead letters) is ``deliveries.py``; an outbox entry's
+encoding is ``outbox.py``. No key a handler writes may exceed LMDB's limit (511
+bytes): such a message is dead-lettered with the reason, never retried.
 """
 
 from __future__ import annotations
 
-import errno
-import functools
-import hashlib
 import logging
-import os
-import re
-import threading
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Final
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 import lmdb
 import msgspec
 
+from actors.runtime.deliveries import (
+    SUPERSEDED,
+    Delivery,
+    coalesced,
+    dead_letter,
+    unbatched,
+)
 from actors.runtime.errors import InvalidInput, StoreError, StoreFull
+from actors.runtime.outbox import BatchResult, OutboxItem, decode_entry, encode_entry
+from actors.runtime.room import MAX_MAP_SIZE, Gate, configured_map_size, no_room
 from actors.runtime.spec import Context, Input, Reader, Step
-from protocols.messages import DeadLetter, decode_batch, encode
-from protocols.subjects import author_of, batch_subject, dlq, world_of
+from protocols.messages import encode
+from protocols.subjects import author_of, dlq, world_of
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping
     from pathlib import Path
 
-__all__ = [
-    "MAP_SIZE_ENV",
-    "BatchResult",
-    "Delivery",
-    "OutboxItem",
-    "Store",
-    "configured_map_size",
-    "parse_size",
-]
+__all__ = ["Store"]
 
 log = logging.getLogger("worldline.store")
 
-MAP_SIZE_ENV: Final = "WORLDLINE_LMDB_MAP_SIZE"
-# Address space reserved, not disk used: LMDB grows the file as it fills.
-DEFAULT_MAP_SIZE: Final = 8 << 30
-MAX_MAP_SIZE: Final = 1 << 40  # the default ceiling the map doubles up to
-_UNITS: Final = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-_SIZE: Final = re.compile(r"\s*(\d+)\s*([KMGT]?)(?:I?B)?\s*", re.IGNORECASE)
-# errno values that mean "no room": retried until there is, never dead-lettered.
-_NO_ROOM: Final = frozenset({errno.ENOSPC, errno.EDQUOT, errno.ENOMEM})
 _APPLIED = b"applied/"
 # ``deferred/<durable>/<world>``: a world whose finish put work off (Step.deferred)
 _DEFERRED = b"deferred/"
 _OUTBOX_NEXT = b"outbox-next"
-
-
-@dataclass(frozen=True, slots=True)
-class Delivery:
-    """One fetched message, stripped of its nats object so it can cross threads."""
-
-    seq: int
-    subject: str
-    data: bytes
-    batch: bool = False  # a batch of outputs (header Wl-Batch): unpacked here
-
-
-@dataclass(frozen=True, slots=True)
-class OutboxItem:
-    """A committed message waiting to be published."""
-
-    key: bytes
-    subject: str
-    msg_id: str
-    payload: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class BatchResult:
-    """Per delivery, whether it was accepted (ack) or dead-lettered (term)."""
-
-    accepted: list[bool]
-    outbox: list[OutboxItem]
-
-
-def parse_size(text: str) -> int:
-    """Bytes from ``"1048576"``, ``"512M"``, ``"8G"``, ``"8GiB"`` (powers of 1024).
-
-    Raises:
-        ValueError: not a positive size.
-    """
-    match = _SIZE.fullmatch(text)
-    if match is None or int(match[1]) <= 0:
-        raise ValueError(
-            f"{MAP_SIZE_ENV}={text!r} is not a size: write bytes, or a number with "
-            "K, M, G or T (powers of 1024), e.g. 8G"
-        )
-    return int(match[1]) * _UNITS[match[2].upper()]
-
-
-@functools.cache
-def configured_map_size() -> int:
-    """The map size stores open with: ``WORLDLINE_LMDB_MAP_SIZE`` (read once per
-    process), else 8 GiB.
-
-    Raises:
-        StoreError: the variable is set but is not a size.
-    """
-    raw = os.environ.get(MAP_SIZE_ENV, "").strip()
-    if not raw:
-        return DEFAULT_MAP_SIZE
-    try:
-        return parse_size(raw)
-    except ValueError as exc:
-        raise StoreError(str(exc)) from None
-
-
-class _Gate:
-    """Counts this process's open transactions on one environment, so the map can
-    be grown (or the environment reopened) only while none is open: LMDB requires it,
-    and py-lmdb invalidates any transaction open in another thread when it happens."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._open = 0
-        self._closed = False  # the environment is being replaced
-
-    @contextmanager
-    def txn(self) -> Iterator[None]:
-        with self._cond:
-            while self._closed:
-                self._cond.wait()
-            self._open += 1
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._open -= 1
-                self._cond.notify_all()
-
-    @contextmanager
-    def exclusive(self) -> Iterator[None]:
-        with self._cond:
-            while self._closed:
-                self._cond.wait()
-            self._closed = True
-            while self._open:
-                self._cond.wait()
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._closed = False
-                self._cond.notify_all()
-
-
-def _no_room(exc: BaseException) -> bool:
-    """Whether ``exc`` means the disk (or memory) is full: worth waiting for."""
-    if isinstance(exc, lmdb.DiskError | lmdb.MemoryError | lmdb.ReadersFullError):
-        return True
-    if isinstance(exc, OSError):
-        return exc.errno in _NO_ROOM
-    # py-lmdb raises a plain Error for errno values it does not map (EDQUOT): the
-    # code is its last argument, or only in its text.
-    code = exc.args[-1] if exc.args else None
-    if isinstance(code, int) and code in _NO_ROOM:
-        return True
-    text = str(exc)
-    return any(os.strerror(n) in text for n in _NO_ROOM)
 
 
 class _TxnReader:
@@ -237,7 +110,7 @@ class Store:
         """
         self.path = path
         self.actor = actor
-        self._gate = _Gate()
+        self._gate = Gate()
         self._map_size = configured_map_size() if map_size is None else map_size
         self._max_map_size = max(max_map_size or MAX_MAP_SIZE, self._map_size)
         try:
@@ -366,7 +239,7 @@ class Store:
                     "store was reopened"
                 ) from exc
             except (lmdb.Error, OSError) as exc:
-                if _no_room(exc):
+                if no_room(exc):
                     raise StoreFull(
                         f"{self.actor}: no room to write the LMDB store at "
                         f"{self.path} ({exc}); the batch is retried until there is: "
@@ -426,11 +299,11 @@ class Store:
                     continue
                 if d.batch:
                     ok = True
-                    parts = _unbatched(d)
-                    decoded = _coalesced(inp, parts)
+                    parts = unbatched(d)
+                    decoded = coalesced(inp, parts)
                     for part, (item, bad) in enumerate(parts):
                         message = decoded[part]
-                        if message is _SUPERSEDED:
+                        if message is SUPERSEDED:
                             continue  # a later item of the batch replaces it
                         reason = bad or self._handle_one(
                             inp,
@@ -627,96 +500,6 @@ class Store:
                 txn.delete(key, db=self._outbox)
 
 
-MAX_LETTER_PAYLOAD = 512 * 1024  # bytes of the input a dead letter carries
-
-
-def dead_letter(actor: str, d: Delivery, reason: str, now: Any) -> DeadLetter:
-    """The dead letter for ``d``. An input too big to travel again inside a letter
-    (the bus caps a message at 1 MiB) is cut, with its size and sha256 recorded; the
-    whole input stays in its own stream at ``stream_seq``, so nothing is lost."""
-    payload = d.data
-    if len(payload) <= MAX_LETTER_PAYLOAD:
-        return DeadLetter(
-            actor=actor,
-            subject=d.subject,
-            stream_seq=d.seq,
-            reason=reason,
-            payload=payload,
-            at=now,
-        )
-    return DeadLetter(
-        actor=actor,
-        subject=d.subject,
-        stream_seq=d.seq,
-        reason=reason[:4096],
-        payload=payload[:MAX_LETTER_PAYLOAD],
-        at=now,
-        payload_bytes=len(payload),
-        payload_sha256=hashlib.sha256(payload).hexdigest(),
-    )
-
-
-def _unbatched(d: Delivery) -> list[tuple[Delivery, str | None]]:
-    """The items of batch ``d``, each as a delivery at ``d``'s sequence, with the
-    reason to dead-letter it instead (a batch that does not decode; an item on a
-    subject the batch cannot carry: another world or channel)."""
-    try:
-        items = decode_batch(d.data)
-    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
-        return [(d, f"undecodable: not a worldline batch ({exc})")]
-    if not items:  # no actor publishes one
-        return [(d, "invalid: an empty batch")]
-    out: list[tuple[Delivery, str | None]] = []
-    for subject, payload in items:
-        item = Delivery(d.seq, subject, payload)
-        if batch_subject(subject) != d.subject:
-            out.append((item, f"invalid: a batch on {d.subject} cannot carry it"))
-        else:
-            out.append((item, None))
-    return out
-
-
-_SUPERSEDED: Final = object()
-
-
-def _coalesced(inp: Input[Any], parts: list[tuple[Delivery, str | None]]) -> list[Any]:
-    """Per item of a batch: its decoded message, :data:`_SUPERSEDED` when a later
-    item has the same :attr:`Input.coalesce` key, or None (not decoded here: the
-    handler path decodes it, and reports what does not decode)."""
-    if inp.coalesce is None:
-        return [None] * len(parts)
-    decoded: list[Any] = []
-    keys: list[Any] = []
-    for item, bad in parts:
-        message = key = None
-        if bad is None:
-            try:
-                message = inp.decoder.decode(item.data)
-            except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
-                message = None
-        if message is not None:
-            try:
-                key = inp.coalesce(message)
-            except Exception:  # a bug in the core: handle the item on its own
-                log.exception("coalesce failed on %s", item.subject)
-        decoded.append(message)
-        keys.append(key)
-    seen: set[Any] = set()
-    for n in range(len(parts) - 1, -1, -1):
-        key = keys[n]
-        if key is None:
-            continue
-        if key in seen:
-            decoded[n] = _SUPERSEDED
-        seen.add(key)
-    return decoded
-
-
-_Entry = list[tuple[str, str, bytes]]  # (subject, msg_id, payload) per output
-_ENTRY: Final = msgspec.msgpack.Decoder(_Entry)
-_ITEM: Final = msgspec.msgpack.Decoder(tuple[str, str, bytes])
-
-
 def _prefixed_keys(txn: Any, db: Any, prefix: bytes) -> Iterator[bytes]:
     cursor = txn.cursor(db=db)
     if not cursor.set_range(prefix):
@@ -725,21 +508,6 @@ def _prefixed_keys(txn: Any, db: Any, prefix: bytes) -> Iterator[bytes]:
         if not bytes(key).startswith(prefix):
             return
         yield bytes(key)
-
-
-def encode_entry(items: list[OutboxItem]) -> bytes:
-    """One outbox entry holding a batch's outputs, in order."""
-    return msgspec.msgpack.encode([(i.subject, i.msg_id, i.payload) for i in items])
-
-
-def decode_entry(key: bytes, raw: bytes) -> list[OutboxItem]:
-    """The outputs an outbox entry holds. Stores written before outputs were kept
-    per batch hold one output per entry, a bare (subject, msg_id, payload)."""
-    try:
-        entry = _ENTRY.decode(raw)
-    except msgspec.ValidationError:
-        entry = [_ITEM.decode(raw)]
-    return [OutboxItem(key, *output) for output in entry]
 
 
 def _world_or_unknown(subject: str) -> str:

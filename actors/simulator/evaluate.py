@@ -35,312 +35,48 @@ index (:func:`~actors.simulator.index.build` refuses anything but a real
 
 Pure apart from reading the plan and the index and writing rollouts: the clock is an
 argument and the session ids come from a random source seeded by the plan hash.
+
+The plan (its parsing, checks and hash) is ``plan.py``; what a cell leaves behind (the
+rollout, written once) is ``rollouts.py``; this module runs the cells.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
 import random
-import re
-import tempfile
-import tomllib
 from collections import Counter
 from dataclasses import dataclass
-from datetime import datetime
-from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from actors.simulator.index import IndexRefused, load
+from actors.simulator.plan import Plan, PlanError, TaskSpec, load_plan, plan_hash
 from actors.simulator.provider import LocalProvider
+from actors.simulator.rollouts import (
+    ROLLOUTS,
+    CandidateCost,
+    Costs,
+    EmbeddingCost,
+    Failure,
+    OrchestrationCost,
+    Rollout,
+    Step,
+    StopReason,
+    WorldModelCost,
+    read_rollout,
+    write_once,
+)
 from actors.simulator.sessions import Prediction, Session, SessionError, Sessions
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from datetime import datetime
     from pathlib import Path
 
     from actors.simulator.index import TransitionIndex
 
-__all__ = [
-    "CANDIDATES",
-    "ROLLOUTS",
-    "WORLD_MODELS",
-    "CandidateCost",
-    "CandidateSpec",
-    "Costs",
-    "EmbeddingCost",
-    "Failure",
-    "OrchestrationCost",
-    "Plan",
-    "PlanError",
-    "Rollout",
-    "RunReport",
-    "RunSpec",
-    "Step",
-    "StopReason",
-    "TaskSpec",
-    "WorldModelCost",
-    "load_plan",
-    "parse_plan",
-    "plan_hash",
-    "read_rollout",
-    "run_plan",
-]
-
-ROLLOUTS: Final = "rollouts"  # folder under the run's out folder
-WORLD_MODELS: Final = ("local",)
-CANDIDATES: Final = ("scripted",)
-MAX_PLAN_BYTES: Final = 4 * 1024 * 1024
-
-StopReason = Literal["terminal", "actions_exhausted", "unsupported", "budget", "failed"]
-TaskId = Annotated[
-    str, msgspec.Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
-]  # a task id is also its rollout's file name
-
-
-class PlanError(ValueError):
-    """A plan that cannot be run, or an out folder that does not belong to it; the
-    message names the file, the key or the cell, and the fix."""
-
-
-# --- the plan ------------------------------------------------------------------------
-
-
-class RunSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """``[run]``: what the run is called, where its inputs and outputs are, and the
-    total number of world-model steps it may take."""
-
-    id: TaskId
-    index: str  # the transition index folder, relative to the plan file
-    out: str  # the rollouts go to <out>/rollouts/, relative to the plan file
-    budget_steps: Annotated[int, msgspec.Meta(ge=0)]
-    world_model: str = "local"
-
-
-class CandidateSpec(
-    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
-):
-    """``[candidate]``: the behaviour under evaluation (``scripted``: each task's
-    ``actions``, in order)."""
-
-    kind: str
-
-
-class TaskSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """``[[tasks]]``: one cell."""
-
-    id: TaskId
-    task: str
-    context: str = ""
-    tools: list[str] = msgspec.field(default_factory=list)
-    lineage_exclude: list[str] = msgspec.field(default_factory=list)
-    actions: list[str] = msgspec.field(default_factory=list)  # scripted candidate
-
-
-class Plan(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    run: RunSpec
-    candidate: CandidateSpec
-    tasks: list[TaskSpec]
-
-
-_SECTIONS: Final[dict[str, type[msgspec.Struct]]] = {
-    "": Plan,
-    "run": RunSpec,
-    "candidate": CandidateSpec,
-    "tasks": TaskSpec,
-}
-_UNKNOWN = re.compile(r"unknown field `(?P<key>[^`]*)`(?: - at `\$(?P<at>[^`]*)`)?")
-
-
-def _unknown_key(source: str, message: str) -> str | None:
-    """A clear message for msgspec's unknown-field error, else None."""
-    found = _UNKNOWN.search(message)
-    if found is None:
-        return None
-    at = (found["at"] or "").lstrip(".")
-    section = re.sub(r"\[\d+\]$", "", at)
-    number = re.search(r"\[(\d+)\]$", at)
-    if not section:
-        where = "the top level"
-    elif section == "tasks" and number:
-        where = f"[[tasks]] number {int(number[1]) + 1}"
-    else:
-        where = f"[{section}]"
-    struct = _SECTIONS.get(section)
-    known = ", ".join(struct.__struct_fields__) if struct else "?"
-    return (
-        f"{source}: unknown key {found['key']!r} in {where}; the keys there are: "
-        f"{known}"
-    )
-
-
-def parse_plan(text: str, *, source: str = "<plan>") -> Plan:
-    """Validate TOML text as a :class:`Plan`: unknown keys, wrong types, an
-    unsupported world model or candidate, duplicate task ids and scripted tasks
-    without actions raise :class:`PlanError` naming the key."""
-    try:
-        raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise PlanError(f"{source}: not valid TOML: {exc}") from exc
-    try:
-        plan = msgspec.convert(raw, Plan)
-    except msgspec.ValidationError as exc:
-        unknown = _unknown_key(source, str(exc))
-        raise PlanError(unknown or f"{source}: invalid plan: {exc}") from exc
-    if plan.run.world_model not in WORLD_MODELS:
-        raise PlanError(
-            f"{source}: [run] world_model {plan.run.world_model!r} is not supported; "
-            f"supported: {', '.join(map(repr, WORLD_MODELS))} (the deterministic "
-            "provider over the transition index)"
-        )
-    if plan.candidate.kind not in CANDIDATES:
-        raise PlanError(
-            f"{source}: [candidate] kind {plan.candidate.kind!r} is not supported; "
-            f"supported: {', '.join(map(repr, CANDIDATES))}"
-        )
-    if not plan.tasks:
-        raise PlanError(f"{source}: no [[tasks]]; a run needs at least one task")
-    seen: set[str] = set()
-    for task in plan.tasks:
-        if task.id in seen:
-            raise PlanError(
-                f"{source}: task id {task.id!r} appears twice; each task is one cell "
-                "and one rollout file, so ids must be unique"
-            )
-        seen.add(task.id)
-        if not task.tools and not task.actions:
-            raise PlanError(
-                f"{source}: task {task.id!r} has no actions; a scripted candidate "
-                "takes the actions its task lists"
-            )
-    return plan
-
-
-def load_plan(path: Path) -> Plan:
-    """Read and validate a plan file (see :func:`parse_plan`)."""
-    try:
-        size = path.stat().st_size
-        if size > MAX_PLAN_BYTES:
-            raise PlanError(
-                f"{path}: {size} bytes is over the {MAX_PLAN_BYTES}-byte limit for a "
-                "plan"
-            )
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PlanError(f"cannot read {path}: {exc}") from exc
-    return parse_plan(text, source=str(path))
-
-
-def plan_hash(plan: Plan, index_id: str) -> str:
-    """The sha256 of the canonical plan (sorted-key msgspec JSON of the parsed plan,
-    defaults filled in) and the index manifest id.
-
-    The two locations, ``run.index`` and ``run.out``, are left out: where the index
-    lies is not what it holds (its manifest id stands for that), and the out folder
-    is where the results go, not what they are. So the same plan over the same index
-    gives the same hash, and byte-identical rollouts, in any folder.
-    """
-    fields: dict[str, Any] = msgspec.to_builtins(plan)
-    del fields["run"]["index"], fields["run"]["out"]
-    canonical = msgspec.json.encode(fields, order="sorted")
-    return hashlib.sha256(canonical + b"\n" + index_id.encode()).hexdigest()
-
-
-# --- rollouts ------------------------------------------------------------------------
-
-
-class Step(msgspec.Struct, frozen=True, kw_only=True):
-    """One turn: the candidate's action and the world model's predicted reply."""
-
-    action: str
-    observation: str  # predicted, never observed
-    terminal: bool
-    grounding: list[str]  # ids of the real transitions it was conditioned on
-
-
-class Failure(msgspec.Struct, frozen=True, kw_only=True):
-    name: str  # stable: tools_unsupported, budget_exhausted, or a session refusal
-    message: str
-
-
-class CandidateCost(msgspec.Struct, frozen=True, kw_only=True):
-    actions: int  # actions the candidate produced and the session was asked to take
-    chars: int
-
-
-class WorldModelCost(msgspec.Struct, frozen=True, kw_only=True):
-    calls: int  # predictions dispatched (the budget counts these)
-    chars: int  # of the predicted observations returned
-
-
-class EmbeddingCost(msgspec.Struct, frozen=True, kw_only=True):
-    queries: int  # retrieval queries embedded
-
-
-class OrchestrationCost(msgspec.Struct, frozen=True, kw_only=True):
-    seconds: float  # wall time of the cell on the run's clock
-
-
-class Costs(msgspec.Struct, frozen=True, kw_only=True):
-    """The economics of one cell, never collapsed into one number."""
-
-    candidate: CandidateCost
-    world_model: WorldModelCost
-    embedding: EmbeddingCost
-    orchestration: OrchestrationCost
-
-
-class Rollout(msgspec.Struct, frozen=True, kw_only=True):
-    """What one cell did: an evaluation artifact (a simulated episode), never a real
-    transition and never indexed."""
-
-    kind: Literal["simulated-rollout"] = "simulated-rollout"
-    plan_hash: str
-    task_id: str
-    index_id: str
-    steps: list[Step]
-    stop_reason: StopReason
-    failure: Failure | None
-    costs: Costs
-    started_at: datetime
-    finished_at: datetime
-
-
-_ROLLOUT: Final = msgspec.json.Decoder(Rollout)
-
-
-def read_rollout(path: Path) -> Rollout:
-    """A rollout file, or :class:`PlanError` saying it is not one."""
-    try:
-        return _ROLLOUT.decode(path.read_bytes())
-    except (OSError, msgspec.DecodeError) as exc:
-        raise PlanError(
-            f"{path}: not a readable rollout ({exc}); the out folder holds only what "
-            "a run wrote: use a new out folder"
-        ) from exc
-
-
-def _write_once(path: Path, data: bytes) -> None:
-    """Write ``path`` atomically and only if it does not exist: a read-only temp file
-    in the same folder, flushed, then hard-linked into place (which refuses an
-    existing name, unlike a rename), then the temp name removed."""
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o444)  # immutable: nobody is meant to edit a rollout
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        try:
-            os.link(temp, path)
-        except FileExistsError as exc:
-            raise PlanError(
-                f"{path}: already written (a rollout is never overwritten); is another "
-                "run using this out folder?"
-            ) from exc
-    finally:
-        os.unlink(temp)
+__all__ = ["RunReport", "run_plan"]
 
 
 # --- the two clients -----------------------------------------------------------------
@@ -572,7 +308,7 @@ def run_plan(plan_path: Path, *, now: Callable[[], datetime]) -> RunReport:
                 remaining=remaining,
                 now=now,
             )
-            _write_once(path, msgspec.json.format(msgspec.json.encode(rollout)))
+            write_once(path, msgspec.json.format(msgspec.json.encode(rollout)))
             completed += 1
         remaining = max(0, remaining - rollout.costs.world_model.calls)
         stops[rollout.stop_reason] += 1

@@ -25,8 +25,8 @@ import pytest
 from nats.js import api
 
 import worldline
-from actors.runtime.bus import REPLICAS_ENV, ensure_buckets, ensure_streams
 from actors.runtime.bus import connect as bus_connect
+from actors.runtime.declare import REPLICAS_ENV, ensure_buckets, ensure_streams
 from protocols.messages import encode
 from protocols.subjects import BUCKETS, OPS, STREAMS, VIEWS, bucket_stream, ops
 from tests.cluster.cluster import NatsCluster

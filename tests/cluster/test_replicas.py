@@ -7,9 +7,9 @@ import re
 
 import pytest
 
-from actors.runtime.bus import (
+from actors.runtime.bus import connect
+from actors.runtime.declare import (
     REPLICAS_ENV,
-    connect,
     ensure_buckets,
     ensure_streams,
     stream_replicas,

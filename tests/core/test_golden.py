@@ -591,14 +591,13 @@ def tag_of(cls: type[Message]) -> str:
 
 
 def message_classes() -> list[type[Message]]:
-    """Every Message subclass defined in protocols.messages (aliases counted once)."""
+    """Every Message subclass protocols.messages exports (aliases counted once)."""
     found = {
         obj
-        for obj in vars(messages).values()
-        if isinstance(obj, type)
+        for name in messages.__all__
+        if isinstance(obj := getattr(messages, name), type)
         and issubclass(obj, Message)
         and obj is not Message
-        and obj.__module__ == messages.__name__
     }
     return sorted(found, key=lambda cls: cls.__name__)
 

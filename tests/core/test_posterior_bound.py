@@ -16,11 +16,12 @@ from actors.materializer import core as materializer
 from actors.materializer.ops_end import OpsEnd
 from actors.registry import build
 from actors.runtime import prepare
+from actors.runtime.deliveries import Delivery
 from actors.runtime.errors import InvalidInput
 from actors.runtime.memory import MemoryState
 from actors.runtime.prepare import prepared_input
 from actors.runtime.spec import Context, Step
-from actors.runtime.store import Delivery, Store
+from actors.runtime.store import Store
 from protocols.messages import (
     MATERIALIZER_INBOX,
     Belief,

@@ -14,17 +14,10 @@ import msgspec
 import pytest
 
 from actors.extractor.traces import parse_trace
-from actors.simulator.evaluate import (
-    ROLLOUTS,
-    PlanError,
-    Rollout,
-    load_plan,
-    parse_plan,
-    plan_hash,
-    read_rollout,
-    run_plan,
-)
+from actors.simulator.evaluate import run_plan
 from actors.simulator.index import build, load, save
+from actors.simulator.plan import PlanError, load_plan, parse_plan, plan_hash
+from actors.simulator.rollouts import ROLLOUTS, Rollout, read_rollout
 from protocols.messages import Transition
 from tests.support import TRACES
 

@@ -13,10 +13,11 @@ import pytest
 from actors.fusion import core as fusion
 from actors.materializer import core as materializer
 from actors.registry import build
+from actors.runtime.deliveries import Delivery
 from actors.runtime.errors import InvalidInput
 from actors.runtime.memory import MemoryState
 from actors.runtime.spec import Context, Step
-from actors.runtime.store import Delivery, Store
+from actors.runtime.store import Store
 from protocols.beliefs import Evidence
 from protocols.messages import (
     MATERIALIZER_INBOX,

@@ -49,9 +49,10 @@ import msgspec.inspect as mi
 import pytest
 
 from actors.registry import build
-from actors.runtime.consume import _answer
+from actors.runtime.deliveries import Delivery
+from actors.runtime.serve import _answer
 from actors.runtime.spec import Service
-from actors.runtime.store import Delivery, OutboxItem, Store
+from actors.runtime.store import Store
 from actors.simulator import index as transition_index
 from actors.simulator.service import SessionService
 from protocols.beliefs import BeliefEdge, Evidence
@@ -119,6 +120,7 @@ from worldline.sdk.errors import BadRequest
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
 
+    from actors.runtime.outbox import OutboxItem
     from actors.runtime.spec import Input
 
 INPUTS: Final = int(os.environ.get("WORLDLINE_FUZZ_INPUTS", "300"))

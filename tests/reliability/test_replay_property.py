@@ -23,10 +23,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from actors.registry import build
+from actors.runtime.deliveries import Delivery
 from actors.runtime.errors import InvalidInput
 from actors.runtime.memory import MemoryState, state_hash
 from actors.runtime.spec import Context
-from actors.runtime.store import Delivery, Store
+from actors.runtime.store import Store
 from protocols.beliefs import BeliefEdge, Evidence
 from protocols.messages import (
     AddBelief,

@@ -16,16 +16,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from actors.registry import build
-from actors.runtime.bus import (
-    BATCH_BYTES,
-    BATCH_ITEMS,
-    _batch_header,
-    _sequences,
-    batched,
-)
-from actors.runtime.consume import INLINE_BUDGET, _Pace
+from actors.runtime.bus import _batch_header, _sequences
+from actors.runtime.deliveries import Delivery
 from actors.runtime.memory import state_hash
-from actors.runtime.store import BatchResult, Delivery, OutboxItem, Store
+from actors.runtime.outbox import BatchResult, OutboxItem
+from actors.runtime.pace import INLINE_BUDGET, Pace
+from actors.runtime.publish import BATCH_BYTES, BATCH_ITEMS, batched
+from actors.runtime.store import Store
 from protocols.beliefs import BeliefEdge
 from protocols.messages import (
     Belief,
@@ -175,7 +172,7 @@ def test_a_broken_batch_or_a_smuggled_item_is_dead_lettered(tmp_path: Path) -> N
 
 
 def test_a_batch_runs_on_the_event_loop_only_once_it_is_known_to_be_quick() -> None:
-    pace = _Pace()
+    pace = Pace()
     assert not pace.inline("in", 1)  # nothing measured yet: a worker thread
     pace.note("in", 256, 256 * 40e-6)  # 40 us a delivery
     assert pace.inline("in", 256)  # about 10 ms: within the budget
@@ -191,7 +188,7 @@ def test_a_batch_runs_on_the_event_loop_only_once_it_is_known_to_be_quick() -> N
 async def test_no_batch_runs_on_the_event_loop_while_another_applies_in_a_thread() -> (
     None
 ):
-    pace = _Pace()
+    pace = Pace()
     pace.note("a", 1, 1e-6)
     started, release = threading.Event(), threading.Event()
 

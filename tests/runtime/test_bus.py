@@ -12,16 +12,10 @@ import nats
 import pytest
 
 from actors.registry import build
-from actors.runtime.bus import (
-    RAW_MESSAGES,
-    DeliveryGap,
-    Puller,
-    connect,
-    ensure_consumer,
-    ensure_streams,
-    unbatched,
-)
+from actors.runtime.bus import RAW_MESSAGES, DeliveryGap, Puller, connect
+from actors.runtime.declare import ensure_consumer, ensure_streams
 from actors.runtime.errors import BusUnavailable, ConfigDrift
+from actors.runtime.publish import unbatched
 from actors.runtime.store import Store
 from protocols.messages import PosteriorUpdate
 from protocols.subjects import MATERIALIZER_IN, STREAMS, ConsumerSpec, StreamSpec

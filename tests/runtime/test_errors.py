@@ -19,7 +19,7 @@ import nats.js.errors
 import pytest
 
 import worldline
-from actors.runtime.bus import ensure_streams
+from actors.runtime.declare import ensure_streams
 from actors.runtime.embedded import EmbeddedNats
 from protocols.subjects import DLQ, STREAMS, dlq, ops
 from tests.support import all_actors, running, unique_world

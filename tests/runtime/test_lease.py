@@ -43,7 +43,7 @@ def test_a_lease_must_expire_for_its_holder_first() -> None:
 async def test_one_holder_at_a_time_and_the_standby_follows_its_watermark(
     nats_url: str,
 ) -> None:
-    from actors.runtime.bus import ensure_buckets
+    from actors.runtime.declare import ensure_buckets
 
     nc = await nats.connect(nats_url)
     js = nc.jetstream()

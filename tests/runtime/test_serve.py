@@ -1,4 +1,4 @@
-"""An actor's request/reply loop (``consume._serve``) on a real nats-server: a slow
+"""An actor's request/reply loop (``serve.serve``) on a real nats-server: a slow
 answer runs in a worker thread, so the event loop (consuming, lease renewals,
 heartbeats) keeps running meanwhile, and a flood of slow requests takes at most the
 actor's read threads."""
@@ -15,7 +15,7 @@ import msgspec
 import pytest
 
 from actors.runtime.bus import connect
-from actors.runtime.consume import READ_THREADS, _serve
+from actors.runtime.serve import READ_THREADS, serve
 from actors.runtime.spec import Service
 from actors.runtime.store import Store
 from protocols.messages import PROJECTOR_RPC, BeliefReply, GetBelief, encode
@@ -69,7 +69,7 @@ async def test_slow_answers_run_off_the_event_loop_on_bounded_threads(
     lag = 0.0
     try:
         async with anyio.create_task_group() as tg:
-            await tg.start(partial(_serve, nc, store, service))
+            await tg.start(partial(serve, nc, store, service))
 
             async def ticker() -> None:  # what else the actor's loop must keep doing
                 nonlocal lag
@@ -113,7 +113,7 @@ async def test_a_request_whose_subject_is_not_text_is_refused_and_serving_goes_o
     inbox = nc.new_inbox().encode()
     try:
         async with anyio.create_task_group() as tg:
-            await tg.start(partial(_serve, nc, store, service))
+            await tg.start(partial(serve, nc, store, service))
             host, port = nats_url.removeprefix("nats://").rsplit(":", 1)
             async with await anyio.connect_tcp(host, int(port)) as sock:
                 await sock.receive()  # INFO

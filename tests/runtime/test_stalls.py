@@ -23,8 +23,8 @@ import pytest
 
 import worldline
 from actors.registry import build
-from actors.runtime.bus import ensure_streams
 from actors.runtime.consume import run_actor
+from actors.runtime.declare import ensure_streams
 from actors.runtime.errors import StoreError
 from actors.runtime.metrics import Registry
 from actors.runtime.store import Store

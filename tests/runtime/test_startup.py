@@ -21,8 +21,8 @@ import nats.js.errors
 import pytest
 
 from actors.registry import build
-from actors.runtime.bus import STARTUP_RETRY_MAX, transient
 from actors.runtime.consume import run_actor
+from actors.runtime.declare import STARTUP_RETRY_MAX, transient
 from actors.runtime.embedded import EmbeddedNats, nats_server_binary
 from actors.runtime.lock import FolderLock, FolderLocked
 from actors.runtime.supervise import run_actors

@@ -10,9 +10,10 @@ import lmdb
 import msgspec
 
 from actors.registry import build
+from actors.runtime.deliveries import Delivery
 from actors.runtime.memory import MemoryState, state_hash
 from actors.runtime.spec import Context
-from actors.runtime.store import Delivery, Store
+from actors.runtime.store import Store
 from protocols.messages import AddBelief, DeadLetter, PosteriorUpdate, encode
 from protocols.subjects import derived, dlq, ops
 

@@ -12,10 +12,11 @@ import msgspec
 import pytest
 
 from actors.registry import build
-from actors.runtime import store as store_module
+from actors.runtime.deliveries import Delivery
 from actors.runtime.errors import StoreError, StoreFull
+from actors.runtime.room import MAP_SIZE_ENV, configured_map_size, parse_size
 from actors.runtime.spec import Input, Step
-from actors.runtime.store import Delivery, Store, configured_map_size, parse_size
+from actors.runtime.store import Store
 from protocols.messages import AddBelief, DeadLetter, encode
 from protocols.subjects import dlq, ops
 
@@ -118,16 +119,16 @@ def test_the_map_size_comes_from_the_environment_once(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     configured_map_size.cache_clear()
-    monkeypatch.setenv(store_module.MAP_SIZE_ENV, "2M")
+    monkeypatch.setenv(MAP_SIZE_ENV, "2M")
     try:
         assert configured_map_size() == 2 * MIB
-        monkeypatch.setenv(store_module.MAP_SIZE_ENV, "9M")
+        monkeypatch.setenv(MAP_SIZE_ENV, "9M")
         assert configured_map_size() == 2 * MIB  # read once
         store = Store(tmp_path / "s", actor="fusion")
         assert store.map_size == 2 * MIB
         store.close()
         configured_map_size.cache_clear()
-        monkeypatch.setenv(store_module.MAP_SIZE_ENV, "lots")
+        monkeypatch.setenv(MAP_SIZE_ENV, "lots")
         with pytest.raises(StoreError, match="WORLDLINE_LMDB_MAP_SIZE='lots' is not"):
             Store(tmp_path / "t", actor="fusion")
     finally:

@@ -19,9 +19,11 @@ import pytest
 import worldline
 from actors.projector import index, views
 from actors.registry import build
-from actors.runtime.bus import Delivered, ensure_streams
+from actors.runtime.bus import Delivered
 from actors.runtime.consume import _pending
-from actors.runtime.store import Delivery, OutboxItem, Store
+from actors.runtime.declare import ensure_streams
+from actors.runtime.deliveries import Delivery
+from actors.runtime.store import Store
 from protocols.messages import Belief, BeliefChanged, encode
 from protocols.subjects import (
     STREAMS,
@@ -36,6 +38,7 @@ from tests.runtime.test_crew import crew
 from tests.support import running, unique_world
 
 if TYPE_CHECKING:
+    from actors.runtime.outbox import OutboxItem
     from actors.runtime.spec import Reader
 
 (PROJECTOR,) = build("projector").inputs

@@ -25,7 +25,7 @@ from nats.js import api
 import worldline
 from actors.runtime.auth import CREDS_ENV
 from actors.runtime.bus import connect as bus_connect
-from actors.runtime.bus import ensure_buckets
+from actors.runtime.declare import ensure_buckets
 from actors.runtime.embedded import EmbeddedNats
 from protocols.messages import SetField, WorkAssigned, encode
 from protocols.subjects import (

@@ -1,5 +1,5 @@
 """Actors answer a request only on an ``_INBOX.`` reply subject
-(``protocols.subjects.is_reply_subject``, checked in ``consume.py::_serve``): a
+(``protocols.subjects.is_reply_subject``, checked in ``serve.py::serve``): a
 request naming a stream, bucket or JetStream API subject as its reply would make the
 actor publish there with its own rights (a confused deputy)."""
 

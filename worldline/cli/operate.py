@@ -17,7 +17,7 @@ import msgspec
 
 from actors.registry import ACTORS, build
 from actors.runtime.auth import CREDS_ENV
-from actors.runtime.bus import REPLICAS_ENV
+from actors.runtime.declare import REPLICAS_ENV
 from actors.runtime.embedded import EmbeddedNats, keep_writable
 from actors.runtime.lock import FolderLock
 from actors.runtime.metrics import Registry

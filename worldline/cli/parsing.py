@@ -10,7 +10,7 @@ from pathlib import Path
 
 from actors.registry import ACTORS
 from actors.runtime.auth import CREDS_ENV
-from actors.runtime.bus import MAX_REPLICAS, REPLICAS_ENV
+from actors.runtime.declare import MAX_REPLICAS, REPLICAS_ENV
 from protocols.beliefs import DIRECTIONS, EDGE_TYPES, EVIDENCE_KINDS
 from protocols.messages import BELIEF_TYPES
 from worldline.cli import mcp as mcp_verb

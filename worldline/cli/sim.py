@@ -94,7 +94,8 @@ def _sim_session(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]
 def run_evaluation(args: argparse.Namespace) -> int:
     """Run (or resume) an evaluation plan: one immutable rollout per task."""
     from actors.runtime.consume import utcnow
-    from actors.simulator.evaluate import PlanError, run_plan
+    from actors.simulator.evaluate import run_plan
+    from actors.simulator.plan import PlanError
 
     try:
         report = run_plan(args.plan, now=utcnow)

@@ -18,8 +18,9 @@ import msgspec
 
 from actors.materializer.core import last_op_key
 from actors.registry import build
+from actors.runtime.deliveries import Delivery
 from actors.runtime.memory import state_hash
-from actors.runtime.store import Delivery, Store
+from actors.runtime.store import Store
 from protocols.messages import encode
 from protocols.subjects import DERIVED_CHANNEL, channel_of
 from worldline.sdk.errors import BadRequest

@@ -15,7 +15,7 @@ import nats.errors
 import nats.js.errors
 from nats.js import api
 
-from actors.runtime.bus import ensure_consumer
+from actors.runtime.declare import ensure_consumer
 from protocols.messages import (
     INBOX,
     PRESENCE_VALUE,
