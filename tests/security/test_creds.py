@@ -10,23 +10,17 @@ from __future__ import annotations
 
 import json
 import logging
-from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 import anyio
-import msgspec
 import nats.errors
 import pytest
 from nats.js import api
 
 import worldline
-from actors.runtime.auth import CREDS_ENV
 from actors.runtime.bus import connect as bus_connect
 from actors.runtime.declare import ensure_buckets
-from actors.runtime.embedded import EmbeddedNats
 from protocols.messages import SetField, WorkAssigned, encode
 from protocols.subjects import (
     INBOX,
@@ -42,67 +36,35 @@ from protocols.subjects import (
     ops,
     state,
 )
-from tests.support import all_actors, running, unique_world
+from tests.security.secured import (
+    PILOT,
+    Secured,
+    actors_as_own_users,
+    declared_by_the_operator,
+    logged,
+    raw,
+    secured_server,
+)
 from worldline.cli import main as cli_main
-from worldline.ops.creds import new_seed, write_credentials
-from worldline.sdk.declaration import load_declaration
+from worldline.ops.creds import new_seed
 from worldline.sdk.errors import BadRequest, BusUnavailable
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncGenerator, AsyncIterator, Iterator
-
-    from nats.aio.client import Client as NATS
+    from collections.abc import AsyncGenerator, Iterator
+    from pathlib import Path
 
     from protocols.messages import AgentView
-    from protocols.world import WorldDecl
     from worldline import World
 
 pytestmark = pytest.mark.nats
 
-CREW_TOML = Path(__file__).resolve().parents[2] / "examples" / "crew.toml"
-PILOT = "project:soteria-pilot-conversion"
 JS_API = "$JS.API"
-
-
-def crew(world: str) -> WorldDecl:
-    decl = load_declaration(CREW_TOML)
-    return msgspec.structs.replace(
-        decl, world=msgspec.structs.replace(decl.world, id=world)
-    )
-
-
-@dataclass
-class Secured:
-    url: str
-    out: Path
-    world: str
-    data: Path
-
-    def creds(self, agent: str) -> Path:
-        return self.out / "agents" / f"{agent}.creds"
 
 
 @pytest.fixture
 def secured(tmp_path: Path) -> Iterator[Secured]:
-    world = unique_world("sec")
-    out = tmp_path / "creds"
-    write_credentials([crew(world)], out)
-    with EmbeddedNats(tmp_path / "nats", config=out / "auth.conf") as server:
-        yield Secured(server.url, out, world, tmp_path / "actors")
-
-
-@asynccontextmanager
-async def actors_as_own_users(
-    s: Secured, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[None]:
-    """Every actor, each connected with its own credentials file."""
-    async with AsyncExitStack() as stack:
-        for spec in all_actors():
-            creds = s.out / "actors" / f"{spec.name}.creds"
-            monkeypatch.setenv(CREDS_ENV, str(creds))
-            await stack.enter_async_context(running([spec], url=s.url, data=s.data))
-        monkeypatch.delenv(CREDS_ENV)
-        yield
+    with secured_server(tmp_path, "sec") as s:
+        yield s
 
 
 async def _work_for(w: World) -> list[WorkAssigned]:
@@ -122,27 +84,7 @@ async def _violation(
 ) -> None:
     """Wait until the server has reported a permissions violation on ``subject``
     (nats-py passes the server's -ERR, lower-cased, to the error callback)."""
-    await _logged(caplog, f'permissions violation for {kind} to "{subject}"')
-
-
-async def _logged(caplog: pytest.LogCaptureFixture, *parts: str) -> None:
-    """Wait until one captured log line holds every one of ``parts`` (any case)."""
-    wanted = [part.lower() for part in parts]
-    with anyio.fail_after(5):
-        while True:
-            lines = [r.getMessage() for r in caplog.records]
-            if any(all(part in line for part in wanted) for line in lines):
-                return
-            await anyio.sleep(0.02)
-
-
-@asynccontextmanager
-async def _raw(s: Secured, agent: str) -> AsyncIterator[NATS]:
-    nc = await bus_connect(s.url, name=f"probe-{agent}", creds=s.creds(agent))
-    try:
-        yield nc
-    finally:
-        await nc.close()
+    await logged(caplog, f'permissions violation for {kind} to "{subject}"')
 
 
 async def test_an_agent_with_its_creds_uses_its_own_world(
@@ -158,7 +100,7 @@ async def test_an_agent_with_its_creds_uses_its_own_world(
             s.url, world=s.world, agent="spock", creds=s.creds("spock")
         ) as spock,
     ):
-        await ada.declare(crew(s.world))
+        await declared_by_the_operator(s)
         await ada.write(PILOT, "phase", "sla")
         # Its inbox: create/bind/fetch its durable, then ack (bus ack plus an op).
         (request,) = await _work_for(spock)
@@ -216,10 +158,10 @@ async def test_an_agent_cannot_touch_another_agents_inbox(
             s.url, world=s.world, agent="spock", creds=s.creds("spock")
         ) as spock,
     ):
-        await ada.declare(crew(s.world))
+        await declared_by_the_operator(s)
         await ada.write(PILOT, "phase", "sla")
         before = await _work_for(spock)
-        async with _raw(s, "scotty") as nc:
+        async with raw(s, "scotty") as nc:
             js = nc.jetstream(timeout=1.0)
             with pytest.raises(nats.errors.TimeoutError):
                 await js.consumer_info(INBOX.name, theirs.durable)
@@ -291,7 +233,7 @@ async def test_an_agent_cannot_write_as_another_or_on_derived_channels(
 ) -> None:
     s = secured
     caplog.set_level(logging.WARNING, logger="worldline.bus")
-    async with actors_as_own_users(s, monkeypatch), _raw(s, "scotty") as nc:
+    async with actors_as_own_users(s, monkeypatch), raw(s, "scotty") as nc:
         js = nc.jetstream(timeout=1.0)
         info = await js.stream_info(bucket_stream(VIEWS))
         assert info.config.allow_direct  # per-key reads are what the rights name
@@ -340,20 +282,18 @@ async def test_an_agent_cannot_read_another_agents_view(
     key = bucket_put(VIEWS, bucket_key(s.world, "spock"))
     async with (
         actors_as_own_users(s, monkeypatch),
-        worldline.connect(
-            s.url, world=s.world, agent="ada", creds=s.creds("ada")
-        ) as ada,
+        worldline.connect(s.url, world=s.world, agent="ada", creds=s.creds("ada")),
         worldline.connect(
             s.url, world=s.world, agent="spock", creds=s.creds("spock")
         ) as spock,
     ):
-        await ada.declare(crew(s.world))
+        await declared_by_the_operator(s)
         with anyio.fail_after(10):
             while True:  # it is there, for Spock
                 if await spock.stored_view() is not None:
                     break
                 await anyio.sleep(0.05)
-        async with _raw(s, "scotty") as nc:
+        async with raw(s, "scotty") as nc:
             js = nc.jetstream(timeout=1.0)
             kv = await js.key_value(VIEWS.bucket)
             with pytest.raises(nats.errors.TimeoutError):
@@ -369,7 +309,7 @@ async def test_an_agent_cannot_read_another_agents_view(
             # Watching it means a consumer filtered to its key: denied.
             with pytest.raises(nats.errors.TimeoutError):
                 await js.pull_subscribe(key, stream=views)
-            await _logged(
+            await logged(
                 caplog,
                 "permissions violation for publish to",
                 f"{JS_API}.CONSUMER.CREATE.{views}.",

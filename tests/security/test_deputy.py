@@ -15,23 +15,15 @@ intact; direct attempts by Spock are the server's permissions violations.
 from __future__ import annotations
 
 import logging
-from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import anyio
-import msgspec
 import pytest
 
 import worldline
-from actors.registry import build
-from actors.runtime.auth import CREDS_ENV
-from actors.runtime.bus import connect as bus_connect
-from actors.runtime.embedded import EmbeddedNats
 from protocols.messages import LEASE_VALUE
 from protocols.subjects import (
-    ACTOR_NAMES,
     INBOX,
     LEASES,
     OPS,
@@ -48,23 +40,25 @@ from protocols.subjects import (
     state,
 )
 from protocols.world import OPERATOR
-from tests.support import running, unique_world
-from worldline.ops.creds import write_credentials
-from worldline.sdk.declaration import load_declaration
+from tests.security.secured import (
+    PILOT,
+    Secured,
+    actors_as_own_users,
+    crew,
+    logged,
+    raw,
+    secured_server,
+)
 from worldline.sdk.errors import Rejected
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Iterator
+    from collections.abc import Iterator
+    from pathlib import Path
 
-    from nats.aio.client import Client as NATS
-
-    from protocols.world import WorldDecl
     from worldline import World
 
 pytestmark = pytest.mark.nats
 
-CREW_TOML = Path(__file__).resolve().parents[2] / "examples" / "crew.toml"
-PILOT = "project:soteria-pilot-conversion"
 JS_API = "$JS.API"
 LEASE_KEY = lease_key("materializer", 0, 1)
 # Verbs of every actor that serves: the projector, the materializer, the simulator.
@@ -80,87 +74,28 @@ VERBS: tuple[RpcVerb, ...] = (
 )
 
 
-@dataclass
-class Secured:
-    url: str
-    out: Path
-    world: str
-    data: Path
-
-    def creds(self, who: str) -> Path:
-        if who == OPERATOR:
-            return self.out / f"{OPERATOR}.creds"
-        if who in ACTOR_NAMES:
-            return self.out / "actors" / f"{who}.creds"
-        return self.out / "agents" / f"{who}.creds"
-
-    def targets(self) -> list[str]:
-        """The reply subjects of the outside attack."""
-        zora = inbox_in(self.world, "zora").durable
-        return [
-            f"{JS_API}.STREAM.PURGE.{OPS.name}",
-            bucket_put(LEASES, LEASE_KEY),
-            bucket_put(VIEWS, bucket_key(self.world, "zora")),
-            f"{JS_API}.CONSUMER.DELETE.{INBOX.name}.{zora}",
-            ops(self.world, "zora"),
-            f"{JS_API}.STREAM.DELETE.{OPS.name}",
-        ]
-
-
-def crew(world: str) -> WorldDecl:
-    decl = load_declaration(CREW_TOML)
-    return msgspec.structs.replace(
-        decl, world=msgspec.structs.replace(decl.world, id=world)
-    )
+def targets(s: Secured) -> list[str]:
+    """The reply subjects of the outside attack."""
+    zora = inbox_in(s.world, "zora").durable
+    return [
+        f"{JS_API}.STREAM.PURGE.{OPS.name}",
+        bucket_put(LEASES, LEASE_KEY),
+        bucket_put(VIEWS, bucket_key(s.world, "zora")),
+        f"{JS_API}.CONSUMER.DELETE.{INBOX.name}.{zora}",
+        ops(s.world, "zora"),
+        f"{JS_API}.STREAM.DELETE.{OPS.name}",
+    ]
 
 
 @pytest.fixture
 def secured(tmp_path: Path) -> Iterator[Secured]:
-    world = unique_world("deputy")
-    out = tmp_path / "creds"
-    write_credentials([crew(world)], out)
-    with EmbeddedNats(tmp_path / "nats", config=out / "auth.conf") as server:
-        yield Secured(server.url, out, world, tmp_path / "actors")
-
-
-@asynccontextmanager
-async def actors_as_own_users(
-    s: Secured, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[None]:
-    """Every actor with its own credentials; specs built as ``worldline actor NAME
-    --creds actors/NAME.creds`` builds them (so the materializer runs secured)."""
-    async with AsyncExitStack() as stack:
-        for name in ACTOR_NAMES:
-            monkeypatch.setenv(CREDS_ENV, str(s.creds(name)))
-            spec = build(name)
-            await stack.enter_async_context(running([spec], url=s.url, data=s.data))
-        monkeypatch.delenv(CREDS_ENV)
-        yield
-
-
-@asynccontextmanager
-async def _raw(s: Secured, who: str) -> AsyncIterator[NATS]:
-    nc = await bus_connect(s.url, name=f"probe-{who}", creds=s.creds(who))
-    try:
-        yield nc
-    finally:
-        await nc.close()
-
-
-async def _logged(caplog: pytest.LogCaptureFixture, *parts: str) -> None:
-    """Wait until one captured log line holds every one of ``parts`` (any case)."""
-    wanted = [part.lower() for part in parts]
-    with anyio.fail_after(5):
-        while True:
-            lines = [r.getMessage().lower() for r in caplog.records]
-            if any(all(part in line for part in wanted) for line in lines):
-                return
-            await anyio.sleep(0.02)
+    with secured_server(tmp_path, "deputy") as s:
+        yield s
 
 
 async def _violation(caplog: pytest.LogCaptureFixture, who: str, subject: str) -> None:
     """The server reported a permissions violation by ``who`` on ``subject``."""
-    await _logged(
+    await logged(
         caplog, f"probe-{who}", f'permissions violation for publish to "{subject}"'
     )
 
@@ -184,7 +119,7 @@ class Snapshot:
 
 async def _snapshot(s: Secured) -> Snapshot:
     """What the attack went after, read with the operator's credentials."""
-    async with _raw(s, OPERATOR) as nc:
+    async with raw(s, OPERATOR) as nc:
         js = nc.jetstream(timeout=5)
         info = await js.stream_info(OPS.name)
         leases = await js.key_value(LEASES.bucket)
@@ -207,7 +142,7 @@ async def _snapshot(s: Secured) -> Snapshot:
 
 async def _from_zora(s: Secured) -> int:
     """Messages on Zora's ops subject (she never wrote one)."""
-    async with _raw(s, OPERATOR) as nc:
+    async with raw(s, OPERATOR) as nc:
         info = await nc.jetstream(timeout=5).stream_info(
             OPS.name, subjects_filter=ops(s.world, "zora")
         )
@@ -251,8 +186,8 @@ async def test_the_deputy_attacks_change_nothing(
         assert before.lease_holder == "materializer"
 
         # The attack: every verb, every target, with Spock's own credentials.
-        async with _raw(s, "spock") as nc:
-            for target in s.targets():
+        async with raw(s, "spock") as nc:
+            for target in targets(s):
                 for verb in VERBS:
                     await nc.publish(rpc(s.world, verb), b"\x80", reply=target)
             await nc.flush()
@@ -261,12 +196,12 @@ async def test_the_deputy_attacks_change_nothing(
         assert after == before  # every op, the lease, Zora's view and her durable
         assert await _from_zora(s) == 0
         # They did not answer there at all (their credentials would refuse most).
-        for target in s.targets():
-            await _logged(caplog, "refused to answer on", repr(target))
+        for target in targets(s):
+            await logged(caplog, "refused to answer on", repr(target))
 
-        async with _raw(s, "spock") as nc:
+        async with raw(s, "spock") as nc:
             # Spock cannot do any of it directly either.
-            for target in s.targets():
+            for target in targets(s):
                 await nc.publish(target, b"")
                 await nc.flush()
                 await _violation(caplog, "spock", target)
@@ -298,8 +233,8 @@ async def test_an_actor_cannot_do_what_the_deputy_was_tricked_into(
     zora_view = bucket_put(VIEWS, bucket_key(s.world, "zora"))
     async with actors_as_own_users(s, monkeypatch):
         for actor in ("projector", "materializer", "simulator"):
-            async with _raw(s, actor) as nc:
-                for target in s.targets():
+            async with raw(s, actor) as nc:
+                for target in targets(s):
                     if actor == "materializer" and target == own_lease:
                         continue  # its own lease: the one key it must write
                     if actor == "projector" and target == zora_view:
@@ -309,16 +244,16 @@ async def test_an_actor_cannot_do_what_the_deputy_was_tricked_into(
                     await _violation(caplog, actor, target)
         # Channels belong to their actor: fusion may not write the change feed or
         # inboxes, the materializer may not write derived records.
-        async with _raw(s, "fusion") as nc:
+        async with raw(s, "fusion") as nc:
             for subject in (state(s.world, "field"), inbox(s.world, "zora")):
                 await nc.publish(subject, b"x")
                 await nc.flush()
                 await _violation(caplog, "fusion", subject)
-        async with _raw(s, "materializer") as nc:
+        async with raw(s, "materializer") as nc:
             subject = derived(s.world, "posterior", "0")
             await nc.publish(subject, b"x")
             await nc.flush()
             await _violation(caplog, "materializer", subject)
-        async with _raw(s, OPERATOR) as nc:
+        async with raw(s, OPERATOR) as nc:
             info = await nc.jetstream(timeout=5).stream_info(OPS.name)
         assert info.state.messages == 0  # nothing landed in the record

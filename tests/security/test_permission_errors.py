@@ -17,52 +17,26 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import anyio
-import msgspec
 import pytest
 
 import worldline
-from actors.runtime.auth import CREDS_ENV
-from actors.runtime.embedded import EmbeddedNats
 from protocols.subjects import ops
-from tests.support import all_actors, running, unique_world
-from worldline.ops.creds import write_credentials
-from worldline.sdk.declaration import load_declaration
+from tests.security.secured import PILOT, Secured, actors_as_own_users, secured_server
 from worldline.sdk.errors import PermissionDenied, Rejected, WorldlineError
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from protocols.world import WorldDecl
 
 pytestmark = pytest.mark.nats
 
-CREW_TOML = Path(__file__).resolve().parents[2] / "examples" / "crew.toml"
-PILOT = "project:soteria-pilot-conversion"
 WORLDLINE = str(Path(sys.executable).parent / "worldline")
-
-
-def _crew(world: str) -> WorldDecl:
-    decl = load_declaration(CREW_TOML)
-    return msgspec.structs.replace(
-        decl, world=msgspec.structs.replace(decl.world, id=world)
-    )
-
-
-class Secured:
-    def __init__(self, url: str, out: Path, world: str, data: Path) -> None:
-        self.url, self.out, self.world, self.data = url, out, world, data
-
-    def creds(self, agent: str) -> Path:
-        return self.out / "agents" / f"{agent}.creds"
 
 
 @pytest.fixture
 def secured(tmp_path: Path) -> Iterator[Secured]:
-    world = unique_world("perm")
-    out = tmp_path / "creds"
-    write_credentials([_crew(world)], out)
-    with EmbeddedNats(tmp_path / "nats", config=out / "auth.conf") as server:
-        yield Secured(server.url, out, world, tmp_path / "actors")
+    with secured_server(tmp_path, "perm") as s:
+        yield s
 
 
 async def test_another_agents_credentials_are_named_at_once(secured: Secured) -> None:
@@ -116,11 +90,7 @@ async def test_an_agent_learns_why_fusion_refused_without_the_dead_letters(
 ) -> None:
     s = secured
     async with AsyncExitStack() as stack:
-        for spec in all_actors():  # each actor as its own user
-            creds = s.out / "actors" / f"{spec.name}.creds"
-            monkeypatch.setenv(CREDS_ENV, str(creds))
-            await stack.enter_async_context(running([spec], url=s.url, data=s.data))
-        monkeypatch.delenv(CREDS_ENV)
+        await stack.enter_async_context(actors_as_own_users(s, monkeypatch))
         ada = await stack.enter_async_context(
             worldline.connect(
                 s.url,
