@@ -44,13 +44,13 @@ import msgspec
 from nats.js import api
 
 import worldline
-from actors.registry import build
-from actors.runtime.bus import connect
-from actors.runtime.deliveries import Delivery
-from actors.runtime.embedded import EmbeddedNats
-from actors.runtime.store import Store
-from protocols.messages import AddBelief, DeclareWorld, encode
-from protocols.subjects import (
+from worldline.actors.registry import build
+from worldline.actors.runtime.bus import connect
+from worldline.actors.runtime.deliveries import Delivery
+from worldline.actors.runtime.embedded import EmbeddedNats
+from worldline.actors.runtime.store import Store
+from worldline.protocols.messages import AddBelief, DeclareWorld, encode
+from worldline.protocols.subjects import (
     DERIVED_CHANNEL,
     FUSION_IN,
     MATERIALIZER_IN,

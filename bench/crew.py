@@ -25,11 +25,11 @@ import nats
 from nats.js import api
 
 import worldline
-from actors.registry import build
-from actors.runtime.deliveries import Delivery
-from actors.runtime.embedded import EmbeddedNats
-from actors.runtime.store import Store
-from protocols.messages import (
+from worldline.actors.registry import build
+from worldline.actors.runtime.deliveries import Delivery
+from worldline.actors.runtime.embedded import EmbeddedNats
+from worldline.actors.runtime.store import Store
+from worldline.protocols.messages import (
     INBOX,
     DeclareWorld,
     Notification,
@@ -37,9 +37,9 @@ from protocols.messages import (
     WorkAssigned,
     encode,
 )
-from protocols.subjects import inbox as inbox_subject
-from protocols.subjects import ops
-from protocols.world import EdgeSeed, EntitySeed, WorldDecl
+from worldline.protocols.subjects import inbox as inbox_subject
+from worldline.protocols.subjects import ops
+from worldline.protocols.world import EdgeSeed, EntitySeed, WorldDecl
 from worldline.sdk.declaration import load_declaration
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -30,7 +30,7 @@ import anyio
 import nats
 from nats.js import api
 
-from actors.runtime.embedded import nats_server_binary
+from worldline.actors.runtime.embedded import nats_server_binary
 
 CONFIG = Path(__file__).resolve().parent.parent / "deploy" / "nats" / "single.conf"
 SUBJECT = "bench.fsync"

@@ -47,17 +47,18 @@ import nats
 from nats.js import api
 
 import worldline
-from actors.registry import build
-from actors.runtime.bus import Puller, connect
-from actors.runtime.declare import ensure_streams
-from actors.runtime.deliveries import Delivery
-from actors.runtime.embedded import EmbeddedNats
-from actors.runtime.publish import unbatched
-from actors.runtime.store import Store
-from actors.runtime.supervise import run_actors
-from protocols.beliefs import Evidence
-from protocols.messages import AddBelief, AddEvidence, encode
-from protocols.subjects import (
+from worldline.actors.registry import build
+from worldline.actors.runtime.bus import Puller, connect
+from worldline.actors.runtime.declare import ensure_streams
+from worldline.actors.runtime.deliveries import Delivery
+from worldline.actors.runtime.embedded import EmbeddedNats
+from worldline.actors.runtime.publish import unbatched
+from worldline.actors.runtime.store import Store
+from worldline.actors.runtime.supervise import run_actors
+from worldline.ops.replay import replay
+from worldline.protocols.beliefs import Evidence
+from worldline.protocols.messages import AddBelief, AddEvidence, encode
+from worldline.protocols.subjects import (
     DERIVED_CHANNEL,
     FUSION_IN,
     MATERIALIZER_IN,
@@ -70,7 +71,6 @@ from protocols.subjects import (
     projector_in,
     state,
 )
-from worldline.ops.replay import replay
 from worldline.sdk.export import ExportRecord
 
 if TYPE_CHECKING:

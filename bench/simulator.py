@@ -15,9 +15,14 @@ import argparse
 import random
 import time
 
-from actors.belief_model.embedding import embed
-from actors.simulator.index import TransitionIndex, build, query_text, retrieve
-from protocols.messages import Transition
+from worldline.actors.belief_model.embedding import embed
+from worldline.actors.simulator.index import (
+    TransitionIndex,
+    build,
+    query_text,
+    retrieve,
+)
+from worldline.protocols.messages import Transition
 
 VERBS = ["search", "book", "refund", "cancel", "lookup", "update", "send", "list"]
 NOUNS = [f"{s}{i}" for s in ("order", "flight", "user", "file") for i in range(250)]

@@ -45,11 +45,11 @@ import lmdb
 import msgspec
 from nats.js import api
 
-from actors.runtime.bus import connect
-from actors.runtime.embedded import EmbeddedNats
-from actors.runtime.publish import unbatched
-from protocols.beliefs import Evidence
-from protocols.messages import (
+from worldline.actors.runtime.bus import connect
+from worldline.actors.runtime.embedded import EmbeddedNats
+from worldline.actors.runtime.publish import unbatched
+from worldline.protocols.beliefs import Evidence
+from worldline.protocols.messages import (
     MATERIALIZER_INBOX,
     AddBelief,
     AddEvidence,
@@ -57,7 +57,7 @@ from protocols.messages import (
     PosteriorUpdate,
     encode,
 )
-from protocols.subjects import (
+from worldline.protocols.subjects import (
     DERIVED,
     EXTRACTOR_IN,
     FUSION_IN,

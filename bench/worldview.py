@@ -14,12 +14,12 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from actors.projector import beliefs, core
-from actors.runtime.deliveries import Delivery
-from actors.runtime.spec import Context, Input, Reader, Step
-from actors.runtime.store import Store
-from protocols.beliefs import BeliefEdge, Evidence
-from protocols.messages import (
+from worldline.actors.projector import beliefs, core
+from worldline.actors.runtime.deliveries import Delivery
+from worldline.actors.runtime.spec import Context, Input, Reader, Step
+from worldline.actors.runtime.store import Store
+from worldline.protocols.beliefs import BeliefEdge, Evidence
+from worldline.protocols.messages import (
     PROJECTOR_INBOX,
     Before,
     Belief,
@@ -28,7 +28,7 @@ from protocols.messages import (
     ProjectorInbox,
     encode,
 )
-from protocols.subjects import projector_in, state
+from worldline.protocols.subjects import projector_in, state
 
 WORLD = "bench"
 AT = datetime(2026, 6, 1, tzinfo=UTC)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from actors.runtime.embedded import EmbeddedNats
+from worldline.actors.runtime.embedded import EmbeddedNats
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

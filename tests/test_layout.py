@@ -8,14 +8,15 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SUBJECTS = ROOT / "protocols" / "subjects.py"
+PACKAGE = ROOT / "worldline"  # the one installed top-level package
+SUBJECTS = PACKAGE / "protocols" / "subjects.py"
 # A subject literal: it starts with the worldline or KV prefix, or it is the constant
 # part of an f-string that builds one (".ops." between two placeholders).
 SUBJECT_LITERAL = re.compile(r"^(wl|\$KV)\.|^\.(obs|ops|derived|state|inbox|dlq|rpc)\.")
 
 
 def _python_files() -> list[Path]:
-    folders = ("protocols", "actors", "worldline", "tests", "bench")
+    folders = ("worldline", "tests", "bench")
     return sorted(p for f in folders for p in (ROOT / f).rglob("*.py"))
 
 
@@ -52,8 +53,7 @@ def test_the_checker_finds_a_subject_literal(tmp_path: Path) -> None:
 def test_every_package_declares_all() -> None:
     missing = [
         str(p.relative_to(ROOT))
-        for folder in ("protocols", "actors", "worldline")
-        for p in (ROOT / folder).rglob("*.py")
+        for p in PACKAGE.rglob("*.py")
         if "__all__" not in p.read_text()
     ]
     assert missing == []
@@ -68,33 +68,34 @@ SHARED_PACKAGES = ("runtime", "belief_model")
 def _actor_packages() -> list[str]:
     return sorted(
         p.name
-        for p in (ROOT / "actors").iterdir()
+        for p in (PACKAGE / "actors").iterdir()
         if p.is_dir() and (p / "__init__.py").exists() and p.name not in SHARED_PACKAGES
     )
 
 
 def _imported_packages(path: Path) -> set[str]:
-    """The ``actors.<package>`` names ``path`` imports (at any depth of the file)."""
+    """The ``worldline.actors.<package>`` names ``path`` imports (at any depth of the
+    file)."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         names: list[str] = []
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names = [node.module]
-            if node.module == "actors":
-                names = [f"actors.{alias.name}" for alias in node.names]
+            if node.module == "worldline.actors":
+                names = [f"worldline.actors.{alias.name}" for alias in node.names]
         elif isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         for name in names:
             parts = name.split(".")
-            if len(parts) >= 2 and parts[0] == "actors":
-                found.add(parts[1])
+            if len(parts) >= 3 and parts[:2] == ["worldline", "actors"]:
+                found.add(parts[2])
     return found
 
 
 def _cross_imports(folder: Path, own: str) -> list[str]:
     allowed = {own, *SHARED_PACKAGES}
     return [
-        f"{path.relative_to(folder.parent)} imports actors.{package}"
+        f"{path.relative_to(folder.parent)} imports worldline.actors.{package}"
         for path in sorted(folder.rglob("*.py"))
         for package in sorted(_imported_packages(path) - allowed)
     ]
@@ -106,14 +107,16 @@ def test_no_actor_imports_another_actor() -> None:
         actors
     )
     offenders = [
-        hit for name in actors for hit in _cross_imports(ROOT / "actors" / name, name)
+        hit
+        for name in actors
+        for hit in _cross_imports(PACKAGE / "actors" / name, name)
     ]
     # The shared packages import no actor either.
     offenders += [
         hit
         for name in SHARED_PACKAGES
-        for hit in _cross_imports(ROOT / "actors" / name, name)
-        if not hit.endswith(f"actors.{name}")
+        for hit in _cross_imports(PACKAGE / "actors" / name, name)
+        if not hit.endswith(f"worldline.actors.{name}")
     ]
     assert offenders == []
 
@@ -122,13 +125,13 @@ def test_the_import_checker_finds_a_cross_import(tmp_path: Path) -> None:
     package = tmp_path / "projector"
     package.mkdir()
     (package / "core.py").write_text(
-        "from actors.fusion import core\n"
-        "from actors import extractor\n"
-        "import actors.simulator.index\n"
-        "from actors.runtime.spec import Step\n"
-        "from actors.belief_model import posterior\n"
-        "from actors.projector import index\n"
-        "def f():\n    from actors.materializer.core import handle\n"
+        "from worldline.actors.fusion import core\n"
+        "from worldline.actors import extractor\n"
+        "import worldline.actors.simulator.index\n"
+        "from worldline.actors.runtime.spec import Step\n"
+        "from worldline.actors.belief_model import posterior\n"
+        "from worldline.actors.projector import index\n"
+        "def f():\n    from worldline.actors.materializer.core import handle\n"
     )
     assert _imported_packages(package / "core.py") == {
         "fusion",
@@ -164,7 +167,7 @@ def test_modules_are_small_or_say_why() -> None:
     long = [
         f"{path.relative_to(ROOT)}: {lines} lines"
         for folder in ("actors", "protocols")
-        for path in sorted((ROOT / folder).rglob("*.py"))
+        for path in sorted((PACKAGE / folder).rglob("*.py"))
         if (lines := _unexplained_length(path)) is not None
     ]
     assert long == []
@@ -181,3 +184,29 @@ def test_the_size_checker_wants_a_reason(tmp_path: Path) -> None:
     assert _unexplained_length(bare) == MAX_LINES + 1
     assert _unexplained_length(reasoned) is None
     assert _unexplained_length(short) is None
+
+
+def test_worldline_is_the_only_installed_top_level_name() -> None:
+    """``actors`` and ``protocols`` live inside the ``worldline`` package, so an
+    install never claims those generic names (a distribution called ``protocols``
+    exists on the package index): nothing imports them bare, and the build installs
+    only ``worldline``."""
+    bare = [
+        f"{path.relative_to(ROOT)}: {name}"
+        for path in _python_files()
+        for name in _imported_top_levels(path)
+        if name in ("actors", "protocols")
+    ]
+    assert bare == []
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert 'include = ["worldline*"]' in pyproject
+
+
+def _imported_top_levels(path: Path) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module.split(".")[0])
+        elif isinstance(node, ast.Import):
+            found |= {alias.name.split(".")[0] for alias in node.names}
+    return found

@@ -12,8 +12,8 @@ names above come from it), :mod:`worldline.ops` the operator's tools (``status``
 the ``worldline`` command over all three.
 """
 
-from protocols.messages import Belief
 from worldline import hooks as hooks  # ``worldline.hooks`` after ``import worldline``
+from worldline.protocols.messages import Belief
 from worldline.sdk.client import World, connect
 from worldline.sdk.errors import (
     BadRequest,

@@ -14,8 +14,8 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.types import CallToolResult, TextContent
 
 import worldline
-from actors.extractor.text import belief_id
 from tests.support import all_actors, running, unique_world
+from worldline.actors.extractor.text import belief_id
 from worldline.mcp.server import TOOLS
 from worldline.sdk.declaration import load_declaration
 

@@ -22,7 +22,7 @@ import anyio
 import nats
 import nats.errors
 
-from actors.runtime.embedded import nats_server_binary
+from worldline.actors.runtime.embedded import nats_server_binary
 
 __all__ = ["CLUSTER_CONFIGS", "NatsCluster", "render"]
 

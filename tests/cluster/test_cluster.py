@@ -25,15 +25,26 @@ import pytest
 from nats.js import api
 
 import worldline
-from actors.runtime.bus import connect as bus_connect
-from actors.runtime.declare import REPLICAS_ENV, ensure_buckets, ensure_streams
-from protocols.messages import encode
-from protocols.subjects import BUCKETS, OPS, STREAMS, VIEWS, bucket_stream, ops
 from tests.cluster.cluster import NatsCluster
 from tests.reliability.test_crash import _op
 from tests.runtime.test_crew import CREW_TOML
 from tests.support import all_actors, running
+from worldline.actors.runtime.bus import connect as bus_connect
+from worldline.actors.runtime.declare import (
+    REPLICAS_ENV,
+    ensure_buckets,
+    ensure_streams,
+)
 from worldline.ops.replay import replay
+from worldline.protocols.messages import encode
+from worldline.protocols.subjects import (
+    BUCKETS,
+    OPS,
+    STREAMS,
+    VIEWS,
+    bucket_stream,
+    ops,
+)
 from worldline.sdk.declaration import parse_declaration
 from worldline.sdk.errors import BusUnavailable
 

@@ -7,16 +7,16 @@ import re
 
 import pytest
 
-from actors.runtime.bus import connect
-from actors.runtime.declare import (
+from worldline.actors.runtime.bus import connect
+from worldline.actors.runtime.declare import (
     REPLICAS_ENV,
     ensure_buckets,
     ensure_streams,
     stream_replicas,
 )
-from actors.runtime.errors import BusUnavailable, ConfigDrift
-from protocols.subjects import BUCKETS, OPS, STREAMS
+from worldline.actors.runtime.errors import BusUnavailable, ConfigDrift
 from worldline.cli import main
+from worldline.protocols.subjects import BUCKETS, OPS, STREAMS
 
 DEAD = "nats://127.0.0.1:1"  # nothing listens on port 1
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from actors.runtime.attempts import BACKOFF_MAX, FIRST_RETRY, BatchAttempts
+from worldline.actors.runtime.attempts import BACKOFF_MAX, FIRST_RETRY, BatchAttempts
 
 
 def _run(

@@ -1,8 +1,8 @@
 """The belief math, pinned property by property (P1-P9, docs/belief-math.md).
 
-Each property is checked on the pure model (``actors.belief_model.posterior``) and,
-where it applies, end to end through the fusion core: ops in (encoded and decoded as
-the runtime does), :class:`PosteriorUpdate` out, state in a :class:`MemoryState`. All
+Each property is checked on the pure model (``worldline.actors.belief_model.posterior``)
+and, where it applies, end to end through the fusion core: ops in (encoded and decoded
+as the runtime does), :class:`PosteriorUpdate` out, state in a :class:`MemoryState`. All
 clocks are fixed, timezone-aware UTC datetimes.
 """
 
@@ -17,12 +17,12 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from actors.belief_model import posterior
-from actors.fusion import core as fusion
-from actors.runtime.memory import MemoryState
-from actors.runtime.spec import Context
-from protocols.beliefs import DIRECTIONS, EVIDENCE_KINDS, BeliefEdge, Evidence
-from protocols.messages import (
+from worldline.actors.belief_model import posterior
+from worldline.actors.fusion import core as fusion
+from worldline.actors.runtime.memory import MemoryState
+from worldline.actors.runtime.spec import Context
+from worldline.protocols.beliefs import DIRECTIONS, EVIDENCE_KINDS, BeliefEdge, Evidence
+from worldline.protocols.messages import (
     FUSION_INBOX,
     AddBelief,
     AddEvidence,
@@ -33,13 +33,13 @@ from protocols.messages import (
     SetTrust,
     encode,
 )
-from protocols.subjects import ops
+from worldline.protocols.subjects import ops
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from protocols.beliefs import Direction, EvidenceKind
-    from protocols.messages import OpsInbox
+    from worldline.protocols.beliefs import Direction, EvidenceKind
+    from worldline.protocols.messages import OpsInbox
 
 W: Final = "w1"
 T0: Final = datetime(2024, 1, 1, 9, 0, 0, tzinfo=UTC)  # beliefs are added here

@@ -9,16 +9,16 @@ from typing import Final
 import msgspec
 import pytest
 
-from actors.extractor import core as extractor
-from actors.fusion import core as fusion
-from actors.materializer import core as materializer
-from actors.projector import core as projector
-from actors.registry import build
-from actors.runtime.errors import InvalidInput
-from actors.runtime.memory import MemoryState, state_hash
-from actors.runtime.spec import Context, Outgoing, Step
-from actors.simulator import core as simulator
-from protocols.messages import (
+from worldline.actors.extractor import core as extractor
+from worldline.actors.fusion import core as fusion
+from worldline.actors.materializer import core as materializer
+from worldline.actors.projector import core as projector
+from worldline.actors.registry import build
+from worldline.actors.runtime.errors import InvalidInput
+from worldline.actors.runtime.memory import MemoryState, state_hash
+from worldline.actors.runtime.spec import Context, Outgoing, Step
+from worldline.actors.simulator import core as simulator
+from worldline.protocols.messages import (
     FUSION_INBOX,
     PROJECTOR_RPC,
     AckInbox,
@@ -47,7 +47,7 @@ from protocols.messages import (
     UpsertEntity,
     encode,
 )
-from protocols.subjects import (
+from worldline.protocols.subjects import (
     MATERIALIZER_IN,
     MATERIALIZER_OPS_IN,
     RpcVerb,
@@ -60,7 +60,7 @@ from protocols.subjects import (
     state,
     world_of,
 )
-from protocols.world import Edge, WorldDecl, WorldInfo
+from worldline.protocols.world import Edge, WorldDecl, WorldInfo
 
 W1: Final = "w1"
 W2: Final = "w2"

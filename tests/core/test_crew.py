@@ -1,5 +1,5 @@
-"""The crew-world core (actors.materializer.crew and the modules it dispatches to),
-driven through MemoryState.
+"""The crew-world core (worldline.actors.materializer.crew and the modules it dispatches
+to), driven through MemoryState.
 
 Every op goes in with the context the runtime would build for it: the author is the
 last token of the ops subject, and the sequence grows by one per op, as the OPS stream
@@ -14,18 +14,18 @@ from typing import TYPE_CHECKING, Final, TypeVar
 import msgspec
 import pytest
 
-from actors.materializer import crew
-from actors.materializer.core import (
+from worldline.actors.materializer import crew
+from worldline.actors.materializer.core import (
     conflict_key,
     last_change_key,
     last_op_key,
     unchanged_key,
 )
-from actors.materializer.inboxes import InboxRecord
-from actors.materializer.keys import decl_key, edge_key, entity_key, known_key
-from actors.runtime.memory import MemoryState, state_hash
-from actors.runtime.spec import Context, Outgoing
-from protocols.messages import (
+from worldline.actors.materializer.inboxes import InboxRecord
+from worldline.actors.materializer.keys import decl_key, edge_key, entity_key, known_key
+from worldline.actors.runtime.memory import MemoryState, state_hash
+from worldline.actors.runtime.spec import Context, Outgoing
+from worldline.protocols.messages import (
     OPS_INBOX,
     AckInbox,
     AddBelief,
@@ -46,8 +46,8 @@ from protocols.messages import (
     WorldDeclared,
     encode,
 )
-from protocols.subjects import author_of, inbox, ops, state, world_of
-from protocols.world import (
+from worldline.protocols.subjects import author_of, inbox, ops, state, world_of
+from worldline.protocols.world import (
     MAX_VALUE_BYTES,
     Authority,
     Dampening,

@@ -16,8 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actors.belief_model import embedding
-from actors.belief_model.embedding import (
+from worldline.actors.belief_model import embedding
+from worldline.actors.belief_model.embedding import (
     DIMENSIONS,
     EMBEDDER_ID,
     ENV_EMBEDDER,
@@ -26,10 +26,10 @@ from actors.belief_model.embedding import (
     cosine,
     select,
 )
-from actors.projector import index as cards
-from actors.registry import build as build_actor
-from actors.runtime.memory import MemoryState
-from actors.simulator.index import (
+from worldline.actors.projector import index as cards
+from worldline.actors.registry import build as build_actor
+from worldline.actors.runtime.memory import MemoryState
+from worldline.actors.simulator.index import (
     MANIFEST,
     IndexRefused,
     build,
@@ -37,7 +37,7 @@ from actors.simulator.index import (
     retrieve,
     save,
 )
-from protocols.messages import Belief, Transition, encode
+from worldline.protocols.messages import Belief, Transition, encode
 
 if TYPE_CHECKING:
     from pathlib import Path

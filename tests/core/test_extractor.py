@@ -7,14 +7,14 @@ from typing import Final
 
 import pytest
 
-from actors.extractor import core as extractor
-from actors.extractor.text import belief_id, classify, normalize, statements
-from actors.fusion import core as fusion
-from actors.runtime.errors import InvalidInput
-from actors.runtime.memory import MemoryState
-from actors.runtime.spec import Context
-from protocols.messages import Observe, OpVerdict, PosteriorUpdate, Statement
-from protocols.subjects import obs, ops
+from worldline.actors.extractor import core as extractor
+from worldline.actors.extractor.text import belief_id, classify, normalize, statements
+from worldline.actors.fusion import core as fusion
+from worldline.actors.runtime.errors import InvalidInput
+from worldline.actors.runtime.memory import MemoryState
+from worldline.actors.runtime.spec import Context
+from worldline.protocols.messages import Observe, OpVerdict, PosteriorUpdate, Statement
+from worldline.protocols.subjects import obs, ops
 
 W: Final = "w1"
 T0: Final = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -256,7 +256,7 @@ def test_a_word_at_the_end_of_a_sentence_still_counts(
 
 
 def test_a_hand_entered_negation_is_supported_by_its_restatement() -> None:
-    from protocols.messages import AddBelief
+    from worldline.protocols.messages import AddBelief
 
     state = MemoryState()
     text = "Export does not check auth."

@@ -9,8 +9,8 @@ from typing import Any, Final
 
 import pytest
 
-from actors.extractor import core as extractor
-from actors.extractor.llm import (
+from worldline.actors.extractor import core as extractor
+from worldline.actors.extractor.llm import (
     DETERMINISTIC,
     MAX_ITEMS,
     SYSTEM,
@@ -20,11 +20,11 @@ from actors.extractor.llm import (
     messages,
     parse_answer,
 )
-from actors.extractor.text import belief_id, statements
-from actors.runtime.memory import MemoryState
-from actors.runtime.spec import Context, Step, Unprepared
-from protocols.messages import Observe, Statement
-from protocols.subjects import obs
+from worldline.actors.extractor.text import belief_id, statements
+from worldline.actors.runtime.memory import MemoryState
+from worldline.actors.runtime.spec import Context, Step, Unprepared
+from worldline.protocols.messages import Observe, Statement
+from worldline.protocols.subjects import obs
 
 W: Final = "w1"
 T0: Final = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)

@@ -1,9 +1,10 @@
 """Golden bytes for the wire contract: every message, encoded, byte for byte.
 
-Each message class in :mod:`protocols.messages` has one fixed sample below, and its
-encoding is stored in ``tests/golden/<kind tag>.msgpack``. A change to a field name,
-order, type or default shows up here as a byte difference: either the change is a bug,
-or it is a deliberate new message version (a new tag, ``.v2``) with its own golden file.
+Each message class in :mod:`worldline.protocols.messages` has one fixed sample below,
+and its encoding is stored in ``tests/golden/<kind tag>.msgpack``. A change to a field
+name, order, type or default shows up here as a byte difference: either the change is a
+bug, or it is a deliberate new message version (a new tag, ``.v2``) with its own golden
+file.
 
 To (re)generate the golden files after a deliberate change, run::
 
@@ -27,9 +28,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocols import messages
-from protocols.beliefs import BeliefEdge, Evidence, TraceStep
-from protocols.messages import (
+from worldline.protocols import messages
+from worldline.protocols.beliefs import BeliefEdge, Evidence, TraceStep
+from worldline.protocols.messages import (
     EXTRACTOR_INBOX,
     FUSION_INBOX,
     INBOX,
@@ -106,9 +107,9 @@ from protocols.messages import (
     WorldviewReply,
     encode,
 )
-from protocols.simulator import Limits
-from protocols.subjects import ops
-from protocols.world import (
+from worldline.protocols.simulator import Limits
+from worldline.protocols.subjects import ops
+from worldline.protocols.world import (
     Action,
     Authority,
     Constraint,
@@ -128,7 +129,7 @@ from protocols.world import (
     WorldDecl,
     WorldInfo,
 )
-from protocols.worldview import Leaf, Worldview
+from worldline.protocols.worldview import Leaf, Worldview
 
 GOLDEN_DIR: Final = Path(__file__).resolve().parent.parent / "golden"
 REGEN: Final = os.environ.get("WORLDLINE_REGEN_GOLDEN") == "1"
@@ -591,7 +592,8 @@ def tag_of(cls: type[Message]) -> str:
 
 
 def message_classes() -> list[type[Message]]:
-    """Every Message subclass protocols.messages exports (aliases counted once)."""
+    """Every Message subclass worldline.protocols.messages exports (aliases counted
+    once)."""
     found = {
         obj
         for name in messages.__all__

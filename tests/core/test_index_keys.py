@@ -10,12 +10,12 @@ from typing import Final
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actors.projector import core, index
-from actors.runtime.memory import MemoryState
-from actors.runtime.spec import Context
-from protocols.beliefs import BeliefEdge
-from protocols.messages import Belief, BeliefChanged, BeliefEdgeChanged
-from protocols.subjects import state
+from worldline.actors.projector import core, index
+from worldline.actors.runtime.memory import MemoryState
+from worldline.actors.runtime.spec import Context
+from worldline.protocols.beliefs import BeliefEdge
+from worldline.protocols.messages import Belief, BeliefChanged, BeliefEdgeChanged
+from worldline.protocols.subjects import state
 
 T0: Final = datetime(2026, 1, 1, tzinfo=UTC)
 LMDB_MAX_KEY: Final = 511

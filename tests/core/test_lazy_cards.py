@@ -12,11 +12,11 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actors.projector import core, index
-from actors.runtime.memory import MemoryState
-from actors.runtime.spec import Context
-from protocols.beliefs import BeliefEdge
-from protocols.messages import (
+from worldline.actors.projector import core, index
+from worldline.actors.runtime.memory import MemoryState
+from worldline.actors.runtime.spec import Context
+from worldline.protocols.beliefs import BeliefEdge
+from worldline.protocols.messages import (
     Before,
     Belief,
     BeliefChanged,
@@ -24,7 +24,7 @@ from protocols.messages import (
     GetBelief,
     encode,
 )
-from protocols.subjects import state
+from worldline.protocols.subjects import state
 
 W: Final = "lazy"
 T0: Final = datetime(2026, 1, 1, tzinfo=UTC)

@@ -9,11 +9,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from actors.projector import beliefs, core, pages, worldview
-from actors.runtime.memory import MemoryState
-from actors.runtime.spec import Context
-from protocols.beliefs import BeliefEdge
-from protocols.messages import (
+from worldline.actors.projector import beliefs, core, pages, worldview
+from worldline.actors.runtime.memory import MemoryState
+from worldline.actors.runtime.spec import Context
+from worldline.protocols.beliefs import BeliefEdge
+from worldline.protocols.messages import (
     Belief,
     BeliefChanged,
     BeliefEdgeChanged,
@@ -23,7 +23,7 @@ from protocols.messages import (
     RpcError,
     WorldReply,
 )
-from protocols.subjects import state
+from worldline.protocols.subjects import state
 
 W = "w"
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -12,17 +12,17 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 import pytest
 
-from actors.materializer import core as materializer
-from actors.materializer.ops_end import OpsEnd
-from actors.registry import build
-from actors.runtime import prepare
-from actors.runtime.deliveries import Delivery
-from actors.runtime.errors import InvalidInput
-from actors.runtime.memory import MemoryState
-from actors.runtime.prepare import prepared_input
-from actors.runtime.spec import Context, Step
-from actors.runtime.store import Store
-from protocols.messages import (
+from worldline.actors.materializer import core as materializer
+from worldline.actors.materializer.ops_end import OpsEnd
+from worldline.actors.registry import build
+from worldline.actors.runtime import prepare
+from worldline.actors.runtime.deliveries import Delivery
+from worldline.actors.runtime.errors import InvalidInput
+from worldline.actors.runtime.memory import MemoryState
+from worldline.actors.runtime.prepare import prepared_input
+from worldline.actors.runtime.spec import Context, Step
+from worldline.actors.runtime.store import Store
+from worldline.protocols.messages import (
     MATERIALIZER_INBOX,
     Belief,
     BeliefChanged,
@@ -31,12 +31,12 @@ from protocols.messages import (
     encode,
     encode_batch,
 )
-from protocols.subjects import author_of, derived, dlq, world_of
+from worldline.protocols.subjects import author_of, derived, dlq, world_of
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from actors.runtime.spec import Input, Reader
+    from worldline.actors.runtime.spec import Input, Reader
 
 WORLD: Final = "w1"
 SUBJECT: Final = derived(WORLD, "posterior", "0")

@@ -8,12 +8,12 @@ from typing import Final
 
 import pytest
 
-from actors.belief_model import posterior
-from actors.projector import beliefs, core
-from actors.runtime.memory import MemoryState
-from actors.runtime.spec import Context
-from protocols.beliefs import BeliefEdge, Evidence
-from protocols.messages import (
+from worldline.actors.belief_model import posterior
+from worldline.actors.projector import beliefs, core
+from worldline.actors.runtime.memory import MemoryState
+from worldline.actors.runtime.spec import Context
+from worldline.protocols.beliefs import BeliefEdge, Evidence
+from worldline.protocols.messages import (
     Belief,
     BeliefChanged,
     BeliefEdgeChanged,
@@ -22,7 +22,7 @@ from protocols.messages import (
     TraceBelief,
     TraceReply,
 )
-from protocols.subjects import state
+from worldline.protocols.subjects import state
 
 W: Final = "w1"
 T0: Final = datetime(2026, 1, 1, tzinfo=UTC)

@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, Final
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actors.belief_model import embedding
-from actors.projector import core, views
-from actors.runtime.memory import MemoryState, Overlay
-from actors.runtime.spec import Context
-from protocols.messages import Belief, BeliefChanged, WorldDeclared
-from protocols.subjects import state
+from worldline.actors.belief_model import embedding
+from worldline.actors.projector import core, views
+from worldline.actors.runtime.memory import MemoryState, Overlay
+from worldline.actors.runtime.spec import Context
+from worldline.protocols.messages import Belief, BeliefChanged, WorldDeclared
+from worldline.protocols.subjects import state
 from worldline.sdk.declaration import load_declaration
 
 if TYPE_CHECKING:

@@ -9,16 +9,16 @@ from typing import TYPE_CHECKING, Any, Final
 
 import pytest
 
-from actors.simulator.http_provider import (
+from tests.support.fake_llm import Fake, Reply, completion, serve
+from worldline.actors.simulator.http_provider import (
     HttpConfig,
     HttpProvider,
     grounded_messages,
     parse_completion,
 )
-from actors.simulator.index import TransitionIndex, build, retrieve
-from actors.simulator.sessions import Session, SessionError
-from protocols.messages import Transition
-from tests.support.fake_llm import Fake, Reply, completion, serve
+from worldline.actors.simulator.index import TransitionIndex, build, retrieve
+from worldline.actors.simulator.sessions import Session, SessionError
+from worldline.protocols.messages import Transition
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

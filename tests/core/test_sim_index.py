@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any, TypedDict
 import numpy as np
 import pytest
 
-from actors.belief_model.embedding import DIMENSIONS, EMBEDDER_ID, embed
-from actors.simulator.index import (
+from worldline.actors.belief_model.embedding import DIMENSIONS, EMBEDDER_ID, embed
+from worldline.actors.simulator.index import (
     MANIFEST,
     TRANSITIONS,
     VECTORS,
@@ -22,8 +22,8 @@ from actors.simulator.index import (
     retrieve,
     save,
 )
-from protocols.messages import Transition
-from protocols.simulator import TraceIssue
+from worldline.protocols.messages import Transition
+from worldline.protocols.simulator import TraceIssue
 
 if TYPE_CHECKING:
     from pathlib import Path

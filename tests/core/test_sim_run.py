@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 import pytest
 
-from actors.extractor.traces import parse_trace
-from actors.simulator.evaluate import run_plan
-from actors.simulator.index import build, load, save
-from actors.simulator.plan import PlanError, load_plan, parse_plan, plan_hash
-from actors.simulator.rollouts import ROLLOUTS, Rollout, read_rollout
-from protocols.messages import Transition
 from tests.support import TRACES
+from worldline.actors.extractor.traces import parse_trace
+from worldline.actors.simulator.evaluate import run_plan
+from worldline.actors.simulator.index import build, load, save
+from worldline.actors.simulator.plan import PlanError, load_plan, parse_plan, plan_hash
+from worldline.actors.simulator.rollouts import ROLLOUTS, Rollout, read_rollout
+from worldline.protocols.messages import Transition
 
 if TYPE_CHECKING:
     from collections.abc import Callable

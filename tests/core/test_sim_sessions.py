@@ -8,14 +8,14 @@ from typing import Any, Final
 
 import pytest
 
-from actors.simulator.sessions import (
+from worldline.actors.simulator.sessions import (
     Prediction,
     Session,
     SessionError,
     Sessions,
     accepted_text,
 )
-from protocols.simulator import Limits
+from worldline.protocols.simulator import Limits
 
 W: Final = "w1"
 T0: Final = datetime(2026, 1, 1, tzinfo=UTC)

@@ -1,6 +1,7 @@
-"""Trace adapters (``actors.extractor.traces``) against real traces written by others
-(ToolBench's legacy ``function_call`` answers, SWE-agent ``.traj`` demonstrations),
-read in place and never copied, and against small synthetic OpenAI traces."""
+"""Trace adapters (``worldline.actors.extractor.traces``) against real traces written by
+others (ToolBench's legacy ``function_call`` answers, SWE-agent ``.traj``
+demonstrations), read in place and never copied, and against small synthetic OpenAI
+traces."""
 
 from __future__ import annotations
 
@@ -12,9 +13,13 @@ from typing import Final
 import msgspec
 import pytest
 
-from actors.extractor.traces import TraceParse, UnknownTraceFormat, parse_trace
-from protocols.messages import Transition
 from tests.support import TRACES
+from worldline.actors.extractor.traces import (
+    TraceParse,
+    UnknownTraceFormat,
+    parse_trace,
+)
+from worldline.protocols.messages import Transition
 
 # Transitions per real file, counted by hand from the files (message indexes are
 # positions in ToolBench's answer_generation.train_messages[-1] or SWE-agent's

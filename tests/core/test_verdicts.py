@@ -10,16 +10,16 @@ from typing import TYPE_CHECKING, Final
 import msgspec
 import pytest
 
-from actors.fusion import core as fusion
-from actors.materializer import core as materializer
-from actors.registry import build
-from actors.runtime.deliveries import Delivery
-from actors.runtime.errors import InvalidInput
-from actors.runtime.memory import MemoryState
-from actors.runtime.spec import Context, Step
-from actors.runtime.store import Store
-from protocols.beliefs import Evidence
-from protocols.messages import (
+from worldline.actors.fusion import core as fusion
+from worldline.actors.materializer import core as materializer
+from worldline.actors.registry import build
+from worldline.actors.runtime.deliveries import Delivery
+from worldline.actors.runtime.errors import InvalidInput
+from worldline.actors.runtime.memory import MemoryState
+from worldline.actors.runtime.spec import Context, Step
+from worldline.actors.runtime.store import Store
+from worldline.protocols.beliefs import Evidence
+from worldline.protocols.messages import (
     MATERIALIZER_INBOX,
     AddBelief,
     AddEvidence,
@@ -34,7 +34,7 @@ from protocols.messages import (
     Statement,
     encode,
 )
-from protocols.subjects import derived, dlq, ops
+from worldline.protocols.subjects import derived, dlq, ops
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -11,9 +11,9 @@ from typing import Final
 import msgspec
 import pytest
 
-from actors.belief_model import posterior
-from actors.projector import beliefs, core, views, worldview
-from actors.projector.worldview import (
+from worldline.actors.belief_model import posterior
+from worldline.actors.projector import beliefs, core, views, worldview
+from worldline.actors.projector.worldview import (
     CAP,
     CUT,
     FLOOR,
@@ -24,10 +24,10 @@ from actors.projector.worldview import (
     project,
     render,
 )
-from actors.runtime.memory import MemoryState
-from actors.runtime.spec import Context
-from protocols.beliefs import BeliefEdge, Contradiction, Evidence
-from protocols.messages import (
+from worldline.actors.runtime.memory import MemoryState
+from worldline.actors.runtime.spec import Context
+from worldline.protocols.beliefs import BeliefEdge, Contradiction, Evidence
+from worldline.protocols.messages import (
     AgentView,
     Before,
     Belief,
@@ -42,8 +42,8 @@ from protocols.messages import (
     WorldDeclared,
     WorldviewReply,
 )
-from protocols.subjects import state
-from protocols.world import (
+from worldline.protocols.subjects import state
+from worldline.protocols.world import (
     Action,
     Authority,
     Constraint,
@@ -58,7 +58,7 @@ from protocols.world import (
     WorldDecl,
     WorldInfo,
 )
-from protocols.worldview import SLICES, Leaf, Worldview
+from worldline.protocols.worldview import SLICES, Leaf, Worldview
 
 W: Final = "w1"
 AGENT: Final = "spock"

@@ -46,9 +46,10 @@ import pytest
 from nats.js import api
 
 import worldline
-from actors.runtime.embedded import EmbeddedNats
-from protocols.messages import AddBelief, Observe, encode
-from protocols.subjects import (
+from tests.runtime.test_crew import crew
+from worldline.actors.runtime.embedded import EmbeddedNats
+from worldline.protocols.messages import AddBelief, Observe, encode
+from worldline.protocols.subjects import (
     EXTRACTOR_IN,
     FUSION_IN,
     MATERIALIZER_IN,
@@ -58,7 +59,6 @@ from protocols.subjects import (
     ops,
     projector_in,
 )
-from tests.runtime.test_crew import crew
 from worldline.sdk.errors import WorldlineError
 
 if TYPE_CHECKING:

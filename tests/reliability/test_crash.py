@@ -22,10 +22,10 @@ import nats
 import pytest
 from nats.js import api
 
-from protocols.beliefs import Evidence
-from protocols.messages import AddBelief, AddEvidence, SetField, encode
-from protocols.subjects import ops
 from tests.runtime.test_crew import CREW_TOML
+from worldline.protocols.beliefs import Evidence
+from worldline.protocols.messages import AddBelief, AddEvidence, SetField, encode
+from worldline.protocols.subjects import ops
 
 pytestmark = pytest.mark.crash
 
@@ -234,7 +234,7 @@ def _kill(proc: subprocess.Popen[str]) -> None:
 
 
 def test_kill_9_of_single_actors_and_of_the_server(tmp_path: Path) -> None:
-    from actors.runtime.embedded import EmbeddedNats
+    from worldline.actors.runtime.embedded import EmbeddedNats
 
     port = _free_port()
     server = EmbeddedNats(tmp_path / "nats", port=port)

@@ -13,9 +13,9 @@ import nats
 import pytest
 
 import worldline
-from protocols.subjects import EXTRACTOR_IN
 from tests.runtime.test_crew import crew
 from tests.support import all_actors, running, unique_world
+from worldline.protocols.subjects import EXTRACTOR_IN
 
 if TYPE_CHECKING:
     from pathlib import Path

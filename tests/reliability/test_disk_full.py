@@ -26,9 +26,9 @@ import nats.errors
 import pytest
 from nats.js import api
 
-from protocols.messages import AddBelief, encode
-from protocols.subjects import ops
 from tests.reliability.test_crash import replay_until_match
+from worldline.protocols.messages import AddBelief, encode
+from worldline.protocols.subjects import ops
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -48,15 +48,15 @@ import msgspec
 import msgspec.inspect as mi
 import pytest
 
-from actors.registry import build
-from actors.runtime.deliveries import Delivery
-from actors.runtime.serve import _answer
-from actors.runtime.spec import Service
-from actors.runtime.store import Store
-from actors.simulator import index as transition_index
-from actors.simulator.service import SessionService
-from protocols.beliefs import BeliefEdge, Evidence
-from protocols.messages import (
+from worldline.actors.registry import build
+from worldline.actors.runtime.deliveries import Delivery
+from worldline.actors.runtime.serve import _answer
+from worldline.actors.runtime.spec import Service
+from worldline.actors.runtime.store import Store
+from worldline.actors.simulator import index as transition_index
+from worldline.actors.simulator.service import SessionService
+from worldline.protocols.beliefs import BeliefEdge, Evidence
+from worldline.protocols.messages import (
     SIMULATOR_RPC,
     AckInbox,
     AddBelief,
@@ -108,8 +108,16 @@ from protocols.messages import (
     encode,
     encode_batch,
 )
-from protocols.subjects import batch_subject, derived, dlq, obs, ops, rpc_pattern, state
-from protocols.world import Edge, Entity, FieldState, WorldDecl
+from worldline.protocols.subjects import (
+    batch_subject,
+    derived,
+    dlq,
+    obs,
+    ops,
+    rpc_pattern,
+    state,
+)
+from worldline.protocols.world import Edge, Entity, FieldState, WorldDecl
 from worldline.sdk.declaration import (
     MAX_DECLARATION_BYTES,
     load_declaration,
@@ -120,8 +128,8 @@ from worldline.sdk.errors import BadRequest
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
 
-    from actors.runtime.outbox import OutboxItem
-    from actors.runtime.spec import Input
+    from worldline.actors.runtime.outbox import OutboxItem
+    from worldline.actors.runtime.spec import Input
 
 INPUTS: Final = int(os.environ.get("WORLDLINE_FUZZ_INPUTS", "300"))
 SEED: Final = int(os.environ.get("WORLDLINE_FUZZ_SEED", "20260301"))

@@ -22,14 +22,15 @@ import msgspec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from actors.registry import build
-from actors.runtime.deliveries import Delivery
-from actors.runtime.errors import InvalidInput
-from actors.runtime.memory import MemoryState, state_hash
-from actors.runtime.spec import Context
-from actors.runtime.store import Store
-from protocols.beliefs import BeliefEdge, Evidence
-from protocols.messages import (
+from worldline.actors.registry import build
+from worldline.actors.runtime.deliveries import Delivery
+from worldline.actors.runtime.errors import InvalidInput
+from worldline.actors.runtime.memory import MemoryState, state_hash
+from worldline.actors.runtime.spec import Context
+from worldline.actors.runtime.store import Store
+from worldline.ops.replay import replay
+from worldline.protocols.beliefs import BeliefEdge, Evidence
+from worldline.protocols.messages import (
     AddBelief,
     AddEdge,
     AddEvidence,
@@ -45,8 +46,14 @@ from protocols.messages import (
     UpsertEntity,
     encode,
 )
-from protocols.subjects import DERIVED_CHANNEL, author_of, channel_of, ops, world_of
-from protocols.world import (
+from worldline.protocols.subjects import (
+    DERIVED_CHANNEL,
+    author_of,
+    channel_of,
+    ops,
+    world_of,
+)
+from worldline.protocols.world import (
     Authority,
     Dampening,
     Edge,
@@ -59,11 +66,10 @@ from protocols.world import (
     WorldDecl,
     WorldInfo,
 )
-from worldline.ops.replay import replay
 from worldline.sdk.export import ExportRecord
 
 if TYPE_CHECKING:
-    from actors.runtime.spec import Outgoing
+    from worldline.actors.runtime.spec import Outgoing
 
 EXAMPLES = int(os.environ.get("WORLDLINE_REPLAY_EXAMPLES", "30"))
 WORLD = "prop"

@@ -17,8 +17,6 @@ import anyio
 import nats
 import pytest
 
-from protocols.messages import LEASE_VALUE
-from protocols.subjects import LEASES, lease_key
 from tests.reliability.test_crash import (
     _declare,
     _kill,
@@ -26,6 +24,8 @@ from tests.reliability.test_crash import (
     _write,
     replay_until_match,
 )
+from worldline.protocols.messages import LEASE_VALUE
+from worldline.protocols.subjects import LEASES, lease_key
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

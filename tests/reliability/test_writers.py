@@ -21,9 +21,9 @@ import msgspec
 import pytest
 
 import worldline
-from protocols.world import Grant
 from tests.runtime.test_crew import crew
 from tests.support import all_actors, running, unique_world
+from worldline.protocols.world import Grant
 
 if TYPE_CHECKING:
     from pathlib import Path

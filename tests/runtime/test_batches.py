@@ -15,16 +15,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actors.registry import build
-from actors.runtime.bus import _batch_header, _sequences
-from actors.runtime.deliveries import Delivery
-from actors.runtime.memory import state_hash
-from actors.runtime.outbox import BatchResult, OutboxItem
-from actors.runtime.pace import INLINE_BUDGET, Pace
-from actors.runtime.publish import BATCH_BYTES, BATCH_ITEMS, batched
-from actors.runtime.store import Store
-from protocols.beliefs import BeliefEdge
-from protocols.messages import (
+from tests.core.test_crew import AGENTS, T0, Crew
+from tests.runtime.test_store import AT, WORLD, _deliveries
+from worldline.actors.registry import build
+from worldline.actors.runtime.bus import _batch_header, _sequences
+from worldline.actors.runtime.deliveries import Delivery
+from worldline.actors.runtime.memory import state_hash
+from worldline.actors.runtime.outbox import BatchResult, OutboxItem
+from worldline.actors.runtime.pace import INLINE_BUDGET, Pace
+from worldline.actors.runtime.publish import BATCH_BYTES, BATCH_ITEMS, batched
+from worldline.actors.runtime.store import Store
+from worldline.protocols.beliefs import BeliefEdge
+from worldline.protocols.messages import (
     Belief,
     BeliefChanged,
     BeliefEdgeChanged,
@@ -33,7 +35,7 @@ from protocols.messages import (
     encode,
     encode_batch,
 )
-from protocols.subjects import (
+from worldline.protocols.subjects import (
     VIEWS,
     batch_subject,
     bucket_key,
@@ -44,8 +46,6 @@ from protocols.subjects import (
     ops,
     state,
 )
-from tests.core.test_crew import AGENTS, T0, Crew
-from tests.runtime.test_store import AT, WORLD, _deliveries
 
 FUSION = build("fusion").inputs[0]
 _, POSTERIORS = build("materializer").inputs

@@ -10,9 +10,9 @@ import anyio
 import pytest
 
 import worldline
-from actors.belief_model.posterior import HALF_LIFE_DAYS
-from actors.registry import build
 from tests.support import running, unique_world
+from worldline.actors.belief_model.posterior import HALF_LIFE_DAYS
+from worldline.actors.registry import build
 
 pytestmark = pytest.mark.nats
 

@@ -54,7 +54,7 @@ def test_counts_are_checked(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_measure_store_splits_keys_by_prefix(tmp_path: Path) -> None:
-    from actors.runtime.store import Store
+    from worldline.actors.runtime.store import Store
 
     store = Store(tmp_path / "s", actor="test", map_size=1 << 20)
     with store._begin(write=True) as txn:  # a store with known contents

@@ -11,16 +11,21 @@ import msgspec
 import nats
 import pytest
 
-from actors.registry import build
-from actors.runtime.bus import RAW_MESSAGES, DeliveryGap, Puller, connect
-from actors.runtime.declare import ensure_consumer, ensure_streams
-from actors.runtime.errors import BusUnavailable, ConfigDrift
-from actors.runtime.publish import unbatched
-from actors.runtime.store import Store
-from protocols.messages import PosteriorUpdate
-from protocols.subjects import MATERIALIZER_IN, STREAMS, ConsumerSpec, StreamSpec
 from tests.runtime.test_store import AT, _deliveries
 from tests.support import running
+from worldline.actors.registry import build
+from worldline.actors.runtime.bus import RAW_MESSAGES, DeliveryGap, Puller, connect
+from worldline.actors.runtime.declare import ensure_consumer, ensure_streams
+from worldline.actors.runtime.errors import BusUnavailable, ConfigDrift
+from worldline.actors.runtime.publish import unbatched
+from worldline.actors.runtime.store import Store
+from worldline.protocols.messages import PosteriorUpdate
+from worldline.protocols.subjects import (
+    MATERIALIZER_IN,
+    STREAMS,
+    ConsumerSpec,
+    StreamSpec,
+)
 
 if TYPE_CHECKING:
     from pathlib import Path

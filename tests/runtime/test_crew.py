@@ -10,10 +10,10 @@ import msgspec
 import pytest
 
 import worldline
-from protocols.messages import Notification, Rejection, WorkAssigned
-from protocols.world import Edge, EdgeSeed, EntitySeed, Grant, WorldDecl
 from tests.support import all_actors, running, unique_world
 from worldline.ops.replay import replay
+from worldline.protocols.messages import Notification, Rejection, WorkAssigned
+from worldline.protocols.world import Edge, EdgeSeed, EntitySeed, Grant, WorldDecl
 from worldline.sdk.declaration import load_declaration
 
 if TYPE_CHECKING:

@@ -19,10 +19,10 @@ import nats.js.errors
 import pytest
 
 import worldline
-from actors.runtime.declare import ensure_streams
-from actors.runtime.embedded import EmbeddedNats
-from protocols.subjects import DLQ, STREAMS, dlq, ops
 from tests.support import all_actors, running, unique_world
+from worldline.actors.runtime.declare import ensure_streams
+from worldline.actors.runtime.embedded import EmbeddedNats
+from worldline.protocols.subjects import DLQ, STREAMS, dlq, ops
 from worldline.sdk.errors import (
     BusRefused,
     BusUnavailable,
@@ -166,7 +166,7 @@ async def test_a_server_without_worldline_streams_is_named(nats_url: str) -> Non
 
 
 def test_every_error_the_sdk_raises_is_a_worldline_error() -> None:
-    from actors.runtime.errors import BusUnavailable as RuntimeBusUnavailable
+    from worldline.actors.runtime.errors import BusUnavailable as RuntimeBusUnavailable
 
     assert issubclass(BusUnavailable, WorldlineError)
     assert issubclass(BusUnavailable, RuntimeBusUnavailable)  # still caught as one

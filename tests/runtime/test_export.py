@@ -15,9 +15,9 @@ import anyio
 import pytest
 
 import worldline
-from protocols.messages import AddBelief, encode
-from protocols.subjects import ops
 from tests.support import all_actors, running, unique_world
+from worldline.protocols.messages import AddBelief, encode
+from worldline.protocols.subjects import ops
 from worldline.sdk.crew import new_id, utc_now
 
 pytestmark = pytest.mark.nats

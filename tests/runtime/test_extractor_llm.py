@@ -16,16 +16,16 @@ import pytest
 from nats.js import api
 
 import worldline
-from actors.extractor import core as extractor
-from actors.extractor import service
-from actors.extractor.llm import DETERMINISTIC
-from actors.extractor.text import statements
-from actors.runtime.llm import ENV_KEY, ENV_MODEL, ENV_URL, LlmConfig
-from actors.runtime.store import Store
-from protocols.messages import Observe, Statement, encode
-from protocols.subjects import OPS, obs, ops
 from tests.support import all_actors, running, unique_world
 from tests.support.fake_llm import Fake, Reply, completion, serve
+from worldline.actors.extractor import core as extractor
+from worldline.actors.extractor import service
+from worldline.actors.extractor.llm import DETERMINISTIC
+from worldline.actors.extractor.text import statements
+from worldline.actors.runtime.llm import ENV_KEY, ENV_MODEL, ENV_URL, LlmConfig
+from worldline.actors.runtime.store import Store
+from worldline.protocols.messages import Observe, Statement, encode
+from worldline.protocols.subjects import OPS, obs, ops
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

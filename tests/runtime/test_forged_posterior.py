@@ -16,16 +16,21 @@ import pytest
 from nats.js import api
 
 import worldline
-from actors.materializer.ops_end import OpsEnd
-from actors.registry import ACTORS, build
-from protocols.messages import DeadLetter, PosteriorUpdate, encode, encode_batch
-from protocols.subjects import BATCH_HEADER, derived, dlq
 from tests.support import running, unique_world
+from worldline.actors.materializer.ops_end import OpsEnd
+from worldline.actors.registry import ACTORS, build
+from worldline.protocols.messages import (
+    DeadLetter,
+    PosteriorUpdate,
+    encode,
+    encode_batch,
+)
+from worldline.protocols.subjects import BATCH_HEADER, derived, dlq
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from actors.runtime.spec import ActorSpec
+    from worldline.actors.runtime.spec import ActorSpec
 
 pytestmark = pytest.mark.nats
 

@@ -11,11 +11,11 @@ import anyio
 import nats
 import pytest
 
-from actors.registry import build
-from actors.runtime.lease import LeaseGate, decide
-from protocols.messages import Lease
-from protocols.subjects import LEASES, lease_key, partition_of
 from tests.support import all_actors, running
+from worldline.actors.registry import build
+from worldline.actors.runtime.lease import LeaseGate, decide
+from worldline.protocols.messages import Lease
+from worldline.protocols.subjects import LEASES, lease_key, partition_of
 
 WORLDLINE = str(Path(sys.executable).parent / "worldline")
 KEY = lease_key("materializer", 0, 1)
@@ -43,7 +43,7 @@ def test_a_lease_must_expire_for_its_holder_first() -> None:
 async def test_one_holder_at_a_time_and_the_standby_follows_its_watermark(
     nats_url: str,
 ) -> None:
-    from actors.runtime.declare import ensure_buckets
+    from worldline.actors.runtime.declare import ensure_buckets
 
     nc = await nats.connect(nats_url)
     js = nc.jetstream()

@@ -22,11 +22,11 @@ import nats
 import pytest
 
 import worldline
-from actors.registry import build
-from actors.runtime.metrics import RateWindow, Registry, answer, render
-from actors.runtime.supervise import run_actors
-from protocols.subjects import ops
 from tests.support import all_actors, unique_world
+from worldline.actors.registry import build
+from worldline.actors.runtime.metrics import RateWindow, Registry, answer, render
+from worldline.actors.runtime.supervise import run_actors
+from worldline.protocols.subjects import ops
 
 Sample = tuple[str, frozenset[tuple[str, str]]]
 

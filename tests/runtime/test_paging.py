@@ -15,7 +15,8 @@ import msgspec
 import pytest
 
 import worldline
-from protocols.messages import (
+from tests.support import all_actors, running, unique_world
+from worldline.protocols.messages import (
     AddBelief,
     BeliefListReply,
     ListBeliefs,
@@ -23,8 +24,7 @@ from protocols.messages import (
     WorldReply,
     encode,
 )
-from protocols.subjects import ops
-from tests.support import all_actors, running, unique_world
+from worldline.protocols.subjects import ops
 from worldline.sdk.crew import new_id, utc_now
 
 pytestmark = pytest.mark.nats

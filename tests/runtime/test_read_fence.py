@@ -12,13 +12,13 @@ import pytest
 from nats.js import api
 
 import worldline
-from actors.registry import build
-from actors.runtime import fence as fence_module
-from actors.runtime.bus import connect
-from actors.runtime.fence import StartFence
-from protocols.messages import AddBelief, BeliefReply, RpcError, encode
-from protocols.subjects import MATERIALIZER_IN, MATERIALIZER_OPS_IN, ops, rpc
 from tests.support import running, unique_world
+from worldline.actors.registry import build
+from worldline.actors.runtime import fence as fence_module
+from worldline.actors.runtime.bus import connect
+from worldline.actors.runtime.fence import StartFence
+from worldline.protocols.messages import AddBelief, BeliefReply, RpcError, encode
+from worldline.protocols.subjects import MATERIALIZER_IN, MATERIALIZER_OPS_IN, ops, rpc
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -15,16 +15,16 @@ import pytest
 from nats.js import api
 
 import worldline
-from actors.registry import build
-from actors.runtime.embedded import EmbeddedNats
-from protocols.messages import encode
-from protocols.subjects import partition_of
 from tests.support import running
+from worldline.actors.registry import build
+from worldline.actors.runtime.embedded import EmbeddedNats
+from worldline.protocols.messages import encode
+from worldline.protocols.subjects import partition_of
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from actors.runtime.spec import ActorSpec
+    from worldline.actors.runtime.spec import ActorSpec
     from worldline.sdk.export import ExportRecord
 
 pytestmark = pytest.mark.nats

@@ -14,18 +14,18 @@ import anyio
 import msgspec
 import pytest
 
-from actors.runtime.bus import connect
-from actors.runtime.serve import READ_THREADS, serve
-from actors.runtime.spec import Service
-from actors.runtime.store import Store
-from protocols.messages import PROJECTOR_RPC, BeliefReply, GetBelief, encode
-from protocols.subjects import rpc, rpc_pattern
+from worldline.actors.runtime.bus import connect
+from worldline.actors.runtime.serve import READ_THREADS, serve
+from worldline.actors.runtime.spec import Service
+from worldline.actors.runtime.store import Store
+from worldline.protocols.messages import PROJECTOR_RPC, BeliefReply, GetBelief, encode
+from worldline.protocols.subjects import rpc, rpc_pattern
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from actors.runtime.spec import Reader
-    from protocols.messages import ProjectorRpc
+    from worldline.actors.runtime.spec import Reader
+    from worldline.protocols.messages import ProjectorRpc
 
 pytestmark = pytest.mark.nats
 

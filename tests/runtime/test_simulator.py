@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING
 import pytest
 
 import worldline
-from actors.registry import build
-from actors.simulator import index as transition_index
-from protocols.messages import Transition
 from tests.support import running, unique_world
+from worldline.actors.registry import build
+from worldline.actors.simulator import index as transition_index
+from worldline.protocols.messages import Transition
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -13,10 +13,10 @@ import pytest
 from nats.js import api
 
 import worldline
-from actors.registry import build
-from protocols.messages import DeadLetter, Observe, encode
-from protocols.subjects import DLQ, dlq, obs, ops
 from tests.support import all_actors, running, unique_world
+from worldline.actors.registry import build
+from worldline.protocols.messages import DeadLetter, Observe, encode
+from worldline.protocols.subjects import DLQ, dlq, obs, ops
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -22,18 +22,18 @@ import nats
 import pytest
 
 import worldline
-from actors.registry import build
-from actors.runtime.consume import run_actor
-from actors.runtime.declare import ensure_streams
-from actors.runtime.errors import StoreError
-from actors.runtime.metrics import Registry
-from actors.runtime.store import Store
-from actors.runtime.supervise import run_actors
-from protocols.messages import AddBelief, DeadLetter, encode
-from protocols.subjects import DLQ, STREAMS, dlq, ops
 from tests.support import unique_world
+from worldline.actors.registry import build
+from worldline.actors.runtime.consume import run_actor
+from worldline.actors.runtime.declare import ensure_streams
+from worldline.actors.runtime.errors import StoreError
+from worldline.actors.runtime.metrics import Registry
+from worldline.actors.runtime.store import Store
+from worldline.actors.runtime.supervise import run_actors
 from worldline.cli import main
 from worldline.ops.status import gather
+from worldline.protocols.messages import AddBelief, DeadLetter, encode
+from worldline.protocols.subjects import DLQ, STREAMS, dlq, ops
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
     from nats.js import JetStreamContext
 
-    from actors.runtime.spec import ActorSpec
+    from worldline.actors.runtime.spec import ActorSpec
 
 pytestmark = pytest.mark.nats
 

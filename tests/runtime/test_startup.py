@@ -20,13 +20,13 @@ import nats.errors
 import nats.js.errors
 import pytest
 
-from actors.registry import build
-from actors.runtime.consume import run_actor
-from actors.runtime.declare import STARTUP_RETRY_MAX, transient
-from actors.runtime.embedded import EmbeddedNats, nats_server_binary
-from actors.runtime.lock import FolderLock, FolderLocked
-from actors.runtime.supervise import run_actors
-from protocols.subjects import OPS, STREAMS
+from worldline.actors.registry import build
+from worldline.actors.runtime.consume import run_actor
+from worldline.actors.runtime.declare import STARTUP_RETRY_MAX, transient
+from worldline.actors.runtime.embedded import EmbeddedNats, nats_server_binary
+from worldline.actors.runtime.lock import FolderLock, FolderLocked
+from worldline.actors.runtime.supervise import run_actors
+from worldline.protocols.subjects import OPS, STREAMS
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -166,7 +166,7 @@ def test_a_killed_holder_never_blocks_the_next_one(tmp_path: Path) -> None:
             "-c",
             "import sys, time\n"
             "from pathlib import Path\n"
-            "from actors.runtime.lock import FolderLock\n"
+            "from worldline.actors.runtime.lock import FolderLock\n"
             "FolderLock(Path(sys.argv[1]), what='w', fix='f').acquire(url='nats://x')\n"
             "print('held', flush=True)\n"
             "time.sleep(60)\n",

@@ -23,13 +23,10 @@ import nats
 import pytest
 
 import worldline
-from actors.registry import build
-from actors.runtime.metrics import Registry
-from actors.runtime.supervise import run_actors
-from protocols.messages import encode
-from protocols.status import HEARTBEAT_VALUE, Heartbeat, InputStatus
-from protocols.subjects import STATUS, ops, status_key
 from tests.support import all_actors, unique_world
+from worldline.actors.registry import build
+from worldline.actors.runtime.metrics import Registry
+from worldline.actors.runtime.supervise import run_actors
 from worldline.cli import main
 from worldline.cli.common import EXIT_UNREACHABLE
 from worldline.ops.status import (
@@ -40,11 +37,14 @@ from worldline.ops.status import (
     gather,
 )
 from worldline.ops.status_table import HEADER, render
+from worldline.protocols.messages import encode
+from worldline.protocols.status import HEARTBEAT_VALUE, Heartbeat, InputStatus
+from worldline.protocols.subjects import STATUS, ops, status_key
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence
 
-    from actors.runtime.spec import ActorSpec
+    from worldline.actors.runtime.spec import ActorSpec
 
 T0: Final = datetime(2024, 5, 17, 9, 30, 0, tzinfo=UTC)
 GOLDEN: Final = Path(__file__).resolve().parent.parent / "golden"

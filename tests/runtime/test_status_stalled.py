@@ -9,9 +9,9 @@ from typing import Final
 
 import msgspec
 
-from protocols.status import HEARTBEAT_VALUE, Heartbeat, InputStatus
 from worldline.ops.status import StatusReport, build_report, expected
 from worldline.ops.status_table import render
+from worldline.protocols.status import HEARTBEAT_VALUE, Heartbeat, InputStatus
 
 T0: Final = datetime(2024, 5, 17, 9, 30, 0, tzinfo=UTC)
 GOLDEN: Final = Path(__file__).resolve().parent.parent / "golden"

@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING
 import lmdb
 import msgspec
 
-from actors.registry import build
-from actors.runtime.deliveries import Delivery
-from actors.runtime.memory import MemoryState, state_hash
-from actors.runtime.spec import Context
-from actors.runtime.store import Store
-from protocols.messages import AddBelief, DeadLetter, PosteriorUpdate, encode
-from protocols.subjects import derived, dlq, ops
+from worldline.actors.registry import build
+from worldline.actors.runtime.deliveries import Delivery
+from worldline.actors.runtime.memory import MemoryState, state_hash
+from worldline.actors.runtime.spec import Context
+from worldline.actors.runtime.store import Store
+from worldline.protocols.messages import AddBelief, DeadLetter, PosteriorUpdate, encode
+from worldline.protocols.subjects import derived, dlq, ops
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -11,14 +11,14 @@ import lmdb
 import msgspec
 import pytest
 
-from actors.registry import build
-from actors.runtime.deliveries import Delivery
-from actors.runtime.errors import StoreError, StoreFull
-from actors.runtime.room import MAP_SIZE_ENV, configured_map_size, parse_size
-from actors.runtime.spec import Input, Step
-from actors.runtime.store import Store
-from protocols.messages import AddBelief, DeadLetter, encode
-from protocols.subjects import dlq, ops
+from worldline.actors.registry import build
+from worldline.actors.runtime.deliveries import Delivery
+from worldline.actors.runtime.errors import StoreError, StoreFull
+from worldline.actors.runtime.room import MAP_SIZE_ENV, configured_map_size, parse_size
+from worldline.actors.runtime.spec import Input, Step
+from worldline.actors.runtime.store import Store
+from worldline.protocols.messages import AddBelief, DeadLetter, encode
+from worldline.protocols.subjects import dlq, ops
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -15,17 +15,17 @@ import pytest
 from anyio.from_thread import start_blocking_portal
 
 import worldline
-from actors.extractor.text import belief_id
 from tests.support import all_actors, running, unique_world
 from worldline import sync
+from worldline.actors.extractor.text import belief_id
 from worldline.hooks import agent_step
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
-    from protocols.worldview import Worldview
     from worldline.hooks import Turn
+    from worldline.protocols.worldview import Worldview
 
 OUTPUT = (
     "Authentication is enforced at the API middleware.\n"

@@ -17,15 +17,18 @@ import numpy as np
 import pytest
 
 import worldline
-from actors.projector import index, views
-from actors.registry import build
-from actors.runtime.bus import Delivered
-from actors.runtime.consume import _pending
-from actors.runtime.declare import ensure_streams
-from actors.runtime.deliveries import Delivery
-from actors.runtime.store import Store
-from protocols.messages import Belief, BeliefChanged, encode
-from protocols.subjects import (
+from tests.core.test_crew import T0, Crew
+from tests.runtime.test_crew import crew
+from tests.support import running, unique_world
+from worldline.actors.projector import index, views
+from worldline.actors.registry import build
+from worldline.actors.runtime.bus import Delivered
+from worldline.actors.runtime.consume import _pending
+from worldline.actors.runtime.declare import ensure_streams
+from worldline.actors.runtime.deliveries import Delivery
+from worldline.actors.runtime.store import Store
+from worldline.protocols.messages import Belief, BeliefChanged, encode
+from worldline.protocols.subjects import (
     STREAMS,
     VIEWS,
     bucket_key,
@@ -33,13 +36,10 @@ from protocols.subjects import (
     projector_in,
     state,
 )
-from tests.core.test_crew import T0, Crew
-from tests.runtime.test_crew import crew
-from tests.support import running, unique_world
 
 if TYPE_CHECKING:
-    from actors.runtime.outbox import OutboxItem
-    from actors.runtime.spec import Reader
+    from worldline.actors.runtime.outbox import OutboxItem
+    from worldline.actors.runtime.spec import Reader
 
 (PROJECTOR,) = build("projector").inputs
 _CARD = msgspec.msgpack.Decoder(index.Card)

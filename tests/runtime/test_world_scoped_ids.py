@@ -13,8 +13,8 @@ import anyio
 import pytest
 
 import worldline
-from actors.registry import build
 from tests.support import running, unique_world
+from worldline.actors.registry import build
 from worldline.sdk.beliefs import observation_id
 
 if TYPE_CHECKING:

@@ -13,15 +13,15 @@ import msgspec
 import pytest
 
 import worldline
-from actors.registry import build
-from protocols.messages import AgentView
 from tests.runtime.test_crew import crew
 from tests.support import all_actors, running, unique_world
+from worldline.actors.registry import build
+from worldline.protocols.messages import AgentView
 
 if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectReceiveStream
 
-    from protocols.worldview import Worldview
+    from worldline.protocols.worldview import Worldview
 
 pytestmark = pytest.mark.nats
 

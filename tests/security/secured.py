@@ -13,14 +13,14 @@ import anyio
 import msgspec
 
 import worldline
-from actors.registry import build
-from actors.runtime.auth import CREDS_ENV
-from actors.runtime.bus import connect as bus_connect
-from actors.runtime.embedded import EmbeddedNats
-from protocols.subjects import ACTOR_NAMES
-from protocols.world import OPERATOR
 from tests.support import running, unique_world
+from worldline.actors.registry import build
+from worldline.actors.runtime.auth import CREDS_ENV
+from worldline.actors.runtime.bus import connect as bus_connect
+from worldline.actors.runtime.embedded import EmbeddedNats
 from worldline.ops.creds import write_credentials
+from worldline.protocols.subjects import ACTOR_NAMES
+from worldline.protocols.world import OPERATOR
 from worldline.sdk.declaration import load_declaration
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     import pytest
     from nats.aio.client import Client as NATS
 
-    from protocols.world import WorldDecl
+    from worldline.protocols.world import WorldDecl
 
 __all__ = [
     "CREW_TOML",

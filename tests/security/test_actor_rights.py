@@ -10,9 +10,16 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from actors.registry import build
-from actors.runtime.auth import public_key_of, reply_prefix
-from protocols.subjects import (
+from worldline.actors.registry import build
+from worldline.actors.runtime.auth import public_key_of, reply_prefix
+from worldline.ops.creds import (
+    ALL_ACTORS,
+    actor_permissions,
+    all_actors_permissions,
+    new_seed,
+    write_credentials,
+)
+from worldline.protocols.subjects import (
     ACTOR_NAMES,
     DERIVED,
     INBOX,
@@ -35,19 +42,12 @@ from protocols.subjects import (
     state,
     status_key,
 )
-from worldline.ops.creds import (
-    ALL_ACTORS,
-    actor_permissions,
-    all_actors_permissions,
-    new_seed,
-    write_credentials,
-)
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
     from pathlib import Path
 
-    from actors.runtime.spec import ActorSpec
+    from worldline.actors.runtime.spec import ActorSpec
 
 JS_API = "$JS.API"
 PUBLIC = public_key_of(new_seed())

@@ -19,10 +19,21 @@ import pytest
 from nats.js import api
 
 import worldline
-from actors.runtime.bus import connect as bus_connect
-from actors.runtime.declare import ensure_buckets
-from protocols.messages import SetField, WorkAssigned, encode
-from protocols.subjects import (
+from tests.security.secured import (
+    PILOT,
+    Secured,
+    actors_as_own_users,
+    declared_by_the_operator,
+    logged,
+    raw,
+    secured_server,
+)
+from worldline.actors.runtime.bus import connect as bus_connect
+from worldline.actors.runtime.declare import ensure_buckets
+from worldline.cli import main as cli_main
+from worldline.ops.creds import new_seed
+from worldline.protocols.messages import SetField, WorkAssigned, encode
+from worldline.protocols.subjects import (
     INBOX,
     OPS,
     VIEWS,
@@ -36,25 +47,14 @@ from protocols.subjects import (
     ops,
     state,
 )
-from tests.security.secured import (
-    PILOT,
-    Secured,
-    actors_as_own_users,
-    declared_by_the_operator,
-    logged,
-    raw,
-    secured_server,
-)
-from worldline.cli import main as cli_main
-from worldline.ops.creds import new_seed
 from worldline.sdk.errors import BadRequest, BusUnavailable
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, Iterator
     from pathlib import Path
 
-    from protocols.messages import AgentView
     from worldline import World
+    from worldline.protocols.messages import AgentView
 
 pytestmark = pytest.mark.nats
 

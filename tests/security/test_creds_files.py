@@ -13,8 +13,17 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from actors.runtime.auth import load_credentials, public_key_of, reply_prefix
-from protocols.subjects import (
+from worldline.actors.runtime.auth import load_credentials, public_key_of, reply_prefix
+from worldline.cli import main
+from worldline.ops.creds import (
+    actor_permissions,
+    agent_permissions,
+    declared_agents,
+    new_seed,
+    operator_permissions,
+    write_credentials,
+)
+from worldline.protocols.subjects import (
     ACTOR_NAMES,
     INBOX,
     PREFIX,
@@ -31,15 +40,12 @@ from protocols.subjects import (
     ops,
     state,
 )
-from protocols.world import Authority, Grant, Subscription, WorldDecl, WorldInfo
-from worldline.cli import main
-from worldline.ops.creds import (
-    actor_permissions,
-    agent_permissions,
-    declared_agents,
-    new_seed,
-    operator_permissions,
-    write_credentials,
+from worldline.protocols.world import (
+    Authority,
+    Grant,
+    Subscription,
+    WorldDecl,
+    WorldInfo,
 )
 from worldline.sdk.declaration import load_declaration
 from worldline.sdk.errors import BadRequest

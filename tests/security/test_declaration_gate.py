@@ -11,14 +11,16 @@ from typing import TYPE_CHECKING
 import msgspec
 import pytest
 
-from actors.materializer.declaration import load_decl
-from actors.materializer.service import spec as materializer
-from actors.runtime.auth import CREDS_ENV
-from actors.runtime.memory import MemoryState
-from actors.runtime.spec import Context
-from protocols.messages import DeclareWorld, Rejection, encode
-from protocols.subjects import ACTOR_NAMES, author_of, ops
-from protocols.world import (
+from worldline.actors.materializer.declaration import load_decl
+from worldline.actors.materializer.service import spec as materializer
+from worldline.actors.runtime.auth import CREDS_ENV
+from worldline.actors.runtime.memory import MemoryState
+from worldline.actors.runtime.spec import Context
+from worldline.cli import main
+from worldline.ops.creds import declared_agents
+from worldline.protocols.messages import DeclareWorld, Rejection, encode
+from worldline.protocols.subjects import ACTOR_NAMES, author_of, ops
+from worldline.protocols.world import (
     OPERATOR,
     RESERVED_AGENTS,
     Authority,
@@ -29,8 +31,6 @@ from protocols.world import (
     WorldInfo,
     agent_ref,
 )
-from worldline.cli import main
-from worldline.ops.creds import declared_agents
 from worldline.sdk.errors import BadRequest
 
 if TYPE_CHECKING:

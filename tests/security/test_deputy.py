@@ -22,8 +22,17 @@ import anyio
 import pytest
 
 import worldline
-from protocols.messages import LEASE_VALUE
-from protocols.subjects import (
+from tests.security.secured import (
+    PILOT,
+    Secured,
+    actors_as_own_users,
+    crew,
+    logged,
+    raw,
+    secured_server,
+)
+from worldline.protocols.messages import LEASE_VALUE
+from worldline.protocols.subjects import (
     INBOX,
     LEASES,
     OPS,
@@ -39,16 +48,7 @@ from protocols.subjects import (
     rpc,
     state,
 )
-from protocols.world import OPERATOR
-from tests.security.secured import (
-    PILOT,
-    Secured,
-    actors_as_own_users,
-    crew,
-    logged,
-    raw,
-    secured_server,
-)
+from worldline.protocols.world import OPERATOR
 from worldline.sdk.errors import Rejected
 
 if TYPE_CHECKING:

@@ -20,8 +20,8 @@ import anyio
 import pytest
 
 import worldline
-from protocols.subjects import ops
 from tests.security.secured import PILOT, Secured, actors_as_own_users, secured_server
+from worldline.protocols.subjects import ops
 from worldline.sdk.errors import PermissionDenied, Rejected, WorldlineError
 
 if TYPE_CHECKING:

@@ -1,5 +1,5 @@
 """Actors answer a request only on an ``_INBOX.`` reply subject
-(``protocols.subjects.is_reply_subject``, checked in ``serve.py::serve``): a
+(``worldline.protocols.subjects.is_reply_subject``, checked in ``serve.py::serve``): a
 request naming a stream, bucket or JetStream API subject as its reply would make the
 actor publish there with its own rights (a confused deputy)."""
 
@@ -13,10 +13,11 @@ import anyio
 import nats.errors
 import pytest
 
-from actors.registry import build
-from actors.runtime.bus import connect
-from protocols.messages import GetBelief, OpStatus, encode
-from protocols.subjects import (
+from tests.support import running, unique_world
+from worldline.actors.registry import build
+from worldline.actors.runtime.bus import connect
+from worldline.protocols.messages import GetBelief, OpStatus, encode
+from worldline.protocols.subjects import (
     INBOX,
     LEASES,
     OPS,
@@ -29,7 +30,6 @@ from protocols.subjects import (
     ops,
     rpc,
 )
-from tests.support import running, unique_world
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from actors.registry import ACTORS, build
-from actors.runtime.supervise import run_actors
+from worldline.actors.registry import ACTORS, build
+from worldline.actors.runtime.supervise import run_actors
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence
 
-    from actors.runtime.spec import ActorSpec
+    from worldline.actors.runtime.spec import ActorSpec
 
 __all__ = ["TRACES", "all_actors", "running", "unique_world"]
 

@@ -1,5 +1,5 @@
 """A fake OpenAI-compatible chat-completions server on 127.0.0.1, for the tests of
-every client of :mod:`actors.runtime.llm` (the simulator's world model, the
+every client of :mod:`worldline.actors.runtime.llm` (the simulator's world model, the
 extractor's LLM extraction). It records each request and answers from a queue of
 :class:`Reply` (then :attr:`Fake.default`); a stalled reply never answers, so a client
 times out."""

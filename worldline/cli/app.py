@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import anyio
 import nats.errors
 
-from actors.runtime.auth import CREDS_ENV, load_credentials
-from actors.runtime.errors import ActorError
-from actors.runtime.errors import BusUnavailable as RuntimeBusUnavailable
+from worldline.actors.runtime.auth import CREDS_ENV, load_credentials
+from worldline.actors.runtime.errors import ActorError
+from worldline.actors.runtime.errors import BusUnavailable as RuntimeBusUnavailable
 from worldline.cli import beliefs, crew, operate, sim
 from worldline.cli.common import (
     EXIT_FAILED,

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     import argparse
     from collections.abc import Awaitable, Callable
 
-    from protocols.messages import (
+    from worldline.protocols.messages import (
         Belief,
     )
     from worldline.sdk.client import World

@@ -10,9 +10,14 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from protocols.messages import InboxMessage, Notification, Rejection, WorkAssigned
-from protocols.world import Value
 from worldline.cli.common import emit
+from worldline.protocols.messages import (
+    InboxMessage,
+    Notification,
+    Rejection,
+    WorkAssigned,
+)
+from worldline.protocols.world import Value
 from worldline.sdk.declaration import load_declaration
 from worldline.sdk.errors import BadRequest
 

@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import msgspec
 
-from actors.registry import ACTORS, build
-from actors.runtime.auth import CREDS_ENV
-from actors.runtime.declare import REPLICAS_ENV
-from actors.runtime.embedded import EmbeddedNats, keep_writable
-from actors.runtime.lock import FolderLock
-from actors.runtime.metrics import Registry
-from actors.runtime.supervise import run_actors
+from worldline.actors.registry import ACTORS, build
+from worldline.actors.runtime.auth import CREDS_ENV
+from worldline.actors.runtime.declare import REPLICAS_ENV
+from worldline.actors.runtime.embedded import EmbeddedNats, keep_writable
+from worldline.actors.runtime.lock import FolderLock
+from worldline.actors.runtime.metrics import Registry
+from worldline.actors.runtime.supervise import run_actors
 from worldline.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -45,10 +45,10 @@ if TYPE_CHECKING:
 
     from anyio.abc import TaskStatus
 
-    from protocols.messages import (
+    from worldline.protocols.messages import (
         StateHashReply,
     )
-    from protocols.world import WorldDecl
+    from worldline.protocols.world import WorldDecl
 
 __all__ = ["VERBS", "run_actor", "run_creds", "run_replay", "run_status", "run_up"]
 
@@ -246,7 +246,7 @@ def _export(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
 
 def run_status(args: argparse.Namespace) -> int:
     """Print every actor instance's lag, rates, dead letters and store size."""
-    from actors.runtime.consume import utcnow
+    from worldline.actors.runtime.consume import utcnow
 
     url = args.nats or default_url()
 

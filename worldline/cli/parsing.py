@@ -8,15 +8,15 @@ import os
 from datetime import UTC, datetime
 from pathlib import Path
 
-from actors.registry import ACTORS
-from actors.runtime.auth import CREDS_ENV
-from actors.runtime.declare import MAX_REPLICAS, REPLICAS_ENV
-from protocols.beliefs import DIRECTIONS, EDGE_TYPES, EVIDENCE_KINDS
-from protocols.messages import BELIEF_TYPES
+from worldline.actors.registry import ACTORS
+from worldline.actors.runtime.auth import CREDS_ENV
+from worldline.actors.runtime.declare import MAX_REPLICAS, REPLICAS_ENV
 from worldline.cli import mcp as mcp_verb
 from worldline.cli import operate
 from worldline.cli import sim as sim_verb
 from worldline.cli.common import default_agent, default_data
+from worldline.protocols.beliefs import DIRECTIONS, EDGE_TYPES, EVIDENCE_KINDS
+from worldline.protocols.messages import BELIEF_TYPES
 
 __all__ = ["parser"]
 

@@ -25,8 +25,8 @@ __all__ = ["VERBS", "run_evaluation", "run_index"]
 
 def run_index(args: argparse.Namespace) -> int:
     """Read traces, pair their transitions, and write a read-only index artifact."""
-    from actors.extractor.traces import UnknownTraceFormat, parse_trace
-    from actors.simulator import index as transition_index
+    from worldline.actors.extractor.traces import UnknownTraceFormat, parse_trace
+    from worldline.actors.simulator import index as transition_index
 
     transitions = []
     issues = []
@@ -93,9 +93,9 @@ def _sim_session(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]
 
 def run_evaluation(args: argparse.Namespace) -> int:
     """Run (or resume) an evaluation plan: one immutable rollout per task."""
-    from actors.runtime.consume import utcnow
-    from actors.simulator.evaluate import run_plan
-    from actors.simulator.plan import PlanError
+    from worldline.actors.runtime.consume import utcnow
+    from worldline.actors.simulator.evaluate import run_plan
+    from worldline.actors.simulator.plan import PlanError
 
     try:
         report = run_plan(args.plan, now=utcnow)

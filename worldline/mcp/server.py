@@ -28,10 +28,10 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent
 from pydantic import Field
 
-from actors.runtime.errors import ActorError
-from protocols.beliefs import Direction, EvidenceKind
-from protocols.messages import BeliefType
-from protocols.world import Value
+from worldline.actors.runtime.errors import ActorError
+from worldline.protocols.beliefs import Direction, EvidenceKind
+from worldline.protocols.messages import BeliefType
+from worldline.protocols.world import Value
 from worldline.sdk.client import World, connect
 from worldline.sdk.errors import (
     BadRequest,

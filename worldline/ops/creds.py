@@ -42,15 +42,15 @@ from typing import TYPE_CHECKING, Final, Literal, get_args
 
 import nkeys
 
-from actors.extractor.core import AUTHOR as EXTRACTOR_AUTHOR
-from actors.registry import ACTORS
-from actors.runtime.auth import (
+from worldline.actors.extractor.core import AUTHOR as EXTRACTOR_AUTHOR
+from worldline.actors.registry import ACTORS
+from worldline.actors.runtime.auth import (
     CredentialsError,
     load_credentials,
     public_key_of,
     reply_prefix,
 )
-from protocols.subjects import (
+from worldline.protocols.subjects import (
     ACTOR_NAMES,
     BUCKETS,
     LEASES,
@@ -75,14 +75,14 @@ from protocols.subjects import (
     rpc,
     state,
 )
-from protocols.world import OPERATOR, RESERVED_AGENTS, agents_named
+from worldline.protocols.world import OPERATOR, RESERVED_AGENTS, agents_named
 from worldline.sdk.errors import BadRequest
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
     from pathlib import Path
 
-    from protocols.world import WorldDecl
+    from worldline.protocols.world import WorldDecl
 
 __all__ = [
     "ALL_ACTORS",

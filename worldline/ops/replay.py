@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from actors.materializer.core import last_op_key
-from actors.registry import build
-from actors.runtime.deliveries import Delivery
-from actors.runtime.memory import state_hash
-from actors.runtime.store import Store
-from protocols.messages import encode
-from protocols.subjects import DERIVED_CHANNEL, channel_of
+from worldline.actors.materializer.core import last_op_key
+from worldline.actors.registry import build
+from worldline.actors.runtime.deliveries import Delivery
+from worldline.actors.runtime.memory import state_hash
+from worldline.actors.runtime.store import Store
+from worldline.protocols.messages import encode
+from worldline.protocols.subjects import DERIVED_CHANNEL, channel_of
 from worldline.sdk.errors import BadRequest
 from worldline.sdk.export import ExportRecord, RawRecord
 

@@ -22,12 +22,12 @@ import msgspec
 import nats.errors
 import nats.js.errors
 
-from actors.registry import ACTORS, build
-from actors.runtime.bus import connect
-from actors.runtime.errors import BusUnavailable
-from protocols.messages import LEASE_VALUE
-from protocols.status import HEARTBEAT_VALUE, Heartbeat
-from protocols.subjects import (
+from worldline.actors.registry import ACTORS, build
+from worldline.actors.runtime.bus import connect
+from worldline.actors.runtime.errors import BusUnavailable
+from worldline.protocols.messages import LEASE_VALUE
+from worldline.protocols.status import HEARTBEAT_VALUE, Heartbeat
+from worldline.protocols.subjects import (
     ACTOR_NAMES,
     DLQ,
     LEASES,

@@ -9,9 +9,15 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
-from actors.belief_model.text import belief_id as belief_id_for
-from protocols.beliefs import BeliefEdge, Direction, EdgeType, Evidence, EvidenceKind
-from protocols.messages import (
+from worldline.actors.belief_model.text import belief_id as belief_id_for
+from worldline.protocols.beliefs import (
+    BeliefEdge,
+    Direction,
+    EdgeType,
+    Evidence,
+    EvidenceKind,
+)
+from worldline.protocols.messages import (
     AddBelief,
     AddEvidence,
     Before,
@@ -35,14 +41,14 @@ from protocols.messages import (
     WorldReply,
     WorldviewReply,
 )
-from protocols.subjects import obs
+from worldline.protocols.subjects import obs
 from worldline.sdk.crew import CrewMixin, new_id, utc_now, validated
 from worldline.sdk.errors import BadRequest, BusUnavailable, NotApplied, Rejected
 
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from protocols.worldview import Worldview
+    from worldline.protocols.worldview import Worldview
 
 __all__ = ["BeliefMixin", "observation_id"]
 

@@ -17,10 +17,10 @@ import anyio
 import nats.errors
 from nats.js import api
 
-from actors.runtime.auth import CredentialsError, load_credentials
-from actors.runtime.bus import connect as bus_connect
-from actors.runtime.errors import BusUnavailable as RuntimeBusUnavailable
-from protocols.messages import (
+from worldline.actors.runtime.auth import CredentialsError, load_credentials
+from worldline.actors.runtime.bus import connect as bus_connect
+from worldline.actors.runtime.errors import BusUnavailable as RuntimeBusUnavailable
+from worldline.protocols.messages import (
     MATERIALIZER_REPLY,
     PROJECTOR_REPLY,
     SIMULATOR_REPLY,
@@ -28,7 +28,7 @@ from protocols.messages import (
     RpcError,
     encode,
 )
-from protocols.subjects import RpcVerb, check_name, rpc
+from worldline.protocols.subjects import RpcVerb, check_name, rpc
 from worldline.sdk.crew import validated
 from worldline.sdk.errors import (
     BadRequest,

@@ -15,8 +15,8 @@ import nats.errors
 import nats.js.errors
 from nats.js import api
 
-from actors.runtime.declare import ensure_consumer
-from protocols.messages import (
+from worldline.actors.runtime.declare import ensure_consumer
+from worldline.protocols.messages import (
     INBOX,
     PRESENCE_VALUE,
     AckInbox,
@@ -40,10 +40,10 @@ from protocols.messages import (
     WorldReply,
     encode,
 )
-from protocols.subjects import (
+from worldline.protocols.subjects import (
     INBOX as INBOX_STREAM,
 )
-from protocols.subjects import (
+from worldline.protocols.subjects import (
     PRESENCE,
     VIEWS,
     RpcVerb,
@@ -53,7 +53,7 @@ from protocols.subjects import (
     inbox_in,
     ops,
 )
-from protocols.world import Edge, Value, WorldDecl
+from worldline.protocols.world import Edge, Value, WorldDecl
 from worldline.sdk.errors import (
     BadRequest,
     BusUnavailable,

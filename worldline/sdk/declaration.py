@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
-from protocols.world import WorldDecl
+from worldline.protocols.world import WorldDecl
 from worldline.sdk.errors import BadRequest
 
 if TYPE_CHECKING:

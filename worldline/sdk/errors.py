@@ -3,7 +3,8 @@ translates nats-py's errors into them (:func:`bus_errors`).
 
 Every error the SDK raises on purpose is a :class:`WorldlineError`, so ``except
 WorldlineError`` catches them all; :class:`BusUnavailable` is also the runtime's
-``actors.runtime.errors.BusUnavailable`` (code catching that one still catches it).
+``worldline.actors.runtime.errors.BusUnavailable`` (code catching that one still catches
+it).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING
 import nats.errors
 import nats.js.errors
 
-from actors.runtime.errors import BusUnavailable as _RuntimeBusUnavailable
+from worldline.actors.runtime.errors import BusUnavailable as _RuntimeBusUnavailable
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -12,9 +12,9 @@ import msgspec
 import nats.js.errors
 from nats.js import api
 
-from actors.runtime.bus import raw_subject, valid_subject
-from protocols.messages import OPS_INBOX, OpsInbox
-from protocols.subjects import OPS, ops
+from worldline.actors.runtime.bus import raw_subject, valid_subject
+from worldline.protocols.messages import OPS_INBOX, OpsInbox
+from worldline.protocols.subjects import OPS, ops
 from worldline.sdk.errors import BusUnavailable
 
 if TYPE_CHECKING:

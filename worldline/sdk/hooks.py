@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from actors.extractor.core import handle as extract
-from actors.runtime.errors import InvalidInput
-from actors.runtime.memory import MemoryState
-from actors.runtime.spec import Context
-from protocols.messages import Observe, Statement
-from protocols.subjects import obs
+from worldline.actors.extractor.core import handle as extract
+from worldline.actors.runtime.errors import InvalidInput
+from worldline.actors.runtime.memory import MemoryState
+from worldline.actors.runtime.spec import Context
+from worldline.protocols.messages import Observe, Statement
+from worldline.protocols.subjects import obs
 from worldline.sdk.beliefs import _sniff
 from worldline.sdk.crew import utc_now
 from worldline.sdk.errors import BadRequest
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
     from datetime import datetime
 
-    from protocols.worldview import Worldview
+    from worldline.protocols.worldview import Worldview
     from worldline.sdk.client import World
 
 __all__ = [

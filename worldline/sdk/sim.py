@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from protocols.messages import (
+from worldline.protocols.messages import (
     SimEnd,
     SimError,
     SimStart,
@@ -18,7 +18,7 @@ from worldline.sdk.errors import BadRequest, SimulationError
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from protocols.messages import Message
+    from worldline.protocols.messages import Message
 
 __all__ = ["SimMixin"]
 

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     )
     from datetime import datetime
 
-    from protocols.worldview import Worldview
+    from worldline.protocols.worldview import Worldview
     from worldline.sdk.crew import InboxItem
     from worldline.sdk.turns import Role
 

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Literal
 
 import msgspec
 
-from protocols.messages import BeliefType
+from worldline.protocols.messages import BeliefType
 
 if TYPE_CHECKING:
-    from protocols.worldview import Worldview
+    from worldline.protocols.worldview import Worldview
 
 __all__ = ["Extracted", "ExtractedStatement", "Role", "Turn"]
 

@@ -1,5 +1,0 @@
-"""worldline's wire contract: messages, subjects, streams and consumers. No I/O."""
-
-from protocols import messages, subjects
-
-__all__ = ["messages", "subjects"]

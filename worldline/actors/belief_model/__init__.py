@@ -1,0 +1,13 @@
+"""The belief model every actor shares: one home for logic more than one actor uses.
+
+- :mod:`~worldline.actors.belief_model.posterior`: the belief math (evidence to
+  posterior, decay, trust, influence, effective confidence), defined once.
+- :mod:`~worldline.actors.belief_model.text`: text normalisation, the key that makes a
+  restatement meet the belief it restates, and belief ids.
+- :mod:`~worldline.actors.belief_model.embedding`: the embedders (hashing by default,
+  MiniLM with the ``semantic`` extra) and cosine similarity.
+
+Actors import from here, never from one another (``tests/test_layout.py`` checks).
+"""
+
+__all__: list[str] = []

@@ -1,0 +1,435 @@
+"""Fusion core: evidence -> posterior. Pure, synchronous, order-independent.
+
+Handles the belief ops of the OPS record: ``AddBelief`` (a weak prior), ``AddEvidence``,
+``Statement`` (the extractor's create-or-corroborate), ``SetTrust`` and ``CloseBelief``.
+The math is :mod:`worldline.actors.belief_model.posterior`; this module keeps the
+evidence and emits a :class:`PosteriorUpdate` per change, evaluated at the op's own time
+(so replays agree).
+
+Sharding: an instance owns the beliefs whose id hashes to its shard (``--shard I/N``)
+and ignores the rest; trust settings apply in every shard. Any split of the work gives
+the same posteriors as one instance.
+
+State keys: ``belief/<world>/<id>`` -> :class:`FusedBelief`;
+``trust/<world>/<source>`` -> :class:`TrustSetting`.
+Output: :class:`PosteriorUpdate` on ``wl.<world>.derived.posterior.<shard>``, and on
+the same subject an :class:`OpVerdict` for an op that changed no belief: refused (a
+client mistake: an unknown or closed belief, a taken id, a locked trust setting...),
+or unchanged (a repeat, such as an evidence id already recorded). The materializer
+keeps verdicts beside its own op outcomes, so the author reads them through
+``op_status``. Only what is really broken raises :class:`InvalidInput` (and is
+dead-lettered): an op naming another author, a statement whose evidence names
+another belief. Every trust setting gets a verdict (shard 0 gives it).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final, Literal
+
+import msgspec
+
+from worldline.actors.belief_model import posterior
+from worldline.actors.belief_model.posterior import NO_PROBABILITY
+from worldline.actors.belief_model.text import normalize
+from worldline.actors.runtime.errors import InvalidInput
+from worldline.actors.runtime.memory import Overlay
+from worldline.actors.runtime.spec import Context, Outgoing, Reader, Step
+from worldline.protocols.beliefs import Evidence
+from worldline.protocols.messages import (
+    AddBelief,
+    AddEvidence,
+    Belief,
+    CloseBelief,
+    OpsInbox,
+    OpVerdict,
+    PosteriorUpdate,
+    SetTrust,
+    Statement,
+    encode,
+)
+from worldline.protocols.subjects import derived, slot_of
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
+__all__ = [
+    "NO_PROBABILITY",
+    "PRIOR_STRENGTH",
+    "FusedBelief",
+    "TrustSetting",
+    "belief_key",
+    "handle",
+    "shard_of",
+]
+
+PRIOR_STRENGTH: Final = posterior.PRIOR_STRENGTH
+"""Belief types firewalled from the posterior math: intent, not claims about truth."""
+
+MAX_EVIDENCE: Final = 10_000  # per belief; more is refused, never silently cut
+
+
+class FusedBelief(
+    msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag="fusion.belief.v2"
+):
+    """Fusion's record of a belief: the stated prior and every piece of evidence."""
+
+    belief: Belief
+    op_id: str  # the op that created it (a replay of that op is a no-op)
+    evidence: list[Evidence] = msgspec.field(default_factory=list)  # sorted by id
+    negated: bool = False  # its text is a negation: statements flip against it
+
+
+class TrustSetting(
+    msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag="fusion.trust.v1"
+):
+    """A trust multiplier for one source (or ``agent:<name>``)."""
+
+    trust: float
+    locked: bool = False
+    author: str = ""
+
+
+class _Refused(Exception):
+    """A client mistake: answered to the op's author with a verdict, not
+    dead-lettered (the DLQ is for what is really broken)."""
+
+    def __init__(self, code: str, reason: str) -> None:
+        super().__init__(reason)
+        self.code = code
+        self.reason = reason
+
+
+_FUSED = msgspec.msgpack.Decoder(FusedBelief)
+_TRUST = msgspec.msgpack.Decoder(TrustSetting)
+
+
+def belief_key(world: str, belief_id: str) -> bytes:
+    return f"belief/{world}/{belief_id}".encode()
+
+
+def _trust_key(world: str, source: str) -> bytes:
+    return f"trust/{world}/{source}".encode()
+
+
+def shard_of(belief_id: str, shards: int) -> int:
+    """Stable shard of a belief id (crc32, identical on every machine and run)."""
+    return slot_of(belief_id, shards)
+
+
+def handle(
+    reader: Reader, op: OpsInbox, ctx: Context, *, shard: tuple[int, int] = (0, 1)
+) -> Step:
+    """Apply one belief op owned by this shard; other ops are not fusion's.
+
+    A client mistake (an id taken by another op, a goal or gap with a confidence,
+    evidence for an unknown or closed belief, a locked trust setting...) is answered
+    with a ``rejected`` :class:`OpVerdict`, a repeat with an ``unchanged`` one.
+
+    Raises:
+        InvalidInput: a forged author, or a statement whose evidence names another
+            belief: input no honest client sends (dead-lettered for the operator).
+    """
+    match op:
+        case AddBelief() | AddEvidence() | Statement() | CloseBelief() | SetTrust():
+            pass
+        case _:
+            return Step()
+    if op.author != ctx.author:
+        raise InvalidInput(
+            f"op {op.op_id} names author {op.author!r} but was published on "
+            f"{ctx.subject!r}; agents publish only their own ops"
+        )
+    if isinstance(op, SetTrust):
+        try:
+            step = _set_trust(reader, op, ctx, shard)
+        except _Refused as refused:
+            return _verdict(ctx, op, shard, "rejected", refused=refused)
+        if shard[0] != 0:
+            return step  # one shard answers
+        step.out.append(_verdict(ctx, op, shard, "applied").out[0])
+        return step
+    target = op.evidence.belief_id if isinstance(op, AddEvidence) else op.belief_id
+    if shard_of(target, shard[1]) != shard[0]:
+        return Step()
+    try:
+        step = _belief_op(reader, op, ctx, shard)
+    except _Refused as refused:
+        return _verdict(ctx, op, shard, "rejected", target, refused)
+    if not step.out:
+        return _verdict(ctx, op, shard, "unchanged", target)
+    return step
+
+
+def _belief_op(
+    reader: Reader,
+    op: AddBelief | AddEvidence | Statement | CloseBelief,
+    ctx: Context,
+    shard: tuple[int, int],
+) -> Step:
+    match op:
+        case AddBelief():
+            return _add(reader, op, ctx, shard)
+        case AddEvidence():
+            return _evidence(reader, op, ctx, shard)
+        case Statement():
+            return _statement(reader, op, ctx, shard)
+        case CloseBelief():
+            return _close(reader, op, ctx, shard)
+    raise AssertionError(op)  # pragma: no cover - the match above is exhaustive
+
+
+def _verdict(
+    ctx: Context,
+    op: AddBelief | AddEvidence | Statement | CloseBelief | SetTrust,
+    shard: tuple[int, int],
+    outcome: Literal["applied", "rejected", "unchanged"],
+    belief_id: str = "",
+    refused: _Refused | None = None,
+) -> Step:
+    """Fusion's answer to ``op`` when it made no posterior (or set a trust), on the
+    posterior subject so it reaches the materializer in log order with them."""
+    verdict = OpVerdict(
+        op_id=op.op_id,
+        seq=ctx.seq,
+        outcome=outcome,
+        code=None if refused is None else refused.code,
+        reason="" if refused is None else refused.reason,
+        belief_id=belief_id,
+    )
+    return Step(
+        out=[
+            Outgoing(
+                subject=derived(ctx.world, "posterior", str(shard[0])),
+                message=verdict,
+                msg_id=f"verdict:{ctx.world}:{ctx.seq}:{op.op_id}",
+            )
+        ]
+    )
+
+
+def _load(reader: Reader, world: str, belief_id: str) -> FusedBelief | None:
+    raw = reader.get(belief_key(world, belief_id))
+    return None if raw is None else _FUSED.decode(raw)
+
+
+def _trust(reader: Reader, world: str, evidence: list[Evidence]) -> dict[str, float]:
+    """The trust multipliers that apply to ``evidence`` (only those set, != 1)."""
+    if next(reader.scan(_trust_key(world, "")), None) is None:
+        return {}  # the usual case: nothing set in this world
+    names = {e.source for e in evidence} | {f"agent:{e.author}" for e in evidence}
+    found = {}
+    for name in sorted(names):
+        raw = reader.get(_trust_key(world, name))
+        if raw is not None:
+            found[name] = _TRUST.decode(raw).trust
+    return found
+
+
+def _emit(
+    reader: Reader,
+    ctx: Context,
+    fused: FusedBelief,
+    cause: str,
+    now: datetime,
+    shard: tuple[int, int],
+    **changes: object,
+) -> Step:
+    """Re-read the belief at ``now`` and publish its posterior."""
+    trust = _trust(reader, ctx.world, fused.evidence)
+    old = fused.belief
+    reading = posterior.read(
+        old.prior,
+        fused.evidence,
+        trust,
+        now,
+        probabilistic=old.type not in NO_PROBABILITY,
+    )
+    belief = msgspec.structs.replace(
+        old,
+        confidence=reading.confidence,
+        evidence_weight=reading.evidence_weight,
+        uncertainty=reading.uncertainty,
+        fragility=reading.fragility,
+        flags=reading.flags,
+        evidence_count=len(fused.evidence),
+        updated_at=now,
+        **changes,
+    )
+    fused = msgspec.structs.replace(fused, belief=belief)
+    return Step(
+        writes={belief_key(ctx.world, belief.id): encode(fused)},
+        out=[
+            Outgoing(
+                subject=derived(ctx.world, "posterior", str(shard[0])),
+                message=PosteriorUpdate(
+                    belief=belief,
+                    cause=cause,
+                    cause_seq=ctx.seq,
+                    evidence=fused.evidence,
+                    trust=trust,
+                ),
+                msg_id=f"posterior:{ctx.world}:{belief.id}:{cause}",
+            )
+        ],
+    )
+
+
+def _new_belief(op: AddBelief | Statement, confidence: float | None) -> FusedBelief:
+    belief = Belief(
+        id=op.belief_id,
+        text=op.text,
+        type=op.type,
+        author=op.author,
+        created_at=op.at,
+        updated_at=op.at,
+        valid_from=op.at,
+        origin=op.op_id,
+        prior=confidence,
+    )
+    return FusedBelief(belief=belief, op_id=op.op_id)
+
+
+def _add(reader: Reader, op: AddBelief, ctx: Context, shard: tuple[int, int]) -> Step:
+    existing = _load(reader, ctx.world, op.belief_id)
+    if existing is not None:
+        if existing.op_id == op.op_id:
+            return Step()  # the same op again: already applied
+        raise _Refused(
+            "conflict",
+            f"belief {op.belief_id} already exists in world {ctx.world}; "
+            "add it under a new id, or attach evidence to the existing one",
+        )
+    if op.type in NO_PROBABILITY and op.confidence is not None:
+        raise _Refused(
+            "invalid",
+            f"a {op.type} carries no probability; add it without a confidence",
+        )
+    # A hand-entered negation ("Export does not check auth") keeps its polarity, so
+    # the extractor's restatements of it support it rather than refute it.
+    fused = msgspec.structs.replace(
+        _new_belief(op, op.confidence), negated=normalize(op.text)[1]
+    )
+    return _emit(reader, ctx, fused, op.op_id, op.at, shard)
+
+
+def _with_evidence(
+    reader: Reader, ctx: Context, fused: FusedBelief, item: Evidence
+) -> FusedBelief | None:
+    """``fused`` with ``item`` recorded, or None when that evidence id is known."""
+    if any(e.id == item.id for e in fused.evidence):
+        return None
+    if fused.belief.status != "active":
+        raise _Refused(
+            "closed",
+            f"belief {fused.belief.id} is {fused.belief.status}; evidence is refused",
+        )
+    if len(fused.evidence) >= MAX_EVIDENCE:
+        raise _Refused(
+            "full",
+            f"belief {fused.belief.id} already holds {MAX_EVIDENCE} evidence items",
+        )
+    item = msgspec.structs.replace(item, recorded_seq=ctx.seq)
+    evidence = sorted([*fused.evidence, item], key=lambda e: e.id)
+    return msgspec.structs.replace(fused, evidence=evidence)
+
+
+def _evidence(
+    reader: Reader, op: AddEvidence, ctx: Context, shard: tuple[int, int]
+) -> Step:
+    item = op.evidence
+    if item.author != op.author:
+        raise _Refused(
+            "invalid",
+            f"evidence {item.id} names author {item.author!r}; report it as yourself",
+        )
+    fused = _load(reader, ctx.world, item.belief_id)
+    if fused is None:
+        raise _Refused(
+            "unknown_belief",
+            f"no belief {item.belief_id} in world {ctx.world}; add it first "
+            "(`worldline add`), then attach evidence to its id",
+        )
+    updated = _with_evidence(reader, ctx, fused, item)
+    if updated is None:
+        return Step()
+    return _emit(reader, ctx, updated, op.op_id, op.at, shard)
+
+
+def _statement(
+    reader: Reader, op: Statement, ctx: Context, shard: tuple[int, int]
+) -> Step:
+    if op.evidence.belief_id != op.belief_id:
+        raise InvalidInput(f"statement {op.op_id}: evidence names another belief")
+    fused = _load(reader, ctx.world, op.belief_id)
+    if fused is None:
+        fused = msgspec.structs.replace(_new_belief(op, None), negated=op.negated)
+    item = op.evidence
+    if fused.negated and item.direction != "neutral":
+        # The direction is stated against the positive form; this belief's text
+        # is the negation, so support for one is refutation of the other.
+        flipped = "supports" if item.direction == "refutes" else "refutes"
+        item = msgspec.structs.replace(item, direction=flipped)
+    updated = _with_evidence(reader, ctx, fused, item)
+    if updated is None:
+        return Step()
+    return _emit(reader, ctx, updated, op.op_id, op.at, shard)
+
+
+def _close(
+    reader: Reader, op: CloseBelief, ctx: Context, shard: tuple[int, int]
+) -> Step:
+    fused = _load(reader, ctx.world, op.belief_id)
+    if fused is None:
+        raise _Refused(
+            "unknown_belief",
+            f"no belief {op.belief_id} in world {ctx.world}; check the id "
+            "(`worldline list`)",
+        )
+    belief = fused.belief
+    if belief.status != "active":
+        return Step()  # already closed: closing again changes nothing
+    if (op.how == "resolved") != (belief.type == "gap"):
+        raise _Refused(
+            "invalid",
+            f"a {belief.type} is {'resolved' if belief.type == 'gap' else 'retracted'}"
+            f", not {op.how}",
+        )
+    return _emit(
+        reader,
+        ctx,
+        fused,
+        op.op_id,
+        op.at,
+        shard,
+        status=op.how,
+        closed_reason=op.reason,
+        valid_until=op.at,
+    )
+
+
+def _set_trust(
+    reader: Reader, op: SetTrust, ctx: Context, shard: tuple[int, int]
+) -> Step:
+    key = _trust_key(ctx.world, op.source)
+    raw = reader.get(key)
+    if raw is not None:
+        current = _TRUST.decode(raw)
+        if current.locked and current.author != op.author:
+            if shard[0] != 0:
+                return Step()  # one shard reports the refusal
+            raise _Refused(
+                "locked",
+                f"trust for {op.source!r} is locked by {current.author}; only they "
+                "may change it",
+            )
+    setting = TrustSetting(trust=op.trust, locked=op.lock, author=op.author)
+    step = Step(writes={key: encode(setting)})
+    # Re-read every belief of this shard that the source (or agent) contributed to.
+    overlay_reader = Overlay(reader, step.writes)
+    for _, raw_fused in reader.scan(f"belief/{ctx.world}/".encode()):
+        fused = _FUSED.decode(raw_fused)
+        if any(op.source in (e.source, f"agent:{e.author}") for e in fused.evidence):
+            more = _emit(overlay_reader, ctx, fused, op.op_id, op.at, shard)
+            step.writes.update(more.writes)
+            step.out.extend(more.out)
+    return step

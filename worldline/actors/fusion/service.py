@@ -1,0 +1,41 @@
+"""Fusion actor: consumes the OPS record, publishes posteriors to DERIVED.
+
+Inbox: ``wl.*.ops.*`` through durable ``fusion`` (one instance) or ``fusion-<i>of<n>``
+(shard ``i`` of ``n``: each shard reads every op and keeps the beliefs whose id hashes
+to it). Accepts the belief ops (``AddBelief``, ``AddEvidence``, ``Statement``,
+``SetTrust``, ``CloseBelief``); crew ops are ignored. Outputs: ``PosteriorUpdate`` on
+``wl.<world>.derived.posterior.<shard>``. State: see ``worldline.actors.fusion.core``.
+Ack policy: after the LMDB commit; rejected ops are terminated and dead-lettered.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+from worldline.actors.fusion import core
+from worldline.actors.runtime.spec import ActorSpec, Input, parse_part
+from worldline.protocols.messages import FUSION_INBOX
+from worldline.protocols.subjects import fusion_in
+
+__all__ = ["parse_shard", "spec"]
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``"I/N"`` -> (I, N), checked: 0 <= I < N."""
+    return parse_part(text, "shard")
+
+
+def spec(shard: str = "0/1") -> ActorSpec:
+    index, count = parse_shard(shard)
+    replica = "" if count == 1 else f"{index}of{count}"
+    return ActorSpec(
+        name="fusion",
+        replica=replica,
+        inputs=(
+            Input(
+                fusion_in(index, count),
+                FUSION_INBOX,
+                partial(core.handle, shard=(index, count)),
+            ),
+        ),
+    )

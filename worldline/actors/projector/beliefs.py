@@ -1,0 +1,392 @@
+"""Projector core for the belief state: a replica of beliefs (with their evidence) and
+belief edges, read at a clock the caller passes in. It selects, orders and bounds;
+every number comes from :mod:`worldline.actors.belief_model.posterior`.
+
+State keys: ``belief/<w>/<id>`` -> ``BeliefChanged`` (belief, evidence, trust);
+``bedge/<w>/<id>`` -> ``BeliefEdge``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from worldline.actors.belief_model import posterior
+from worldline.actors.belief_model.posterior import NO_PROBABILITY
+from worldline.actors.projector import index
+from worldline.actors.projector import worldview as worldview_model
+from worldline.actors.runtime.memory import Overlay
+from worldline.protocols.beliefs import BeliefEdge, Contradiction, TraceStep
+from worldline.protocols.messages import (
+    Belief,
+    BeliefChanged,
+    BeliefEdgeChanged,
+    BeliefReply,
+    TraceReply,
+    belief_version,
+    encode,
+)
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    from worldline.actors.runtime.spec import Context, Reader
+    from worldline.protocols.messages import AgentView
+    from worldline.protocols.world import WorldDecl
+
+__all__ = [
+    "apply_belief",
+    "apply_edge",
+    "as_of",
+    "belief_edges",
+    "contradictions",
+    "get",
+    "trace",
+    "world_beliefs",
+]
+
+_RECORD = msgspec.msgpack.Decoder(BeliefChanged)
+_EDGE = msgspec.msgpack.Decoder(BeliefEdge)
+LOAD_BEARING: int = 2  # beliefs resting on it (depends_on, derived_from)
+
+
+def _key(world: str, belief_id: str) -> bytes:
+    return f"belief/{world}/{belief_id}".encode()
+
+
+def _edge_key(world: str, edge_id: str) -> bytes:
+    return f"bedge/{world}/{edge_id}".encode()
+
+
+def apply_belief(
+    reader: Reader, change: BeliefChanged, ctx: Context
+) -> dict[bytes, bytes | None]:
+    """Keep the newest version of the belief (and its evidence), and its card and
+    ranks in the index."""
+    key = _key(ctx.world, change.belief.id)
+    raw = reader.get(key)
+    if raw is not None and belief_version(raw) >= change.belief.version:
+        return {}
+    writes: dict[bytes, bytes | None] = {key: encode(change)}
+    _reindex(reader, ctx.world, change.belief, writes, lazy=ctx.pending > 0)
+    return writes
+
+
+def _reindex(
+    reader: Reader,
+    world: str,
+    belief: Belief,
+    writes: dict[bytes, bytes | None],
+    *,
+    lazy: bool = False,
+) -> None:
+    overlay = Overlay(reader, writes)
+    edges = _touching(overlay, world, "from", belief.id) + _touching(
+        overlay, world, "to", belief.id
+    )
+    weight = posterior.local_influence(belief.id, edges)
+    index.index_writes(overlay, world, belief, weight, writes, lazy=lazy)
+
+
+def apply_edge(
+    reader: Reader, change: BeliefEdgeChanged, ctx: Context
+) -> dict[bytes, bytes | None]:
+    """Keep the newest version of the edge, and index it by both ends so a read
+    walks only the edges that touch the beliefs it reads."""
+    key = _edge_key(ctx.world, change.edge.id)
+    raw = reader.get(key)
+    writes: dict[bytes, bytes | None] = {}
+    if raw is not None:
+        old = _EDGE.decode(raw)
+        if old.version >= change.edge.version:
+            return {}
+        writes[_end_key(ctx.world, "from", old.source, old.id)] = None
+        writes[_end_key(ctx.world, "to", old.target, old.id)] = None
+    edge = change.edge
+    writes[key] = encode(edge)
+    if not edge.removed:
+        writes[_end_key(ctx.world, "from", edge.source, edge.id)] = edge.id.encode()
+        writes[_end_key(ctx.world, "to", edge.target, edge.id)] = edge.id.encode()
+    # The ends' local influence moved: re-rank them.
+    ends = {edge.source, edge.target}
+    if raw is not None:
+        ends |= {old.source, old.target}
+    for end in sorted(ends):
+        held = index.card(Overlay(reader, writes), ctx.world, end)
+        if held is not None:
+            _reindex(reader, ctx.world, held.belief, writes, lazy=ctx.pending > 0)
+    return writes
+
+
+def _end_prefix(world: str, end: str, belief_id: str) -> str:
+    # Two ids in one key: each bounded (index.key_part), so the key fits LMDB.
+    return f"bedge{end}/{world}/{index.key_part(belief_id, index.ID_BYTES)}/"
+
+
+def _end_key(world: str, end: str, belief_id: str, edge_id: str) -> bytes:
+    edge = index.key_part(edge_id, index.ID_BYTES)
+    return f"{_end_prefix(world, end, belief_id)}{edge}".encode()
+
+
+def _touching(reader: Reader, world: str, end: str, belief_id: str) -> list[BeliefEdge]:
+    """Edges whose ``end`` ("from" or "to") is ``belief_id``, from the index (the
+    value holds the edge id; empty in keys written before, which end with it)."""
+    prefix = _end_prefix(world, end, belief_id).encode()
+    found = []
+    for key, value in reader.scan(prefix):
+        edge_id = value.decode() if value else key[len(prefix) :].decode()
+        raw = reader.get(_edge_key(world, edge_id))
+        if raw is not None:
+            found.append(_EDGE.decode(raw))
+    return found
+
+
+def _records(reader: Reader, world: str) -> list[BeliefChanged]:
+    return [_RECORD.decode(raw) for _, raw in reader.scan(f"belief/{world}/".encode())]
+
+
+def belief_edges(reader: Reader, world: str) -> list[BeliefEdge]:
+    """The world's belief edges that are not removed."""
+    found = [_EDGE.decode(raw) for _, raw in reader.scan(f"bedge/{world}/".encode())]
+    return [e for e in found if not e.removed]
+
+
+def _at_clock(record: BeliefChanged, at: datetime | None) -> Belief:
+    """The belief as of ``at``: the stored reading, or the evidence re-read there."""
+    belief = record.belief
+    if at is None:
+        return belief
+    evidence = [e for e in record.evidence if e.observed_at <= at]
+    reading = posterior.read(
+        belief.prior,
+        evidence,
+        record.trust,
+        at,
+        probabilistic=belief.type not in NO_PROBABILITY,
+    )
+    return msgspec.structs.replace(
+        belief,
+        confidence=reading.confidence,
+        evidence_weight=reading.evidence_weight,
+        uncertainty=reading.uncertainty,
+        fragility=reading.fragility,
+        flags=reading.flags,
+        evidence_count=len(evidence),
+    )
+
+
+class _Reads:
+    """Beliefs read at one clock, each at most once per request."""
+
+    def __init__(self, reader: Reader, world: str, at: datetime | None) -> None:
+        self.reader = reader
+        self.world = world
+        self.at = at
+        self.memo: dict[str, Belief | None] = {}
+
+    def belief(self, belief_id: str) -> Belief | None:
+        if belief_id not in self.memo:
+            raw = self.reader.get(_key(self.world, belief_id))
+            self.memo[belief_id] = (
+                None if raw is None else _at_clock(_RECORD.decode(raw), self.at)
+            )
+        return self.memo[belief_id]
+
+
+MAX_CLOSURE: int = 10_000  # dependency closure walked for one belief's effective value
+
+
+def _annotate(reads: _Reads, belief_id: str) -> Belief | None:
+    """The belief at the clock, with what its neighbourhood says: effective
+    confidence through its ``depends_on`` closure, contradiction by explicit edge,
+    supersession, and the load-bearing / risky-assumption labels (two or more
+    beliefs rest on it). Only edges touching the walked beliefs are read."""
+    belief = reads.belief(belief_id)
+    if belief is None:
+        return None
+    world, reader = reads.world, reads.reader
+    outgoing = _touching(reader, world, "from", belief_id)
+    incoming = _touching(reader, world, "to", belief_id)
+    closure: list[BeliefEdge] = []
+    seen = {belief_id}
+    frontier = [e for e in outgoing if e.type == "depends_on"]
+    while frontier and len(seen) < MAX_CLOSURE:
+        edge = frontier.pop()
+        closure.append(edge)
+        if edge.target not in seen:
+            seen.add(edge.target)
+            frontier += [
+                e
+                for e in _touching(reader, world, "from", edge.target)
+                if e.type == "depends_on"
+            ]
+    scored = {}
+    for node in sorted(seen):
+        b = reads.belief(node)
+        if b is not None and b.confidence is not None and b.status == "active":
+            scored[node] = b.confidence
+    effective = posterior.effective_confidence(scored, closure).get(belief_id)
+    flags = list(belief.flags)
+    if "contradicted" not in flags and any(
+        e.type == "contradicts" and e.confidence >= 0.5 for e in outgoing + incoming
+    ):
+        flags.append("contradicted")
+    dependents = sum(e.type in ("depends_on", "derived_from") for e in incoming)
+    label = belief.label
+    if not label and dependents >= LOAD_BEARING:
+        label = "load-bearing"
+        if belief.type == "assumption" and "uncertain" in flags:
+            label = "risky-assumption"
+    until = belief.valid_until
+    superseded = [e.at for e in incoming if e.type == "supersedes" and e.at]
+    if until is None and superseded:
+        until = min(t for t in superseded if t is not None)
+    return msgspec.structs.replace(
+        belief,
+        flags=tuple(flags),
+        label=label,
+        effective_confidence=effective,
+        valid_until=until,
+    )
+
+
+def world_beliefs(reader: Reader, world: str, at: datetime | None) -> list[Belief]:
+    """Every belief of ``world`` read at ``at``, annotated (see :func:`_annotate`)."""
+    reads = _Reads(reader, world, at)
+    ids = [key.decode().rsplit("/", 1)[1] for key, _ in reader.scan(_key(world, ""))]
+    return [b for i in ids if (b := _annotate(reads, i)) is not None]
+
+
+def as_of(belief: Belief, at: datetime) -> Belief:
+    """The belief's status as it stood at ``at``: a belief retracted, resolved or
+    superseded later was still active then."""
+    if belief.valid_until is not None and belief.valid_until > at:
+        return msgspec.structs.replace(belief, status="active", valid_until=None)
+    return belief
+
+
+def get(reader: Reader, world: str, belief_id: str, at: datetime | None) -> BeliefReply:
+    """One belief, annotated, reading only its own neighbourhood."""
+    return BeliefReply(belief=_annotate(_Reads(reader, world, at), belief_id))
+
+
+def contradictions(
+    reader: Reader, world: str, beliefs: list[Belief], at: datetime | None = None
+) -> list[Contradiction]:
+    """Explicit ``contradicts`` edges and split evidence, as first-class objects."""
+    return _contradictions(reader, world, beliefs, belief_edges(reader, world), at)
+
+
+def _contradictions(
+    reader: Reader,
+    world: str,
+    beliefs: list[Belief],
+    edges: list[BeliefEdge],
+    at: datetime | None,
+) -> list[Contradiction]:
+    active = {b.id for b in beliefs if b.status == "active"}
+    found = [
+        Contradiction(
+            kind="edge",
+            beliefs=(e.source, e.target),
+            strength=e.confidence,
+            trace=(e.source, e.target, e.id),
+        )
+        for e in sorted(edges, key=lambda e: e.id)
+        if e.type == "contradicts" and e.source in active and e.target in active
+    ]
+    for b in beliefs:
+        if b.id in active and b.confidence is not None and "contradicted" in b.flags:
+            record = _RECORD.decode(reader.get(_key(world, b.id)) or b"")
+            clock = at or b.updated_at
+            seen = [e for e in record.evidence if e.observed_at <= clock]
+            reading = posterior.read(b.prior, seen, record.trust, clock)
+            total = reading.support + reading.refute
+            if total > 0 and min(reading.support, reading.refute) > 0:
+                found.append(
+                    Contradiction(
+                        kind="split",
+                        beliefs=(b.id,),
+                        strength=min(reading.support, reading.refute) / total,
+                        trace=(b.id,),
+                    )
+                )
+    return found
+
+
+def trace(reader: Reader, world: str, belief_id: str) -> TraceReply:
+    """The provenance chain: each evidence item and how confidence moved with it."""
+    raw = reader.get(_key(world, belief_id))
+    if raw is None:
+        return TraceReply()
+    record = _RECORD.decode(raw)
+    steps = posterior.trajectory(
+        record.belief.prior,
+        record.evidence,
+        record.trust,
+        probabilistic=record.belief.type not in NO_PROBABILITY,
+    )
+    edges = _touching(reader, world, "from", belief_id) + _touching(
+        reader, world, "to", belief_id
+    )
+    return TraceReply(
+        belief=record.belief,
+        steps=[TraceStep(evidence=e, before=b, after=a) for e, b, a in steps],
+        edges=edges,
+    )
+
+
+def decision_scene(
+    reader: Reader,
+    world: str,
+    *,
+    decl: WorldDecl | None,
+    view: AgentView | None,
+    query: str,
+    focus: str,
+    at: datetime | None,
+) -> worldview_model.Scene:
+    """The scene a decision view is projected from, read from the index: a bounded
+    candidate set (see :func:`worldline.actors.projector.index.candidates`), ranked by
+    the cards' stored readings, then the survivors read at the clock ``at`` and
+    projected again. What it costs does not grow with the number of beliefs."""
+    cards = index.candidates(reader, world, query, focus)
+    n = max(len(cards), 1)
+    influence = {c.belief.id: c.weight / n for c in cards}
+    features = {c.belief.text: (frozenset(c.stems), index.vector_of(c)) for c in cards}
+    ids = {c.belief.id for c in cards}
+    edges: dict[str, BeliefEdge] = {}
+    for belief_id in sorted(ids):
+        for end in ("from", "to"):
+            for e in _touching(reader, world, end, belief_id):
+                edges[e.id] = e
+    shown = [c.belief for c in cards]
+    found = _contradictions(reader, world, shown, list(edges.values()), at)
+    goals = {c.belief.id for c in cards if c.belief.type == "goal"}
+    near = frozenset(
+        end
+        for e in edges.values()
+        if not e.removed and {e.source, e.target} & goals
+        for end in (e.source, e.target)
+        if end not in goals
+    )
+    first = worldview_model.Scene(
+        world=world,
+        decl=decl,
+        beliefs=shown,
+        edges=sorted(edges.values(), key=lambda e: e.id),
+        contradictions=found,
+        view=view,
+        influence=influence,
+        features=features,
+        near=near,
+        recent=tuple(index.recent(reader, world)),
+    )
+    kept = worldview_model.kept_beliefs(first, query, focus)
+    reads = _Reads(reader, world, at)
+    survivors = [b for i in sorted(kept) if (b := _annotate(reads, i)) is not None]
+    return dataclasses.replace(
+        first, beliefs=[b for b in survivors if b.status == "active"]
+    )

@@ -1,0 +1,92 @@
+"""Projector core: a read replica of the world, and the answers served from it.
+
+Dispatches the change feed to the belief replica
+(:mod:`worldline.actors.projector.beliefs`) and the crew replica
+(:mod:`worldline.actors.projector.views`), and answers ``get``, ``list``, ``read``,
+``trace`` and ``view``. It selects and orders; it computes no new math.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from worldline.actors.projector import beliefs, pages, views, worldview
+from worldline.actors.runtime.spec import Step
+from worldline.protocols.messages import (
+    Before,
+    BeliefChanged,
+    BeliefEdgeChanged,
+    GetBelief,
+    GetView,
+    ListBeliefs,
+    ProjectorInbox,
+    ProjectorRpc,
+    ReadWorld,
+    TraceBelief,
+    ViewReply,
+    WorldviewReply,
+)
+
+if TYPE_CHECKING:
+    from worldline.actors.runtime.spec import Context, Reader
+    from worldline.protocols.messages import Message
+
+__all__ = ["handle", "newest_only", "serve"]
+
+
+def handle(reader: Reader, change: ProjectorInbox, ctx: Context) -> Step:
+    """Keep the change in the replica; crew changes also refresh agents' views."""
+    match change:
+        case BeliefChanged():
+            writes = beliefs.apply_belief(reader, change, ctx)
+        case BeliefEdgeChanged():
+            writes = beliefs.apply_edge(reader, change, ctx)
+        case _:
+            return views.apply_change(reader, change, ctx)
+    if not writes:
+        return Step()
+    return views.refresh_all(reader, writes, ctx)
+
+
+def newest_only(change: ProjectorInbox) -> str | None:
+    """What a change makes obsolete, when several come in one batch: a belief's
+    change carries its whole newest state (the replica keeps only the newest), and
+    the feed brings a belief's versions in order, so of several changes to one
+    belief in a batch only the last needs applying. That also spares rebuilding
+    every agent's view per change when a batch restates one belief many times.
+    Edges and crew changes are applied one by one."""
+    if isinstance(change, BeliefChanged):
+        return change.belief.id
+    return None
+
+
+def serve(reader: Reader, request: ProjectorRpc, world: str) -> Message:
+    """Answer a request from the replica."""
+    match request:
+        case GetBelief(belief_id=belief_id, at=at):
+            return beliefs.get(reader, world, belief_id, at)
+        case ListBeliefs():
+            return pages.list_beliefs(reader, world, request)
+        case TraceBelief(belief_id=belief_id):
+            return beliefs.trace(reader, world, belief_id)
+        case ReadWorld():
+            # Paged and bounded in bytes (see worldline.actors.projector.pages).
+            return pages.read_world(reader, world, request)
+        case Before(agent=agent, query=query, at=at):
+            decl = views.declaration(reader, world)
+            agent_view = views.build_view(reader, world, agent, standing=False)
+            scene = beliefs.decision_scene(
+                reader,
+                world,
+                decl=decl,
+                view=agent_view,
+                query=query,
+                focus=views.focus_of(decl, agent_view) if decl else "",
+                at=at,
+            )
+            return WorldviewReply(view=worldview.project(scene, agent, query, at))
+        case GetView(agent=agent):
+            return ViewReply(
+                view=views.build_view(reader, world, agent),
+                version=views.replica_version(reader, world),
+            )

@@ -1,0 +1,264 @@
+"""The projector's incremental index: a small card per belief and ranked keys, kept
+current by the change feed, so a decision view reads a bounded candidate set instead
+of the whole store.
+
+Per belief (active, not a goal): ``card/<w>/<id>`` (the belief without its evidence,
+its local influence, its stems and its embedding), ``rw/<w>/<rank>/<id>`` by influence,
+``rm/<w>/<rank>/<id>`` by influence x doubt (what a move on it is worth), and
+``tok/<w>/<stem>/<rank>/<id>`` per content stem. Goals are listed under
+``goal/<w>/<id>``. Ranks are inverted fixed-width numbers, so a forward cursor scan
+reads the best first, ties by id.
+
+Ranks use :func:`worldline.actors.belief_model.posterior.local_influence`, which the
+projector can keep current from the edges that touch one belief.
+
+Keys are bounded by construction, whatever the text: LMDB refuses a key over 511 bytes
+(``MDB_BAD_VALSIZE``), and one such key once made the projector retry a batch forever.
+Each variable part (world, stem, belief id) longer than its budget is written as a
+readable prefix, a space and a digest of the whole (:func:`key_part`); a space occurs
+in no world, stem or id, so a shortened part never equals a written-out one. Rank keys
+hold their belief id as their value, so the id is read back whole.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from typing import TYPE_CHECKING, Final
+
+import msgspec
+import numpy as np
+
+from worldline.actors.belief_model import embedding
+from worldline.actors.belief_model.text import normalize
+from worldline.protocols.messages import Belief, encode
+
+if TYPE_CHECKING:
+    from worldline.actors.runtime.spec import Reader
+
+__all__ = [
+    "Card",
+    "candidates",
+    "card",
+    "index_writes",
+    "key_part",
+    "recent",
+    "vector_of",
+]
+
+MAX_STEMS: Final = 16  # indexed per belief
+TOP: Final = 32  # best by influence, and best by move value
+PER_STEM: Final = 16  # per query stem
+PER_FOCUS_STEM: Final = 8  # per goal or work stem
+MAX_QUERY_STEMS: Final = 12
+GOALS: Final = 32
+RECENT: Final = 3  # recent changes a decision view considers
+# Bytes a variable part of an index key may take before it is shortened. At most
+# 7 + 64 + 1 + 64 + 1 + 13 + 1 + 128 = 279 bytes a key, well under LMDB's 511.
+WORLD_BYTES: Final = 64
+STEM_BYTES: Final = 64
+ID_BYTES: Final = 128
+_DIGEST_HEX: Final = 16  # hex digits of sha256 kept in a shortened part
+
+
+class Card(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag="card.v1"):
+    """What ranking needs of a belief, without its evidence."""
+
+    belief: Belief
+    weight: float  # local influence
+    stems: tuple[str, ...]
+    # float32 embedding of the text; empty when the card was written during a
+    # backlog (embedded when first read instead: see :func:`vector_of`)
+    vector: bytes
+    # The embedder that made ``vector`` (cards written before it was recorded were
+    # hashed); a card from another embedder is re-embedded when read.
+    embedder: str = embedding.EMBEDDER_ID
+
+
+_CARD = msgspec.msgpack.Decoder(Card)
+
+
+def _rank(score: float) -> str:
+    return f"{max(0, 10**12 - round(score * 10**6)):013d}"
+
+
+def _doubt(belief: Belief) -> float:
+    return 0.5 if belief.uncertainty is None else belief.uncertainty
+
+
+def key_part(text: str, budget: int) -> str:
+    """``text`` as one part of an index key: itself when it fits ``budget`` bytes,
+    else a readable prefix, a space and a digest of the whole (``budget`` bytes at
+    most; same text, same part)."""
+    if len(text) * 4 <= budget:  # fits whatever it holds (UTF-8: 4 bytes at most)
+        return text
+    raw = text.encode()
+    if len(raw) <= budget:
+        return text
+    digest = hashlib.sha256(raw).hexdigest()[:_DIGEST_HEX]
+    room = max(budget - _DIGEST_HEX - 1, 0)
+    prefix = raw[:room].decode(errors="ignore").replace("/", "_")
+    return f"{prefix} {digest}"
+
+
+def _w(world: str) -> str:
+    return key_part(world, WORLD_BYTES)
+
+
+def _id(belief_id: str) -> str:
+    return key_part(belief_id, ID_BYTES)
+
+
+def _card_key(world: str, belief_id: str) -> bytes:
+    return f"card/{_w(world)}/{_id(belief_id)}".encode()
+
+
+def card(reader: Reader, world: str, belief_id: str) -> Card | None:
+    raw = reader.get(_card_key(world, belief_id))
+    return None if raw is None else _CARD.decode(raw)
+
+
+def vector_of(c: Card) -> np.ndarray:
+    """The card's embedding in the process's embedding space (re-embedded when the
+    card was written with another embedder; embedded now, to the same bits a
+    stored vector has, when it was written without one)."""
+    embedder = embedding.active().id
+    if c.embedder != embedder:
+        return embedding.embed(c.belief.text)
+    if not c.vector:
+        return _deferred_vector(embedder, c.belief.text)
+    return np.frombuffer(c.vector, dtype=np.float32).astype(np.float64)
+
+
+@functools.lru_cache(maxsize=8192)
+def _deferred_vector(embedder: str, text: str) -> np.ndarray:
+    """A vector a card left out, as the card would have stored it (float32, read
+    back as float64), so an answer is the same bytes either way. Cached by
+    embedder and text (the embedder named, so a vector never crosses embedders),
+    as the next reads ask for the same top cards. Read-only: shared."""
+    vector = np.frombuffer(_embedded(text), dtype=np.float32).astype(np.float64)
+    vector.setflags(write=False)
+    return vector
+
+
+def _keys(world: str, c: Card, *, stems: bool = True) -> list[bytes]:
+    """The card's index keys (``stems=False``: all but its ``tok/`` keys)."""
+    b = c.belief
+    if b.status != "active":
+        return []
+    w, i = _w(world), _id(b.id)
+    if b.type == "goal":
+        return [f"goal/{w}/{i}".encode()]
+    weight = _rank(c.weight)
+    keys = [
+        f"rw/{w}/{weight}/{i}".encode(),
+        f"rm/{w}/{_rank(c.weight * _doubt(b))}/{i}".encode(),
+        f"recent/{w}/{_rank(b.updated_at.timestamp() / 1e3)}/{i}".encode(),
+    ]
+    if stems:
+        keys += [f"tok/{w}/{_stem(s)}/{weight}/{i}".encode() for s in c.stems]
+    return keys
+
+
+def _stem(stem: str) -> str:
+    return key_part(stem, STEM_BYTES)
+
+
+def _same_stem_keys(old: Card, new: Card) -> bool:
+    """Whether both cards have the same ``tok/`` keys (most changes move only a
+    belief's confidence: its stems and influence stay)."""
+    a, b = old.belief, new.belief
+    return (
+        old.stems == new.stems
+        and _rank(old.weight) == _rank(new.weight)
+        and (a.status == "active") == (b.status == "active")
+        and (a.type == "goal") == (b.type == "goal")
+    )
+
+
+def index_writes(
+    reader: Reader,
+    world: str,
+    belief: Belief,
+    weight: float,
+    writes: dict[bytes, bytes | None],
+    *,
+    lazy: bool = False,
+) -> None:
+    """Add to ``writes`` the card and index keys of ``belief`` at ``weight``,
+    replacing the keys of its previous card.
+
+    ``lazy`` (more changes are pending: a bulk load): write the card without its
+    vector, which :func:`vector_of` computes when a read first needs it. Embedding
+    was about 40% of a bulk load's cost, and a read needs the vectors of only its
+    candidates (about a hundred of a world's cards)."""
+    old = card(reader, world, belief.id)
+    embedder = embedding.active().id
+    same = (
+        old is not None and old.belief.text == belief.text and old.embedder == embedder
+    )
+    if old is not None and same and (old.vector or lazy):
+        stems, vector = old.stems, old.vector
+    elif old is not None and same:
+        stems, vector = old.stems, _embedded(belief.text)
+    else:
+        stems = _stems(belief.text)
+        vector = b"" if lazy else _embedded(belief.text)
+    new = Card(
+        belief=belief, weight=weight, stems=stems, vector=vector, embedder=embedder
+    )
+    writes[_card_key(world, belief.id)] = encode(new)
+    # Unchanged keys are neither deleted nor written again.
+    all_keys = old is None or not _same_stem_keys(old, new)
+    stale = set() if old is None else set(_keys(world, old, stems=all_keys))
+    for key in _keys(world, new, stems=all_keys):
+        if key in stale:
+            stale.discard(key)
+        else:
+            writes[key] = belief.id.encode()
+    for key in stale:
+        writes[key] = None
+
+
+def _stems(text: str) -> tuple[str, ...]:
+    # normalize's key holds each stem once, sorted
+    return tuple(normalize(text)[0].split()[:MAX_STEMS])
+
+
+def _embedded(text: str) -> bytes:
+    return embedding.embed(text).astype(np.float32).tobytes()
+
+
+def _first(reader: Reader, prefix: bytes, limit: int) -> list[str]:
+    found = []
+    for key, value in reader.scan(prefix):
+        # Keys written before ranks held their id have an empty value; their id
+        # is the key's last part.
+        found.append(value.decode() if value else key.decode().rsplit("/", 1)[1])
+        if len(found) >= limit:
+            break
+    return found
+
+
+def recent(reader: Reader, world: str, limit: int = RECENT) -> list[str]:
+    """The most recently changed beliefs, newest first."""
+    return _first(reader, f"recent/{_w(world)}/".encode(), limit)
+
+
+def candidates(reader: Reader, world: str, query: str, focus: str) -> list[Card]:
+    """A bounded set of cards worth ranking for ``query``: the most influential, the
+    most worth a move, those sharing the query's stems, those near the agent's goals
+    and work, and the goals themselves. Its size does not grow with the store."""
+    ids: dict[str, None] = {}
+    w = _w(world)
+    for ranked, limit in ((f"rw/{w}/", TOP), (f"rm/{w}/", TOP)):
+        ids.update(dict.fromkeys(_first(reader, ranked.encode(), limit)))
+    for text, per in ((query, PER_STEM), (focus, PER_FOCUS_STEM)):
+        stems = sorted(set(normalize(text)[0].split()))[:MAX_QUERY_STEMS]
+        for stem in stems:
+            prefix = f"tok/{w}/{_stem(stem)}/".encode()
+            ids.update(dict.fromkeys(_first(reader, prefix, per)))
+    ids.update(dict.fromkeys(_first(reader, f"goal/{w}/".encode(), GOALS)))
+    ids.update(dict.fromkeys(recent(reader, world)))
+    cards = [card(reader, world, i) for i in ids]
+    return [c for c in cards if c is not None]

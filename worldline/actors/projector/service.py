@@ -1,0 +1,44 @@
+"""Projector actor: a read replica fed by the STATE change feed, serving reads.
+
+Inbox: ``wl.*.state.*`` through durable ``projector-<replica>`` (each replica keeps its
+own copy). Accepts the change feed (beliefs, entities, edges, declarations, inbox
+summaries). Serves (queue group ``projector``): ``wl.<world>.rpc.get``, ``list``,
+``read`` and ``view``. Outputs: each agent's startup view to the ``wl-views`` bucket
+(key ``<world>.<agent>``) whenever it changes, rebuilt once per batch for the agents
+its changes touched (while a backlog is pending, when it ends or a second after they
+went stale: ``views.refresh_stale``). State: see
+``worldline.actors.projector.core``. Ack policy: after the LMDB commit.
+"""
+
+from __future__ import annotations
+
+from worldline.actors.projector import core, views
+from worldline.actors.runtime.spec import ActorSpec, Input, Service
+from worldline.protocols.messages import PROJECTOR_INBOX, PROJECTOR_RPC
+from worldline.protocols.subjects import projector_in, rpc_pattern
+
+__all__ = ["spec"]
+
+
+def spec(replica: str = "0") -> ActorSpec:
+    return ActorSpec(
+        name="projector",
+        replica=replica,
+        inputs=(
+            Input(
+                projector_in(replica),
+                PROJECTOR_INBOX,
+                core.handle,
+                coalesce=core.newest_only,
+                finish=views.refresh_stale,
+            ),
+        ),
+        services=(
+            Service(rpc_pattern("get"), "projector", PROJECTOR_RPC, core.serve),
+            Service(rpc_pattern("list"), "projector", PROJECTOR_RPC, core.serve),
+            Service(rpc_pattern("read"), "projector", PROJECTOR_RPC, core.serve),
+            Service(rpc_pattern("view"), "projector", PROJECTOR_RPC, core.serve),
+            Service(rpc_pattern("trace"), "projector", PROJECTOR_RPC, core.serve),
+            Service(rpc_pattern("before"), "projector", PROJECTOR_RPC, core.serve),
+        ),
+    )

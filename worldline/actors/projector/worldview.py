@@ -1,0 +1,499 @@
+"""The worldview projection: a pure function of (scene, agent, query, clock).
+
+It selects, orders and bounds; it computes no new math. Every number it ranks by comes
+from :mod:`worldline.actors.belief_model.posterior` (influence, uncertainty, flags) or
+from the shared hashing embedding (``relevance.py``); the products below only combine
+them into an order.
+
+Bounds (no tuned absolute thresholds): per slice, items are ordered by decision value
+and kept while their value is at least :data:`CUT` times the leader's, at least one and
+at most :data:`CAP`; the rendered prompt stays under :data:`MAX_TOKENS` by the estimate
+``ceil(len(prompt) / 4)`` (about four characters per token for English text).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Final
+
+import msgspec
+
+from worldline.actors.belief_model import posterior
+from worldline.actors.projector.relevance import Relevance
+from worldline.protocols.messages import AgentView, Belief
+from worldline.protocols.worldview import Leaf, Worldview
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from worldline.protocols.beliefs import BeliefEdge, Contradiction
+    from worldline.protocols.world import WorldDecl
+
+__all__ = [
+    "CAP",
+    "CUT",
+    "MAX_TOKENS",
+    "Scene",
+    "bound",
+    "kept_beliefs",
+    "project",
+    "ranked_moves",
+    "render",
+    "standing",
+]
+
+Weight = Callable[[Belief], float]
+
+CUT: Final = 0.5  # keep items worth at least half the leader
+BASE: Final = 0.1  # relevance floor: an unrelated belief still ranks by its weight
+NEAR: Final = 1 / 3  # a belief linked to a goal: as near as a full word match
+CAP: Final = 7  # and never more than this many per slice
+FLOOR: Final = 1  # and always the top one
+MAX_TOKENS: Final = 2000
+TEXT_CHARS: Final = 160  # one leaf's text in the prompt
+
+
+@dataclass(frozen=True)
+class Scene:
+    """What the projector holds for one world, read at one clock."""
+
+    world: str
+    decl: WorldDecl | None
+    beliefs: Sequence[Belief]  # active, annotated at the clock
+    edges: Sequence[BeliefEdge] = ()
+    contradictions: Sequence[Contradiction] = ()
+    view: AgentView | None = None  # the agent's crew view, if the world is declared
+    influence: dict[str, float] = field(default_factory=dict)
+    # Beliefs one edge away from a goal: graph proximity to what the agent is after.
+    near: frozenset[str] = frozenset()
+    recent: tuple[str, ...] = ()  # the most recently changed beliefs, newest first
+    # Precomputed relevance features by text (stems, embedding), from the index.
+    features: dict[str, tuple[frozenset[str], np.ndarray]] = field(default_factory=dict)
+
+
+def bound(leaves: Sequence[Leaf]) -> list[Leaf]:
+    """Order by decision value (ties by id), keep the prefix within CUT of the
+    leader, at least FLOOR and at most CAP."""
+    ordered = sorted(leaves, key=lambda leaf: (-leaf.score, leaf.id))
+    if not ordered:
+        return []
+    leader = ordered[0].score
+    kept = (
+        [leaf for leaf in ordered if leaf.score >= CUT * leader] if leader > 0 else []
+    )
+    return (kept or ordered[:FLOOR])[:CAP]
+
+
+def project(scene: Scene, agent: str, query: str, at: datetime) -> Worldview:
+    """The worldview for ``agent`` about to make the move ``query`` at clock ``at``."""
+    decl = scene.decl
+    goals_text = " ".join(g.text for g in decl.intent.goals) if decl else ""
+    work_text = " ".join(
+        str(f.value)
+        for w in (scene.view.work if scene.view else [])
+        for f in w.fields.values()
+    )
+    relevance = Relevance(query, f"{goals_text} {work_text}", scene.features)
+    n = max(len(scene.beliefs), 1)
+    influence = scene.influence or posterior.influence(
+        [b.id for b in scene.beliefs], scene.edges
+    )
+
+    def weight(b: Belief) -> float:  # influence relative to the average belief
+        return influence.get(b.id, 1.0 / n) * n
+
+    current = bound(_current(scene, weight, relevance))
+    moves = bound(_moves(scene, weight, relevance))
+    limiting = _limiting(
+        scene, weight, Relevance(goals_text, goals_text, scene.features)
+    )
+    view = Worldview(
+        world=scene.world,
+        agent=agent,
+        query=query,
+        at=at,
+        environment=bound(_environment(scene, relevance)),
+        current=current,
+        intent=bound(_intent(scene, relevance, limiting)),
+        policy=bound(_policy(scene, relevance)),
+        affordances=bound(_affordances(scene, relevance)),
+        moves=moves,
+        limiting=limiting,
+        clarity=_clarity(current, scene),
+    )
+    return _fit(view)
+
+
+def _belief_leaf(b: Belief, score: float, trace: tuple[str, ...]) -> Leaf:
+    return Leaf(
+        id=b.id,
+        kind=b.type,
+        text=b.text,
+        score=score,
+        confidence=b.confidence,
+        flags=b.flags,
+        trace=trace,
+    )
+
+
+def _current(scene: Scene, weight: Weight, relevance: Relevance) -> list[Leaf]:
+    w = weight
+    depends: dict[str, list[str]] = {}
+    for e in scene.edges:
+        if e.type == "depends_on":
+            depends.setdefault(e.source, []).append(e.target)
+    leaves = []
+    for b in scene.beliefs:
+        if b.type == "goal":
+            continue
+        rel = relevance(b.text) + (NEAR if b.id in scene.near else 0.0)
+        leaf = _belief_leaf(b, 0.0, (b.id, *sorted(depends.get(b.id, ()))))
+        if b.id in scene.recent:  # among the latest changes: say so, rank as usual
+            leaf = msgspec.structs.replace(leaf, flags=(*leaf.flags, "changed"))
+        leaves.append(msgspec.structs.replace(leaf, score=w(b) * (BASE + rel)))
+    for c in scene.contradictions:
+        text = " vs ".join(c.beliefs)
+        leaves.append(
+            Leaf(
+                id="contradiction:" + "+".join(c.beliefs),
+                kind="contradiction",
+                text=f"contradiction ({c.kind}): {text}",
+                score=c.strength * (BASE + relevance(text)) * 2,
+                trace=c.trace,
+            )
+        )
+    return leaves
+
+
+def _moves(scene: Scene, weight: Weight, relevance: Relevance) -> list[Leaf]:
+    w = weight
+    leaves = []
+    for b in scene.beliefs:
+        if b.type == "goal":
+            continue
+        rel = relevance(b.text) + (NEAR if b.id in scene.near else 0.0)
+        if b.type == "gap":
+            value = w(b) * 0.5 * (BASE + rel)
+            text = f"Answer the open question: {b.text}"
+        elif b.uncertainty is not None:
+            # Expected information gain from the fusion core's numbers: how much the
+            # belief matters times how unsure the world is about it.
+            value = w(b) * b.uncertainty * (BASE + rel)
+            verb = "Adjudicate" if "contradicted" in b.flags else "Gather evidence on"
+            text = f"{verb}: {b.text}"
+        else:
+            continue
+        leaves.append(
+            Leaf(
+                id=f"move:{b.id}",
+                kind="move",
+                text=text,
+                score=value,
+                confidence=b.confidence,
+                flags=b.flags,
+                trace=(b.id,),
+            )
+        )
+    return leaves
+
+
+def kept_beliefs(scene: Scene, query: str, focus: str) -> set[str]:
+    """The beliefs a projection of ``scene`` would show (in current, moves or as the
+    limiting factor): the survivors a decision scene reads again at its clock."""
+    view = project(scene, "-", query, EPOCH)
+    ids = {b.id for b in scene.beliefs}
+    kept = {
+        item
+        for leaves in (view.current, view.moves, view.intent)
+        for leaf in leaves
+        for item in leaf.trace
+        if item in ids
+    }
+    if view.limiting is not None:
+        kept.add(view.limiting.id)
+    return kept
+
+
+def ranked_moves(scene: Scene) -> list[Leaf]:
+    """The world's next moves with no particular query: bounded, by information
+    value (what ``read()`` reports)."""
+    n = max(len(scene.beliefs), 1)
+    influence = scene.influence or posterior.influence(
+        [b.id for b in scene.beliefs], scene.edges
+    )
+    return bound(
+        _moves(scene, lambda b: influence.get(b.id, 1.0 / n) * n, Relevance("", ""))
+    )
+
+
+def _limiting(scene: Scene, weight: Weight, to_goals: Relevance) -> Leaf | None:
+    w = weight
+    best: Leaf | None = None
+    for b in scene.beliefs:
+        if b.type == "goal":
+            continue
+        doubt = 0.5 if b.uncertainty is None else b.uncertainty
+        score = w(b) * doubt * (BASE + to_goals(b.text))
+        leaf = _belief_leaf(b, score, (b.id,))
+        if best is None or (leaf.score, leaf.id) > (best.score, best.id):
+            best = leaf
+    return best
+
+
+def _intent(scene: Scene, relevance: Relevance, limiting: Leaf | None) -> list[Leaf]:
+    leaves: list[Leaf] = []
+    if scene.decl:
+        for g in scene.decl.intent.goals:
+            detail = "; ".join(g.success)
+            text = f"{g.text} (success: {detail})" if detail else g.text
+            leaves.append(
+                Leaf(
+                    id=g.id,
+                    kind="goal",
+                    text=text,
+                    score=1.0 + relevance(text),
+                    trace=(g.id,),
+                )
+            )
+        leaves += [
+            Leaf(
+                id=c.id,
+                kind="constraint",
+                text=c.text,
+                score=1.0 + relevance(c.text),
+                trace=(c.id,),
+            )
+            for c in scene.decl.intent.constraints
+        ]
+    leaves += [
+        _belief_leaf(b, 1.0 + relevance(b.text), (b.id,))
+        for b in scene.beliefs
+        if b.type == "goal"
+    ]
+    if limiting is not None:
+        leaves.append(
+            Leaf(
+                id=f"limiting:{limiting.id}",
+                kind="limiting-factor",
+                text=f"Most in the way: {limiting.text}",
+                score=2.0 + relevance(limiting.text),
+                trace=limiting.trace,
+            )
+        )
+    return leaves
+
+
+def _environment(scene: Scene, relevance: Relevance) -> list[Leaf]:
+    leaves = []
+    decl = scene.decl
+    if decl:
+        info = decl.world
+        leaves.append(
+            Leaf(
+                id=info.id,
+                kind="world",
+                score=2.0,
+                trace=(info.id,),
+                text=f"{info.id}: {info.kind} {info.description}".strip(),
+            )
+        )
+        if decl.environment.surfaces:
+            leaves.append(
+                Leaf(
+                    id="surfaces",
+                    kind="surfaces",
+                    score=1.0,
+                    trace=("surfaces",),
+                    text="observed through: " + ", ".join(decl.environment.surfaces),
+                )
+            )
+        if decl.environment.source_ranking:
+            leaves.append(
+                Leaf(
+                    id="source-ranking",
+                    kind="source-ranking",
+                    score=1.0,
+                    trace=("source-ranking",),
+                    text="source ranking: "
+                    + " > ".join(decl.environment.source_ranking),
+                )
+            )
+    if scene.view:
+        for e in scene.view.related:
+            fields = ", ".join(f"{k}={v.value}" for k, v in sorted(e.fields.items()))
+            text = f"{e.id} ({fields})"
+            leaves.append(
+                Leaf(
+                    id=e.id,
+                    kind="entity",
+                    text=text,
+                    score=1.0 + relevance(text),
+                    trace=(e.id,),
+                )
+            )
+    return leaves
+
+
+def _policy(scene: Scene, relevance: Relevance) -> list[Leaf]:
+    if not scene.decl:
+        return []
+    p = scene.decl.policy
+    leaves = []
+    for kind, items in (
+        ("invariant", p.invariants),
+        ("convention", p.conventions),
+        ("anti-pattern", p.anti_patterns),
+    ):
+        for i, text in enumerate(items):
+            leaf_id = f"{kind}-{i}"
+            leaves.append(
+                Leaf(
+                    id=leaf_id,
+                    kind=kind,
+                    text=text,
+                    score=1.0 + relevance(text),
+                    trace=(leaf_id,),
+                )
+            )
+    if p.source_hierarchy:
+        text = "source hierarchy: " + " > ".join(p.source_hierarchy)
+        leaves.append(
+            Leaf(
+                id="source-hierarchy",
+                kind="source-hierarchy",
+                text=text,
+                score=1.0 + relevance(text),
+                trace=("source-hierarchy",),
+            )
+        )
+    return leaves
+
+
+def _affordances(scene: Scene, relevance: Relevance) -> list[Leaf]:
+    """The world's actions filtered through policy: ``blocked`` when the agent may
+    write nothing and the action changes something; ``flagged`` when it needs
+    approval or a constraint bounds it (the trace names the constraints);
+    ``allowed`` otherwise."""
+    if not scene.decl:
+        return []
+    may_write = bool(scene.view.may_write) if scene.view else False
+    leaves = []
+    for action in scene.decl.actions:
+        trace = tuple(action.constraints)
+        if action.safety != "info" and not may_write:
+            status = "blocked"
+        elif action.safety == "needs-approval" or trace:
+            status = "flagged"
+        else:
+            status = "allowed"
+        leaves.append(
+            Leaf(
+                id=action.id,
+                kind=action.safety,
+                text=action.text,
+                status=status,
+                score=1.0 + relevance(action.text),
+                trace=trace or (action.id,),
+            )
+        )
+    return leaves
+
+
+def _clarity(current: Sequence[Leaf], scene: Scene) -> float:
+    """Readiness: how sure the claims in view are, less a share for each active
+    contradiction and each open gap in view (both in 0-1)."""
+    claims = [leaf for leaf in current if leaf.confidence is not None]
+    if not claims:
+        return 0.0
+    sureness = sum(
+        abs(leaf.confidence - 0.5) * 2 for leaf in claims if leaf.confidence is not None
+    )
+    sureness /= len(claims)
+    conflicts = sum(leaf.kind == "contradiction" for leaf in current) / len(current)
+    gaps = sum(leaf.kind == "gap" for leaf in current) / len(current)
+    return round(max(0.0, sureness * (1 - conflicts) * (1 - gaps)), 6)
+
+
+EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def standing(scene: Scene, agent: str, focus: str) -> Worldview:
+    """The agent's standing worldview: its goals and work as the query, the beliefs
+    as last changed, and as its clock the newest change among the beliefs it shows.
+    A change to a belief it does not show leaves its bytes as they were."""
+    view = project(scene, agent, focus, EPOCH)
+    shown = {
+        item
+        for name in (
+            "environment",
+            "current",
+            "intent",
+            "policy",
+            "affordances",
+            "moves",
+        )
+        for leaf in getattr(view, name)
+        for item in leaf.trace
+    }
+    times = [b.updated_at for b in scene.beliefs if b.id in shown]
+    at = max(times) if times else EPOCH
+    return _fit(msgspec.structs.replace(view, at=at))
+
+
+def render(view: Worldview) -> str:
+    """The prose a model reads, rendered from the typed view (never parsed back)."""
+    lines = [
+        f"# Worldview for {view.agent} in {view.world} at {view.at.isoformat()}",
+        f"Move: {view.query}",
+        f"Clarity: {view.clarity:.2f}",
+    ]
+    for name in ("environment", "current", "intent", "policy", "affordances", "moves"):
+        leaves: list[Leaf] = getattr(view, name)
+        lines.append(f"## {name}")
+        for leaf in leaves:
+            text = leaf.text
+            if len(text) > TEXT_CHARS:
+                text = text[:TEXT_CHARS] + "..."
+            parts = [f"- {text}"]
+            if leaf.status:
+                parts.append(f"[{leaf.status}]")
+            if leaf.confidence is not None:
+                parts.append(f"({leaf.confidence:.2f})")
+            if leaf.flags:
+                parts.append("{" + ", ".join(leaf.flags) + "}")
+            if leaf.trace:
+                parts.append("<- " + ", ".join(leaf.trace[:4]))
+            lines.append(" ".join(parts))
+    return "\n".join(lines) + "\n"
+
+
+def estimate_tokens(text: str) -> int:
+    return math.ceil(len(text) / 4)
+
+
+def _fit(view: Worldview) -> Worldview:
+    """Render; while over the token bound, drop the last leaf of the longest slice
+    that has more than one (deterministic)."""
+    while True:
+        prompt = render(view)
+        tokens = estimate_tokens(prompt)
+        if tokens < MAX_TOKENS:
+            return msgspec.structs.replace(view, prompt=prompt, tokens=tokens)
+        sizes = {
+            name: len(getattr(view, name))
+            for name in (
+                "environment",
+                "current",
+                "intent",
+                "policy",
+                "affordances",
+                "moves",
+            )
+        }
+        name = max(sizes, key=lambda k: (sizes[k], k))
+        if sizes[name] <= FLOOR:
+            return msgspec.structs.replace(view, prompt=prompt, tokens=tokens)
+        view = msgspec.structs.replace(view, **{name: getattr(view, name)[:-1]})

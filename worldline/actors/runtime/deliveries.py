@@ -1,0 +1,124 @@
+"""What an actor's store takes in: one fetched message (:class:`Delivery`), the items
+of a batch unpacked (and coalesced), and the dead letter for input it cannot accept.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+import msgspec
+
+from worldline.protocols.messages import DeadLetter, decode_batch
+from worldline.protocols.subjects import batch_subject
+
+if TYPE_CHECKING:
+    from worldline.actors.runtime.spec import Input
+
+__all__ = [
+    "MAX_LETTER_PAYLOAD",
+    "SUPERSEDED",
+    "Delivery",
+    "coalesced",
+    "dead_letter",
+    "unbatched",
+]
+
+log = logging.getLogger("worldline.store")
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """One fetched message, stripped of its nats object so it can cross threads."""
+
+    seq: int
+    subject: str
+    data: bytes
+    batch: bool = False  # a batch of outputs (header Wl-Batch): unpacked here
+
+
+MAX_LETTER_PAYLOAD = 512 * 1024  # bytes of the input a dead letter carries
+
+
+def dead_letter(actor: str, d: Delivery, reason: str, now: Any) -> DeadLetter:
+    """The dead letter for ``d``. An input too big to travel again inside a letter
+    (the bus caps a message at 1 MiB) is cut, with its size and sha256 recorded; the
+    whole input stays in its own stream at ``stream_seq``, so nothing is lost."""
+    payload = d.data
+    if len(payload) <= MAX_LETTER_PAYLOAD:
+        return DeadLetter(
+            actor=actor,
+            subject=d.subject,
+            stream_seq=d.seq,
+            reason=reason,
+            payload=payload,
+            at=now,
+        )
+    return DeadLetter(
+        actor=actor,
+        subject=d.subject,
+        stream_seq=d.seq,
+        reason=reason[:4096],
+        payload=payload[:MAX_LETTER_PAYLOAD],
+        at=now,
+        payload_bytes=len(payload),
+        payload_sha256=hashlib.sha256(payload).hexdigest(),
+    )
+
+
+def unbatched(d: Delivery) -> list[tuple[Delivery, str | None]]:
+    """The items of batch ``d``, each as a delivery at ``d``'s sequence, with the
+    reason to dead-letter it instead (a batch that does not decode; an item on a
+    subject the batch cannot carry: another world or channel)."""
+    try:
+        items = decode_batch(d.data)
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
+        return [(d, f"undecodable: not a worldline batch ({exc})")]
+    if not items:  # no actor publishes one
+        return [(d, "invalid: an empty batch")]
+    out: list[tuple[Delivery, str | None]] = []
+    for subject, payload in items:
+        item = Delivery(d.seq, subject, payload)
+        if batch_subject(subject) != d.subject:
+            out.append((item, f"invalid: a batch on {d.subject} cannot carry it"))
+        else:
+            out.append((item, None))
+    return out
+
+
+SUPERSEDED: Final = object()
+
+
+def coalesced(inp: Input[Any], parts: list[tuple[Delivery, str | None]]) -> list[Any]:
+    """Per item of a batch: its decoded message, :data:`SUPERSEDED` when a later
+    item has the same :attr:`Input.coalesce` key, or None (not decoded here: the
+    handler path decodes it, and reports what does not decode)."""
+    if inp.coalesce is None:
+        return [None] * len(parts)
+    decoded: list[Any] = []
+    keys: list[Any] = []
+    for item, bad in parts:
+        message = key = None
+        if bad is None:
+            try:
+                message = inp.decoder.decode(item.data)
+            except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+                message = None
+        if message is not None:
+            try:
+                key = inp.coalesce(message)
+            except Exception:  # a bug in the core: handle the item on its own
+                log.exception("coalesce failed on %s", item.subject)
+        decoded.append(message)
+        keys.append(key)
+    seen: set[Any] = set()
+    for n in range(len(parts) - 1, -1, -1):
+        key = keys[n]
+        if key is None:
+            continue
+        if key in seen:
+            decoded[n] = SUPERSEDED
+        seen.add(key)
+    return decoded

@@ -1,0 +1,262 @@
+"""One active writer per materializer partition, hot standbys, and a lease in KV.
+
+Every replica of a partition follows the log into its own LMDB store. Only the holder
+of the partition's lease (key ``materializer.p<I>of<N>`` in bucket ``wl-leases``)
+publishes what it applies (the change feed, inboxes, dead letters) and answers the
+partition's requests. A standby applies the log only up to the sequences the holder
+says it has published (``Lease.published``) and drops its own outputs, since the
+holder already sent them: it stays seconds behind, so a takeover is quick, and it
+never sends anything twice beyond the JetStream de-duplication window.
+
+The protocol (all writes are compare-and-set on the key's revision):
+
+- The holder renews every :data:`RENEW_EVERY` seconds. It may publish only while its
+  last renewal was sent less than :data:`VALID_FOR` seconds ago (its own clock).
+- A standby takes the lease over when it has seen the same revision for
+  :data:`LEASE_TTL` seconds (its own clock), starting a new ``term``. Since
+  ``VALID_FOR < LEASE_TTL`` and the standby can only have seen that revision after
+  the holder's renewal, the old holder has stopped publishing before the new one
+  starts (clocks that run at the same rate suffice; no synchronized time needed).
+- A replica that finds itself named holder (a restart, or a renewal whose reply was
+  lost) renews in the same term and first publishes what it committed but had not yet
+  sent. A replica that takes over a term from someone else discards such leftovers:
+  the previous holder published everything up to its watermark, and the new holder
+  applies, and publishes, everything after its own applied sequence, which is at
+  most that watermark.
+
+:func:`decide` is the pure rule; :class:`LeaseGate` runs it against the bucket.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import TYPE_CHECKING, Literal
+
+import anyio
+import msgspec
+import nats.errors
+import nats.js.errors
+
+from worldline.actors.runtime.declare import answered
+from worldline.protocols.messages import LEASE_VALUE, Lease, encode
+from worldline.protocols.subjects import LEASES
+
+if TYPE_CHECKING:
+    from anyio.abc import TaskStatus
+    from nats.js import JetStreamContext
+    from nats.js.kv import KeyValue
+
+__all__ = [
+    "LEASE_TTL",
+    "RENEW_EVERY",
+    "VALID_FOR",
+    "Action",
+    "LeaseGate",
+    "decide",
+]
+
+log = logging.getLogger("worldline.lease")
+
+LEASE_TTL = 4.0  # seconds a standby waits on an unchanged lease before taking it
+VALID_FOR = 2.5  # seconds after sending a renewal that the holder may still publish
+RENEW_EVERY = 0.5  # seconds between renewals (and between a standby's looks)
+
+Action = Literal["create", "renew", "take", "wait"]
+
+
+def decide(me: str, current: Lease | None, unchanged_for: float, ttl: float) -> Action:
+    """What replica ``me`` does on seeing ``current`` unchanged for ``unchanged_for``
+    seconds: create the lease, renew its own, take over a stale one, or wait."""
+    if current is None:
+        return "create"
+    if current.holder == me:
+        return "renew"
+    if unchanged_for >= ttl:
+        return "take"
+    return "wait"
+
+
+Activate = Callable[[bool], Awaitable[dict[str, int]]]
+
+
+class LeaseGate:
+    """This replica's view of its partition's lease, kept fresh by :meth:`run`.
+
+    Consume loops ask :attr:`active` before publishing and :meth:`follow_limit`
+    while standing by; :meth:`note_published` advances the watermark the holder
+    advertises.
+    """
+
+    def __init__(
+        self,
+        key: str,
+        holder: str,
+        *,
+        ttl: float = LEASE_TTL,
+        valid_for: float = VALID_FOR,
+        renew_every: float = RENEW_EVERY,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if not valid_for < ttl:
+            raise ValueError("a lease must expire for its holder before others")
+        self.key = key
+        self.holder = holder
+        self.ttl = ttl
+        self.valid_for = valid_for
+        self.renew_every = renew_every
+        self._clock = clock
+        self._current: Lease | None = None
+        self._revision = 0
+        self._seen_at = 0.0
+        self._valid_until = 0.0
+        self._holding = False  # activated and not demoted since
+        self._stranded = False  # a batch committed outputs it could not send
+        self._published: dict[str, int] = {}
+        self._changed = anyio.Event()
+        self.term = 0
+
+    @property
+    def active(self) -> bool:
+        """May this replica publish now?"""
+        return self._holding and self._clock() < self._valid_until
+
+    def follow_limit(self, stream: str) -> int:
+        """The last sequence of ``stream`` a standby may apply: what the holder has
+        published. Zero when there is no other holder to follow."""
+        current = self._current
+        if current is None or current.holder == self.holder:
+            return 0
+        return current.published.get(stream, 0)
+
+    def strand(self) -> None:
+        """A batch committed while the lease had lapsed: its outputs wait in the
+        outbox until the next renewal in this term sends them (or a new holder's
+        term makes them obsolete)."""
+        self._stranded = True
+
+    def note_published(self, stream: str, seq: int) -> None:
+        """The outputs of ``stream`` up to ``seq`` are published (holder only)."""
+        if seq > self._published.get(stream, 0):
+            self._published[stream] = seq
+
+    async def wait_changed(self, at_most: float) -> None:
+        """Sleep until the lease or this replica's role changes (or ``at_most`` s)."""
+        with anyio.move_on_after(at_most):
+            await self._changed.wait()
+
+    async def wait_active(self, want: bool) -> None:
+        """Return once :attr:`active` equals ``want``."""
+        while self.active != want:
+            await self.wait_changed(self.renew_every)
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    async def run(
+        self,
+        js: JetStreamContext,
+        activate: Activate,
+        *,
+        task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Hold, renew or watch the lease until cancelled; report started after the
+        first look (so a lone replica is already active when its actor reports
+        ready).
+
+        ``activate(same_term)`` runs before this replica first publishes in a term:
+        it settles leftovers (publish them in the same term, drop them otherwise) and
+        returns the watermark per stream that the new holder starts from.
+        """
+        # Inside the start-up retry: a cluster may still be electing its leader.
+        kv = await answered(
+            f"{self.holder}: lease bucket {LEASES.bucket}",
+            partial(js.key_value, LEASES.bucket),
+        )
+        started = False
+        while True:
+            try:
+                await self._tick(kv, activate)
+            except (nats.errors.Error, TimeoutError, OSError, ValueError) as exc:
+                log.warning("%s: lease %s: %s", self.holder, self.key, exc)
+            if self._holding and self._clock() >= self._valid_until:
+                log.warning(
+                    "%s: lease %s not renewed in time; pausing writes",
+                    self.holder,
+                    self.key,
+                )
+                self._holding = False
+                self._notify()
+            if not started:
+                started = True
+                task_status.started()
+            await anyio.sleep(self.renew_every)
+
+    async def _tick(self, kv: KeyValue, activate: Activate) -> None:
+        current, revision = await _read(kv, self.key)
+        now = self._clock()
+        if revision != self._revision or current != self._current:
+            self._revision, self._current, self._seen_at = revision, current, now
+            self._notify()
+        action = decide(self.holder, current, now - self._seen_at, self.ttl)
+        if action == "wait":
+            if self._holding:  # someone else holds it now
+                log.warning(
+                    "%s: lease %s taken by %s; standing by",
+                    self.holder,
+                    self.key,
+                    current.holder if current else "?",
+                )
+                self._holding = False
+                self._notify()
+            return
+        same_term = action == "renew"
+        if action == "create":
+            term = 1
+        elif current is not None and same_term:
+            term = current.term
+        else:
+            term = (current.term if current is not None else 0) + 1
+        # The advertised watermark may lag what was published (a standby then
+        # follows a little less far), never lead it.
+        lease = Lease(holder=self.holder, term=term, published=dict(self._published))
+        sent = self._clock()
+        try:
+            if action == "create":
+                revision = await kv.create(self.key, encode(lease))
+            else:
+                revision = await kv.update(self.key, encode(lease), last=revision)
+        except nats.js.errors.KeyWrongLastSequenceError:
+            return  # someone wrote first; the next look sees who
+        self._current, self._revision, self._seen_at = lease, revision, sent
+        self._valid_until = sent + self.valid_for
+        if self._holding and not self._stranded:
+            return
+        # Holding from now on (first time, or again after a pause): settle what was
+        # committed but not sent before anything else is published.
+        self._stranded = False
+        self._published = dict(await activate(same_term))
+        log.info("%s: holds lease %s (term %d)", self.holder, self.key, term)
+        self.term = term
+        self._holding = True
+        self._notify()
+
+
+async def _read(kv: KeyValue, key: str) -> tuple[Lease | None, int]:
+    try:
+        entry = await kv.get(key)
+    except nats.js.errors.NotFoundError:  # never created, or deleted by an operator
+        return None, 0
+    if entry.value is None:
+        return None, entry.revision or 0
+    try:
+        return LEASE_VALUE.decode(entry.value), entry.revision or 0
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise ValueError(
+            f"lease {key} in bucket {LEASES.bucket} is unreadable ({exc}); delete "
+            f"the key (`nats kv del {LEASES.bucket} {key}`) and the replicas elect "
+            "a holder again"
+        ) from exc

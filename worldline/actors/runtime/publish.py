@@ -1,0 +1,132 @@
+"""Publish an actor's committed outputs: pipelined, each with its Nats-Msg-Id, packed
+into batches where the subject allows (:func:`batched`), and unpacked again by readers
+outside the runtime (:func:`unbatched`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import anyio
+from nats.js import JetStreamContext, api
+
+from worldline.protocols.messages import BatchItems, decode_batch, encode_batch
+from worldline.protocols.subjects import BATCH_HEADER, batch_subject
+
+if TYPE_CHECKING:
+    from nats.aio.msg import Msg
+
+    from worldline.actors.runtime.outbox import OutboxItem
+
+__all__ = [
+    "BATCH_BYTES",
+    "BATCH_ITEMS",
+    "PUBLISH_TIMEOUT",
+    "batched",
+    "publish_all",
+    "unbatched",
+]
+
+
+PUBLISH_TIMEOUT = 5.0  # seconds to wait for a batch's PubAcks before retrying it
+BATCH_BYTES = 512 * 1024  # payload bytes per batch message (the bus caps one at 1 MiB)
+BATCH_ITEMS = (
+    256  # outputs per batch message (a consumer applies about this many at once)
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _Publish:
+    subject: str
+    payload: bytes
+    msg_id: str
+    count: int  # outputs it carries: 0 for a plain message, else a batch's size
+
+
+def batched(items: list[OutboxItem]) -> list[_Publish]:
+    """The stream messages that carry ``items``, in order: consecutive outputs with
+    the same :func:`~worldline.protocols.subjects.batch_subject` travel as one batch (a
+    single publish, PubAck and delivery instead of one each), everything else alone.
+
+    A batch's Msg-Id is derived from its items' Msg-Ids, so publishing the same
+    items again (a retry) is de-duplicated like a single message.
+    """
+    out: list[_Publish] = []
+    run: list[OutboxItem] = []
+    run_subject: str | None = None  # the batch subject of ``run``
+    size = 0
+
+    def flush() -> None:
+        nonlocal run, size
+        if len(run) == 1:
+            only = run[0]
+            out.append(_Publish(only.subject, only.payload, only.msg_id, 0))
+        elif run:
+            assert run_subject is not None
+            digest = hashlib.sha256("\0".join(i.msg_id for i in run).encode())
+            out.append(
+                _Publish(
+                    run_subject,
+                    encode_batch([(i.subject, i.payload) for i in run]),
+                    f"batch:{digest.hexdigest()[:32]}",
+                    len(run),
+                )
+            )
+        run, size = [], 0
+
+    for item in items:
+        key = batch_subject(item.subject)
+        if key is None:
+            flush()
+            out.append(_Publish(item.subject, item.payload, item.msg_id, 0))
+            continue
+        if run and (
+            run_subject != key
+            or size + len(item.payload) > BATCH_BYTES
+            or len(run) >= BATCH_ITEMS
+        ):
+            flush()
+        run.append(item)
+        run_subject = key
+        size += len(item.payload) + len(item.subject)
+    flush()
+    return out
+
+
+def unbatched(msg: Msg) -> BatchItems:
+    """(subject, payload) of every output a received message carries: the items of a
+    batch, or the message itself. For readers of the derived and state streams
+    outside the runtime (tools, tests, benchmarks).
+
+    Raises:
+        msgspec.DecodeError: a message marked as a batch does not decode as one.
+    """
+    if BATCH_HEADER in (msg.headers or {}):
+        return decode_batch(msg.data)
+    return [(msg.subject, msg.data)]
+
+
+async def publish_all(js: JetStreamContext, items: list[OutboxItem]) -> None:
+    """Publish pipelined (batched where the subject allows, see :func:`batched`),
+    each message with its Nats-Msg-Id, and wait for every PubAck.
+
+    Raises:
+        TimeoutError: not every PubAck came back in time (a server that died after
+            receiving a publish never answers it); the caller retries the batch, and
+            the Msg-Ids make the retry harmless.
+    """
+    with anyio.fail_after(PUBLISH_TIMEOUT):
+        futures = []
+        for message in batched(items):
+            headers: dict[str, str] = {api.Header.MSG_ID: message.msg_id}
+            if message.count:
+                headers[BATCH_HEADER] = str(message.count)
+            futures.append(
+                await js.publish_async(
+                    message.subject, message.payload, headers=headers
+                )
+            )
+        for future in futures:
+            await future

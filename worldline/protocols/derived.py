@@ -1,0 +1,59 @@
+"""Derived records: DERIVED stream -> materializer, simulator. Fusion's posteriors and
+verdicts, and real transitions. Unions and decoders:
+:mod:`worldline.protocols.messages`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import msgspec
+
+from worldline.protocols.base import Belief, Ident, Message
+from worldline.protocols.beliefs import Evidence
+
+__all__ = ["OpVerdict", "PosteriorUpdate", "Transition", "VerdictCode"]
+
+
+class PosteriorUpdate(Message, tag="derived.posterior.v1", kw_only=True, frozen=True):
+    """Fusion's posterior for one belief, derived from the op log (reproducible)."""
+
+    belief: Belief
+    cause: Ident  # the op id that produced this posterior
+    cause_seq: int = 0  # its OPS stream sequence: the belief's version, replay-stable
+    evidence: list[Evidence] = msgspec.field(default_factory=list)  # all, by id
+    trust: dict[str, float] = msgspec.field(default_factory=dict)  # sources != 1
+
+
+VerdictCode = Annotated[str, msgspec.Meta(pattern=r"^[a-z_]{1,32}\Z")]
+"""Why fusion refused an op: ``unknown_belief``, ``closed``, ``conflict``,
+``invalid``, ``locked``, ``full`` (a plain string, so new codes stay readable)."""
+
+
+class OpVerdict(Message, tag="derived.verdict.v1", kw_only=True, frozen=True):
+    """Fusion's answer to a belief op that produced no posterior: refused (a client
+    mistake, answered to its author through ``op_status``, not dead-lettered) or
+    unchanged (a repeat: already applied); also every trust setting's outcome."""
+
+    op_id: Ident  # the op this answers
+    seq: int  # the op's OPS stream sequence (op_status is asked by it)
+    outcome: Literal["applied", "rejected", "unchanged"]
+    code: VerdictCode | None = None  # for rejected: why, as a stable code
+    reason: str = ""  # for rejected: what was wrong and what to do instead
+    belief_id: str = ""  # the belief the op named, when it named one
+
+
+class Transition(Message, tag="derived.transition.v1", kw_only=True, frozen=True):
+    """A real action -> observation pair taken from a trace (never a prediction)."""
+
+    id: Ident  # content-derived: the same pair always has the same id
+    lineage: Ident  # the trace or conversation it came from
+    task: str = ""  # what the conversation was for (its first user message)
+    context: str = ""  # the conversation before the action, as text
+    action: str  # the assistant message or tool call
+    observation: str  # the next user message or the tool's result
+    # How action and observation were paired: by tool-call id, by tool name and
+    # order (no ids in the source: weaker), or as consecutive turns.
+    pairing: Literal["id", "name-order", "turn"] = "turn"
+    source: str = ""  # file and position in it, e.g. "run.traj#7"
+    final: bool = False  # the observation is the last thing its trace recorded

@@ -1,0 +1,276 @@
+"""Request/reply: the requests on ``wl.<world>.rpc.<verb>`` and their answers, for the
+projector, the materializer and the simulator (and the startup view a projector
+keeps). Unions and decoders: :mod:`worldline.protocols.messages`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+from worldline.protocols.base import Belief, BeliefType, Cursor, Ident, Message, Token
+from worldline.protocols.beliefs import BeliefEdge, Contradiction, TraceStep
+from worldline.protocols.derived import OpVerdict
+from worldline.protocols.inbox import Rejection
+from worldline.protocols.simulator import Limits
+from worldline.protocols.world import Edge, Entity, WorldDecl
+from worldline.protocols.worldview import Leaf, Worldview
+
+__all__ = [
+    "AgentView",
+    "Before",
+    "BeliefListReply",
+    "BeliefReply",
+    "GetBelief",
+    "GetView",
+    "ListBeliefs",
+    "OpStatus",
+    "OpStatusReply",
+    "ReadWorld",
+    "RpcError",
+    "SimEnd",
+    "SimEnded",
+    "SimError",
+    "SimStart",
+    "SimStarted",
+    "SimStatus",
+    "SimStatusReply",
+    "SimStep",
+    "SimStepReply",
+    "StateHash",
+    "StateHashReply",
+    "TraceBelief",
+    "TraceReply",
+    "ViewReply",
+    "WorldReply",
+    "WorldviewReply",
+]
+
+
+class GetBelief(Message, tag="rpc.get.v1", kw_only=True, frozen=True):
+    """Ask for one belief by id, read at clock ``at`` (decay is evaluated there)."""
+
+    belief_id: Ident
+    at: datetime | None = None  # None: as of its last change
+
+
+class ListBeliefs(Message, tag="rpc.list.v1", kw_only=True, frozen=True):
+    """Ask for the active set, oldest first."""
+
+    type: BeliefType | None = None
+    limit: Annotated[int, msgspec.Meta(ge=1, le=10_000)] = 1000
+    label: str | None = None
+    flag: Literal["stale", "stable", "contradicted", "uncertain"] | None = None
+    status: Literal["active", "retracted", "resolved", "any"] = "active"
+    at: datetime | None = None
+    # Opaque: the previous page's ``next_cursor`` ("" for the first page)
+    cursor: Cursor = ""
+
+
+class BeliefReply(Message, tag="rpc.belief.v1", kw_only=True, frozen=True):
+    """One belief, or None when the world holds no belief with that id."""
+
+    belief: Belief | None = None
+
+
+class BeliefListReply(Message, tag="rpc.beliefs.v1", kw_only=True, frozen=True):
+    """A page of beliefs, and how many match the request before the limit."""
+
+    beliefs: tuple[Belief, ...] = ()
+    total: int = 0
+    # Where the next page starts ("": this is the last). A page holds at most
+    # ``limit`` beliefs and about 512 KiB, whichever comes first.
+    next_cursor: str = ""
+
+
+class SimStatus(Message, tag="rpc.sim_status.v1", kw_only=True, frozen=True):
+    """Ask the simulator what it holds."""
+
+
+class SimStart(Message, tag="rpc.sim_start.v1", kw_only=True, frozen=True):
+    """Open a world-model session for a task (lineages to keep out of retrieval)."""
+
+    task: str
+    context: str = ""
+    exclude_lineages: list[str] = msgspec.field(default_factory=list)
+
+
+class SimStarted(Message, tag="rpc.sim_started.v1", kw_only=True, frozen=True):
+    """An opened session: its opaque id, its limits, and the index it reads."""
+
+    session_id: str
+    limits: Limits
+    index: str  # the index manifest's id
+
+
+class SimStep(Message, tag="rpc.sim_step.v1", kw_only=True, frozen=True):
+    """One candidate action: an OpenAI-shaped assistant message."""
+
+    session_id: str
+    message: dict[str, Any]
+
+
+class SimStepReply(Message, tag="rpc.sim_step_reply.v1", kw_only=True, frozen=True):
+    """The predicted user (or environment) message, and whether the episode ended."""
+
+    message: dict[str, str]  # {"role": "user", "content": ...}
+    terminal: bool = False
+    grounding: list[str] = msgspec.field(default_factory=list)  # transition ids
+
+
+class SimEnd(Message, tag="rpc.sim_end.v1", kw_only=True, frozen=True):
+    """Close a session and drop its transcript."""
+
+    session_id: str
+
+
+class SimEnded(Message, tag="rpc.sim_ended.v1", kw_only=True, frozen=True):
+    """The session is gone."""
+
+    session_id: str
+
+
+class SimError(Message, tag="rpc.sim_error.v1", kw_only=True, frozen=True):
+    """A refused start or step, by stable name (a limit, a rejected message...)."""
+
+    name: str
+    message: str
+
+
+class SimStatusReply(Message, tag="rpc.sim_status_reply.v1", kw_only=True, frozen=True):
+    """How many real transitions the simulator holds for the world."""
+
+    transitions: int = 0
+
+
+class ReadWorld(Message, tag="rpc.read_world.v1", kw_only=True, frozen=True):
+    """Ask for the world's declaration, entities and edges."""
+
+    entity_type: str | None = None  # only entities of this type
+    at: datetime | None = None  # the clock beliefs are read at
+    # False: the crew part only (declaration, entities, edges), without the beliefs,
+    # contradictions and moves, which grow with the world
+    beliefs: bool = True
+    # Opaque: the previous page's ``next_cursor`` ("" for the first page)
+    cursor: Cursor = ""
+    # beliefs and belief edges a page holds at most (None: as many as fit ~512 KiB)
+    limit: Annotated[int, msgspec.Meta(ge=1, le=10_000)] | None = None
+
+
+class WorldReply(Message, tag="rpc.world.v1", kw_only=True, frozen=True):
+    """The materialized crew world as a projector replica holds it."""
+
+    declaration: WorldDecl | None = None
+    entities: list[Entity] = msgspec.field(default_factory=list)
+    edges: list[Edge] = msgspec.field(default_factory=list)
+    version: int = 0  # the replica holds every change up to this OPS sequence
+    beliefs: list[Belief] = msgspec.field(default_factory=list)  # active claims etc.
+    belief_edges: list[BeliefEdge] = msgspec.field(default_factory=list)
+    gaps: list[Belief] = msgspec.field(default_factory=list)  # open gaps
+    goals: list[Belief] = msgspec.field(default_factory=list)
+    contradictions: list[Contradiction] = msgspec.field(default_factory=list)
+    moves: list[Leaf] = msgspec.field(default_factory=list)  # ranked next moves
+    # Where the next page starts ("": this is the last). The first page holds the
+    # crew part and the moves; each page a part of the beliefs (in id order), then
+    # of the belief edges (in id order), with the contradictions they carry.
+    next_cursor: str = ""
+
+
+class TraceBelief(Message, tag="rpc.trace.v1", kw_only=True, frozen=True):
+    """Ask for a belief's provenance chain."""
+
+    belief_id: Ident
+
+
+class TraceReply(Message, tag="rpc.trace_reply.v1", kw_only=True, frozen=True):
+    """The belief, every evidence step (source, observation, time, confidence before
+    and after), and the edges that touch it."""
+
+    belief: Belief | None = None
+    steps: list[TraceStep] = msgspec.field(default_factory=list)
+    edges: list[BeliefEdge] = msgspec.field(default_factory=list)
+
+
+class Before(Message, tag="rpc.before.v1", kw_only=True, frozen=True):
+    """Ask for the worldview before a move, evaluated at the caller's clock."""
+
+    agent: Token
+    query: Annotated[str, msgspec.Meta(max_length=4096)]
+    at: datetime  # the clock: passed in, never sampled by the projector
+
+
+class WorldviewReply(Message, tag="rpc.worldview.v1", kw_only=True, frozen=True):
+    """The worldview (see worldline.protocols.worldview)."""
+
+    view: Worldview
+
+
+class GetView(Message, tag="rpc.get_view.v1", kw_only=True, frozen=True):
+    """Ask for one agent's startup view."""
+
+    agent: Token
+
+
+class AgentView(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """What one agent needs on startup: itself, what it is linked to, its work, its
+    inbox, and what it may write. Small on purpose (a few KB)."""
+
+    world: str
+    agent: str
+    me: Entity | None = None
+    related: list[Entity] = msgspec.field(default_factory=list)
+    edges: list[Edge] = msgspec.field(default_factory=list)
+    work: list[Entity] = msgspec.field(default_factory=list)  # open, assigned to me
+    inbox_pending: int = 0
+    inbox_recent: list[str] = msgspec.field(default_factory=list)
+    may_write: list[str] = msgspec.field(default_factory=list)  # field patterns
+    goals: list[str] = msgspec.field(default_factory=list)
+    constraints: list[str] = msgspec.field(default_factory=list)
+    principals: list[Entity] = msgspec.field(default_factory=list)  # user entities
+    worldview: Worldview | None = None  # standing: its goals and work as the query
+
+
+class ViewReply(Message, tag="rpc.view.v1", kw_only=True, frozen=True):
+    """An agent's startup view, or None when the world is not declared."""
+
+    view: AgentView | None = None
+    version: int = 0  # the replica holds every change up to this OPS sequence
+
+
+class StateHash(Message, tag="rpc.state_hash.v1", kw_only=True, frozen=True):
+    """Ask the materializer for the hash of a world's canonical state."""
+
+
+class StateHashReply(Message, tag="rpc.state_hash_reply.v1", kw_only=True, frozen=True):
+    """The hash of the world's materialized state, and the last OPS sequence applied."""
+
+    hash: str
+    applied: int = 0
+
+
+class OpStatus(Message, tag="rpc.op_status.v1", kw_only=True, frozen=True):
+    """Ask the materializer what became of the op at this OPS sequence."""
+
+    seq: int
+
+
+class OpStatusReply(Message, tag="rpc.op_status_reply.v1", kw_only=True, frozen=True):
+    """Pending (not reached yet), applied, or rejected (with the rejection)."""
+
+    state: Literal["pending", "applied", "rejected"]
+    rejection: Rejection | None = None
+    fence: int = 0  # last OPS sequence that changed the world: read replicas at it
+    version: int = 0  # for an applied write: the version its fields now have
+    verdict: OpVerdict | None = None  # fusion's answer, for a belief op it refused,
+
+
+class RpcError(Message, tag="rpc.error.v1", kw_only=True, frozen=True):
+    """A request the server could not answer, with the reason."""
+
+    code: Literal["invalid", "internal"]
+    message: str
+    # Seconds after which the same request may succeed (a replica catching up after
+    # a restart); 0: retrying will not help.
+    retry_after: Annotated[float, msgspec.Meta(ge=0)] = 0.0
