@@ -24,6 +24,8 @@ from worldline.actors.runtime.spec import Context, Step
 from worldline.actors.runtime.store import Store
 from worldline.protocols.messages import (
     MATERIALIZER_INBOX,
+    OPS_INBOX,
+    AddBelief,
     Belief,
     BeliefChanged,
     DeadLetter,
@@ -31,7 +33,7 @@ from worldline.protocols.messages import (
     encode,
     encode_batch,
 )
-from worldline.protocols.subjects import author_of, derived, dlq, world_of
+from worldline.protocols.subjects import author_of, derived, dlq, ops, world_of
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -212,3 +214,22 @@ async def test_ops_end_asks_the_bus_only_beyond_what_it_knows() -> None:
     js.last_seq = 70
     assert await end(js, [about_an_op]) == 70  # type: ignore[arg-type]
     assert js.calls == 3
+
+
+async def test_ops_handed_to_the_materializer_raise_the_bound_without_a_lookup() -> (
+    None
+):
+    """Its op input tells the bound each op's sequence: a posterior of an op the
+    materializer has already been handed (one at a time, nearly always) costs no
+    stream_info round trip."""
+    ops_input, posteriors = build("materializer").inputs
+    end = posteriors.prepare_batch
+    assert isinstance(end, OpsEnd)
+    op = AddBelief(op_id="op-1", author="ada", at=NOW, belief_id="b-1", text="A claim")
+    ops_ctx = Context("w", "ada", ops("w", "ada"), 41, NOW)
+    ops_input.handle(MemoryState(), OPS_INBOX.decode(encode(op)), ops_ctx)
+    js = _Js(last_seq=41)
+    assert await end(js, [encode(update(41))]) == 41  # type: ignore[arg-type]
+    assert js.calls == 0
+    assert await end(js, [encode(update(42))]) == 41  # type: ignore[arg-type]
+    assert js.calls == 1  # beyond what it was handed: asks

@@ -47,6 +47,14 @@ class OpsEnd:
         self.known = 0  # the last sequence seen (the stream never shrinks below it)
         self.lookups = 0  # stream_info calls made (tests and logs read it)
 
+    def saw(self, seq: int) -> None:
+        """An op delivered from the log at ``seq``: the log reaches at least that
+        far. The materializer's own op input reports each op it is handed, so a
+        posterior of an op it has already seen (one at a time, nearly always: the
+        posterior comes one hop later) costs no round trip."""
+        if seq > self.known:
+            self.known = seq
+
     async def __call__(self, js: JetStreamContext, payloads: list[bytes]) -> int:
         """The op log's last sequence, current enough for every posterior among
         ``payloads`` (what does not decode is left to the handler)."""

@@ -79,6 +79,7 @@ def spec(
     )
     queue = "materializer" if count == 1 else f"materializer-p{index}of{count}"
     serve = _owned_serve(index, count)
+    ops_end = OpsEnd()  # the op log's end, which a posterior's cause_seq may not pass
     return ActorSpec(
         name="materializer",
         replica=instance,
@@ -87,14 +88,16 @@ def spec(
             Input(
                 ops_in,
                 OPS_INBOX,
-                _owned(partial(crew.handle, secured=secured), index, count),
+                _noting(
+                    ops_end,
+                    _owned(partial(crew.handle, secured=secured), index, count),
+                ),
             ),
             Input(
                 posteriors_in,
                 MATERIALIZER_INBOX,
                 _owned(core.handle_derived, index, count),
-                # The op log's end, which a posterior's cause_seq may not pass.
-                prepare_batch=OpsEnd(),
+                prepare_batch=ops_end,
             ),
         ),
         services=(
@@ -102,6 +105,19 @@ def spec(
             Service(rpc_pattern("op_status"), queue, MATERIALIZER_RPC, serve),
         ),
     )
+
+
+def _noting(
+    ops_end: OpsEnd, handle: Callable[[Reader, Any, Context], Step]
+) -> Callable[[Reader, Any, Context], Step]:
+    """``handle``, telling ``ops_end`` the sequence of every op it is handed (of any
+    world: each was delivered from the log, so the log reaches that far)."""
+
+    def noting(reader: Reader, message: Any, ctx: Context) -> Step:
+        ops_end.saw(ctx.seq)
+        return handle(reader, message, ctx)
+
+    return noting
 
 
 def _owned(
