@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import random
-import signal
 import subprocess
 import sys
 import tempfile
@@ -42,6 +41,9 @@ import anyio
 import anyio.to_thread
 import msgspec
 from nats.js import api
+
+# bench/ holds scripts, not a package: its sibling is importable by name.
+from pipeline import stop_actor_processes
 
 import worldline
 from worldline.actors.registry import build
@@ -222,19 +224,9 @@ def start_actors(url: str, data: Path, how: str) -> list[subprocess.Popen[str]]:
             if ready in line:
                 break
         else:
-            stop_actors(procs)
+            stop_actor_processes(procs)
             raise RuntimeError(f"{proc.args!r} stopped before it was {ready}")
     return procs
-
-
-def stop_actors(procs: list[subprocess.Popen[str]]) -> None:
-    for proc in procs:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-    for proc in procs:
-        proc.wait(timeout=30)
-        if proc.stdout:
-            proc.stdout.close()
 
 
 async def _drained(js: JetStreamContext, specs: Sequence[ConsumerSpec]) -> bool:
@@ -377,7 +369,7 @@ async def measure(config: Config) -> Results:
         try:
             publish, done = await end_to_end(server.url, config, loads)
         finally:
-            await anyio.to_thread.run_sync(stop_actors, procs)
+            await anyio.to_thread.run_sync(stop_actor_processes, procs)
     return Results(
         actors=config.actors,
         beliefs=config.beliefs,
