@@ -63,6 +63,9 @@ from worldline.protocols.rpc import (
     OpStatusReply,
     ReadWorld,
     RpcError,
+    SearchBeliefs,
+    SearchHit,
+    SearchReply,
     SimEnd,
     SimEnded,
     SimError,
@@ -161,6 +164,9 @@ __all__ = [
     "Rejection",
     "RemoveEdge",
     "RpcError",
+    "SearchBeliefs",
+    "SearchHit",
+    "SearchReply",
     "SetField",
     "SetTrust",
     "SimEnd",
@@ -220,7 +226,9 @@ ProjectorInbox = (
 
 InboxMessage = Rejection | Notification | WorkAssigned
 
-ProjectorRpc = GetBelief | ListBeliefs | ReadWorld | GetView | TraceBelief | Before
+ProjectorRpc = (
+    GetBelief | ListBeliefs | ReadWorld | GetView | TraceBelief | Before | SearchBeliefs
+)
 ProjectorReply = (
     BeliefReply
     | BeliefListReply
@@ -228,6 +236,7 @@ ProjectorReply = (
     | ViewReply
     | TraceReply
     | WorldviewReply
+    | SearchReply
     | RpcError
 )
 MaterializerRpc = StateHash | OpStatus

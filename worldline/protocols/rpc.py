@@ -30,6 +30,9 @@ __all__ = [
     "OpStatusReply",
     "ReadWorld",
     "RpcError",
+    "SearchBeliefs",
+    "SearchHit",
+    "SearchReply",
     "SimEnd",
     "SimEnded",
     "SimError",
@@ -67,6 +70,40 @@ class ListBeliefs(Message, tag="rpc.list.v1", kw_only=True, frozen=True):
     at: datetime | None = None
     # Opaque: the previous page's ``next_cursor`` ("" for the first page)
     cursor: Cursor = ""
+
+
+class SearchBeliefs(Message, tag="rpc.search.v1", kw_only=True, frozen=True):
+    """Ask for the active beliefs that best answer ``query``, best first, ranked as
+    a worldview ranks them (see docs/worldview.md) but with no priors from an agent
+    and no bound but ``limit``."""
+
+    query: Annotated[str, msgspec.Meta(min_length=1, max_length=4096)]
+    limit: Annotated[int, msgspec.Meta(ge=1, le=200)] = 10
+    type: BeliefType | None = None
+    at: datetime | None = None  # None: each belief as of its last change
+    # Opaque: the previous page's ``next_cursor`` ("" for the first page)
+    cursor: Cursor = ""
+
+
+class SearchHit(msgspec.Struct, frozen=True, kw_only=True):
+    """One belief found, why it ranks where it does, and where it comes from."""
+
+    belief: Belief
+    score: float  # the fused score the hits are ordered by (ties by belief id)
+    # Each channel's own score for this belief (0 when the channel did not find
+    # it): ``lexical`` (BM25), ``semantic`` (cosine with the query; only with a
+    # semantic embedder), ``prior`` (influence in the belief graph).
+    channels: dict[str, float]
+    # The evidence behind it: ``<evidence id> <source>`` per piece, oldest first.
+    trace: tuple[str, ...] = ()
+
+
+class SearchReply(Message, tag="rpc.search_hits.v1", kw_only=True, frozen=True):
+    """A page of search hits; ``next_cursor`` is "" on the last page."""
+
+    hits: tuple[SearchHit, ...] = ()
+    embedder: str = ""  # the embedding space the semantic channel used
+    next_cursor: str = ""
 
 
 class BeliefReply(Message, tag="rpc.belief.v1", kw_only=True, frozen=True):

@@ -154,6 +154,7 @@ RpcVerb = Literal[
     "view",
     "trace",
     "before",
+    "search",
     "state_hash",
     "op_status",
     "sim.status",
