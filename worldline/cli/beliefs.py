@@ -1,5 +1,6 @@
 """The belief verbs: ``add``, ``evidence``, ``retract``/``resolve``, ``relate``,
-``trust``, ``observe``/``after``, ``get``, ``list``, ``read``, ``before``, ``trace``.
+``trust``, ``observe``/``after``, ``get``, ``list``, ``search``, ``read``, ``before``,
+``trace``.
 Each builds the coroutine :func:`~worldline.cli.common.with_world` runs on the
 connection."""
 
@@ -13,18 +14,19 @@ import msgspec
 
 from worldline.cli.common import emit
 from worldline.sdk.errors import BadRequest
+from worldline.sdk.paging import LIST_PAGE
 
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Awaitable, Callable
+    from collections.abc import AsyncIterator, Awaitable, Callable
 
-    from worldline.protocols.messages import (
-        Belief,
-    )
+    from worldline.protocols.messages import Belief, SearchHit
     from worldline.sdk.client import World
 
 
 __all__ = ["VERBS"]
+
+TRACE_SHOWN = 5  # trace entries a search hit shows (`worldline trace` has them all)
 
 
 def _show(belief: Belief) -> str:
@@ -175,20 +177,128 @@ def _get(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
     return run
 
 
+def _more(verb: str, shown: str, cursor: str) -> None:
+    """Say on stderr (stdout holds only the answer) how to read the next page."""
+    sys.stderr.write(
+        f"worldline {verb}: {shown}; more follow: pass --cursor {cursor} for the "
+        "next page, or --all for every one\n"
+    )
+
+
+async def _stream(
+    args: argparse.Namespace,
+    items: AsyncIterator[Any],
+    human: Callable[[int, Any], str],
+    empty: str,
+) -> None:
+    """Print every item as it arrives (``--json``: one array, written item by item),
+    holding none of them."""
+    count = 0
+    out = sys.stdout
+    async for item in items:
+        count += 1
+        if args.json:
+            out.write("[" if count == 1 else ",")
+            out.write(msgspec.json.encode(item).decode())
+        else:
+            out.write(human(count, item) + "\n")
+        if count % 100 == 0:
+            out.flush()
+    if args.json:
+        out.write("[]\n" if count == 0 else "]\n")
+    elif count == 0:
+        out.write(empty + "\n")
+
+
 def _list(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
     async def run(world: World) -> None:
-        beliefs = await world.list(
-            type=args.type,
-            label=args.label,
-            flag=args.flag,
-            status=args.status,
-            at=args.at,
+        where: dict[str, Any] = {
+            "type": args.type,
+            "label": args.label,
+            "flag": args.flag,
+            "status": args.status,
+            "at": args.at,
+        }
+        if args.cursor:
+            empty = "no more beliefs"
+        elif args.type or args.label or args.flag or args.status != "active":
+            empty = "no belief matches"
+        else:
+            empty = f"world {world.world!r} is empty"
+        if args.all:
+            page_size = min(args.limit, LIST_PAGE)
+            beliefs = world.iter_list(**where, page=page_size, cursor=args.cursor)
+            await _stream(args, beliefs, lambda _, b: _show(b), empty)
+            return
+        page = await world.list_page(**where, limit=args.limit, cursor=args.cursor)
+        emit(args, page.beliefs, "\n".join(_show(b) for b in page.beliefs) or empty)
+        if page.next_cursor:
+            shown = f"{len(page.beliefs)} shown of {page.total}"
+            _more("list", shown, page.next_cursor)
+
+    return run
+
+
+def _trim(text: str, width: int = 100) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def _show_hit(rank: int, hit: SearchHit) -> str:
+    """One search hit for people: rank, fused score, each channel's, confidence,
+    id, type, text (trimmed) and the trace."""
+    belief = hit.belief
+    channels = "  ".join(
+        f"{name} {hit.channels[name]:.3f}" for name in sorted(hit.channels)
+    )
+    sure = (
+        "no probability"
+        if belief.confidence is None
+        else f"confidence {belief.confidence:.2f}"
+    )
+    trace = ", ".join(hit.trace[:TRACE_SHOWN]) or "no evidence"
+    if len(hit.trace) > TRACE_SHOWN:
+        trace += f" (+{len(hit.trace) - TRACE_SHOWN} more: worldline trace {belief.id})"
+    return (
+        f"{rank:>3}. {hit.score:.4f}  {channels}  {sure}  {belief.id}  {belief.type}\n"
+        f"     {_trim(belief.text)}\n"
+        f"     trace: {trace}"
+    )
+
+
+def _search(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
+    async def run(world: World) -> None:
+        empty = (
+            "no more hits"
+            if args.cursor
+            else f"no active belief in world {world.world!r} matches {args.query!r}"
+        )
+        if args.all:
+            hits = world.iter_search(
+                args.query,
+                type=args.type,
+                at=args.at,
+                page=args.limit,
+                cursor=args.cursor,
+            )
+            await _stream(args, hits, _show_hit, empty)
+            return
+        page = await world.search(
+            args.query,
             limit=args.limit,
+            type=args.type,
+            at=args.at,
+            cursor=args.cursor,
         )
-        human = (
-            "\n".join(_show(b) for b in beliefs) or f"world {world.world!r} is empty"
-        )
-        emit(args, beliefs, human)
+        shown = "\n".join(_show_hit(i, h) for i, h in enumerate(page.hits, 1))
+        data = {
+            "hits": page.hits,
+            "embedder": page.embedder,
+            "next_cursor": page.next_cursor,
+        }
+        emit(args, data, shown or empty)
+        if page.next_cursor and not args.json:
+            _more("search", f"{len(page.hits)} hits shown", page.next_cursor)
 
     return run
 
@@ -217,6 +327,7 @@ VERBS: dict[str, Callable[[argparse.Namespace], Callable[[World], Any]]] = {
     "add": _add,
     "get": _get,
     "list": _list,
+    "search": _search,
     "observe": _observe,
     "after": _observe,
     "evidence": _evidence,

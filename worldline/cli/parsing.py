@@ -7,6 +7,7 @@ import argparse
 import os
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from worldline.actors.registry import ACTORS
 from worldline.actors.runtime.auth import CREDS_ENV
@@ -17,6 +18,9 @@ from worldline.cli import sim as sim_verb
 from worldline.cli.common import default_agent, default_data
 from worldline.protocols.beliefs import DIRECTIONS, EDGE_TYPES, EVIDENCE_KINDS
 from worldline.protocols.messages import BELIEF_TYPES
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 __all__ = ["parser"]
 
@@ -38,6 +42,24 @@ def _replicas(text: str) -> int:
             "number of JetStream servers in the cluster"
         )
     return int(text)
+
+
+def _count(low: int, high: int | None) -> Callable[[str], int]:
+    """An argument type: a whole number from ``low`` to ``high`` (None: no bound)."""
+    bounds = f"{low} to {high}" if high is not None else f"{low} or more"
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not a whole number ({bounds})"
+            ) from None
+        if value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"{text} is outside {bounds}")
+        return value
+
+    return parse
 
 
 def _instant(text: str) -> datetime:
@@ -162,9 +184,20 @@ def parser() -> argparse.ArgumentParser:
     get.add_argument("id")
     get.add_argument("--at", type=_instant, default=None, help="read at this clock")
 
-    lst = verbs.add_parser("list", parents=[client], help="the active set of beliefs")
+    lst = verbs.add_parser(
+        "list",
+        parents=[client],
+        help="the active set of beliefs",
+        description="Beliefs oldest first, a page at a time: when more follow, the "
+        "next page's --cursor is printed on stderr.",
+    )
     lst.add_argument("--type", choices=BELIEF_TYPES, default=None)
-    lst.add_argument("--limit", type=int, default=1000)
+    lst.add_argument(
+        "--limit",
+        type=_count(1, None),
+        default=1000,
+        help="beliefs per page (with --all: per request, up to 10,000)",
+    )
     lst.add_argument("--label", default=None)
     lst.add_argument(
         "--flag", choices=["stale", "stable", "contradicted", "uncertain"], default=None
@@ -173,6 +206,46 @@ def parser() -> argparse.ArgumentParser:
         "--status", choices=["active", "retracted", "resolved", "any"], default="active"
     )
     lst.add_argument("--at", type=_instant, default=None, help="read at this clock")
+    lst.add_argument(
+        "--cursor",
+        default="",
+        help="start where the previous page ended (the cursor it printed)",
+    )
+    lst.add_argument(
+        "--all",
+        action="store_true",
+        help="follow the cursors to the end, printing each page as it arrives",
+    )
+
+    search = verbs.add_parser(
+        "search",
+        parents=[client],
+        help="ranked beliefs for a query, with each channel's score and the trace",
+        description="The active beliefs that best answer QUERY, best first: each hit "
+        "shows its rank, fused score, each channel's score (lexical, semantic, "
+        "prior), confidence, id, text and trace. Ranks count from the first hit "
+        "printed. When more follow, the next page's --cursor is printed on stderr "
+        "(with --json, it is the page's next_cursor).",
+    )
+    search.add_argument("query", help="what to look for")
+    search.add_argument(
+        "--limit",
+        type=_count(1, 200),
+        default=10,
+        help="hits per page, 1-200 (with --all: per request)",
+    )
+    search.add_argument("--type", choices=BELIEF_TYPES, default=None)
+    search.add_argument("--at", type=_instant, default=None, help="read at this clock")
+    search.add_argument(
+        "--cursor",
+        default="",
+        help="start where the previous page ended (its next_cursor)",
+    )
+    search.add_argument(
+        "--all",
+        action="store_true",
+        help="follow the cursors to the last hit (--json: one array of every hit)",
+    )
 
     ev = verbs.add_parser(
         "evidence", parents=[client], help="attach one piece of evidence to a belief"

@@ -3,10 +3,10 @@
 An MCP-capable agent (a coding agent, a desktop assistant) starts this process, and
 gets tools for the turn loop (``before`` at the start of a turn, ``after`` with its
 output at the end) and for the belief state and crew world (``observe``, ``add``,
-``evidence``, ``trace``, ``read``, ``write``, ``inbox``). Each tool calls the async SDK
-(:class:`worldline.sdk.client.World`) over one NATS connection held for the server's
-lifetime; input schemas come from the SDK's own types (belief types, evidence kinds,
-confidence 0-1...).
+``evidence``, ``search``, ``trace``, ``read``, ``write``, ``inbox``). Each tool calls
+the async SDK (:class:`worldline.sdk.client.World`) over one NATS connection held for
+the server's lifetime; input schemas come from the SDK's own types (belief types,
+evidence kinds, confidence 0-1...).
 
 An SDK error (a bad id, a rejected write, an unreachable bus) becomes an MCP tool error
 carrying the SDK's message, and the server keeps serving. stdout is the protocol: logs
@@ -41,6 +41,7 @@ from worldline.sdk.errors import (
     WorldlineError,
 )
 from worldline.sdk.hooks import Extracted, observed, reported
+from worldline.sdk.paging import SEARCH_PAGE
 
 __all__ = ["TOOLS", "build_server", "serve"]
 
@@ -52,6 +53,7 @@ TOOLS = (
     "observe",
     "add",
     "evidence",
+    "search",
     "trace",
     "read",
     "write",
@@ -62,9 +64,11 @@ INSTRUCTIONS = """\
 worldline is the crew's shared world model: what is true here, how sure we are, and
 what to do next. At the start of every turn call `before` with the move you are about
 to make and read its prompt; at the end call `after` with your turn's output, so your
-claims, risks and open questions become beliefs the whole crew reads. Use `evidence` to
-support or refute a belief by id, `trace` to see why a belief reads as it does, `write`
-for crew fields (with the version you read), and `inbox` for work addressed to you."""
+claims, risks and open questions become beliefs the whole crew reads. Use `search` to
+find the beliefs that answer a question (ranked, each with its scores and evidence),
+`evidence` to support or refute a belief by id, `trace` to see why a belief reads as it
+does, `write` for crew fields (with the version you read), and `inbox` for work
+addressed to you."""
 
 BeliefId = Annotated[str, Field(description="a belief id, e.g. b-3f2a...")]
 Confidence = Annotated[
@@ -211,6 +215,43 @@ def build_server(world: World) -> MCPServer:
                 belief_id, direction=direction, kind=kind, source=source, text=text
             )
         return _result(_json(belief))
+
+    @server.tool()
+    async def search(
+        query: Annotated[
+            str,
+            Field(min_length=1, max_length=4096, description="what to look for"),
+        ],
+        limit: Annotated[int, Field(ge=1, le=SEARCH_PAGE, description="hits")] = 10,
+        type: BeliefType | None = None,
+        cursor: Annotated[
+            str,
+            Field(
+                max_length=4096,
+                description="the next_cursor of the previous page ('' for the first)",
+            ),
+        ] = "",
+        at: Annotated[
+            datetime | None, Field(description="read at this ISO time")
+        ] = None,
+    ) -> CallToolResult:
+        """Find the active beliefs that best answer ``query``, best first. Each hit
+        has its rank, the belief (id, text, type, confidence...), its fused
+        ``score``, each channel's own score (``channels``: lexical, semantic,
+        prior) and its ``trace`` (evidence id and source per piece). Pass
+        ``next_cursor`` back as ``cursor`` for the next page ("" when none)."""
+        with _tool_errors("search"):
+            page = await world.search(
+                query, limit=limit, type=type, at=at, cursor=cursor
+            )
+        data = {
+            "hits": [
+                {"rank": rank, **_json(hit)} for rank, hit in enumerate(page.hits, 1)
+            ],
+            "embedder": page.embedder,
+            "next_cursor": page.next_cursor,
+        }
+        return _result(data)
 
     @server.tool()
     async def trace(belief_id: BeliefId) -> CallToolResult:

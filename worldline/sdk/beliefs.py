@@ -1,6 +1,6 @@
-"""The belief half of the SDK: add, evidence, observe/after, get/list/read/trace,
-retract/resolve, relate (belief edges), trust. Mixed into
-:class:`worldline.sdk.client.World`."""
+"""The belief half of the SDK: add, evidence, observe/after, get/read/trace,
+retract/resolve, relate (belief edges), trust; ``list`` and ``search`` page in
+:mod:`worldline.sdk.paging`. Mixed into :class:`worldline.sdk.client.World`."""
 
 from __future__ import annotations
 
@@ -22,13 +22,11 @@ from worldline.protocols.messages import (
     AddEvidence,
     Before,
     Belief,
-    BeliefListReply,
     BeliefReply,
     BeliefType,
     CloseBelief,
     GetBelief,
     LinkBeliefs,
-    ListBeliefs,
     Message,
     Observe,
     OpStatus,
@@ -51,9 +49,6 @@ if TYPE_CHECKING:
     from worldline.protocols.worldview import Worldview
 
 __all__ = ["BeliefMixin", "observation_id"]
-
-Flag = Literal["stale", "stable", "contradicted", "uncertain"]
-LIST_PAGE = 10_000  # beliefs a list asks for per page (the projector bounds bytes too)
 
 
 class BeliefMixin(CrewMixin):
@@ -287,46 +282,6 @@ class BeliefMixin(CrewMixin):
         if not isinstance(reply, BeliefReply):
             raise BadRequest(f"unexpected reply to get: {reply!r}")
         return reply.belief
-
-    async def list(
-        self,
-        *,
-        type: BeliefType | None = None,
-        label: str | None = None,
-        flag: Flag | None = None,
-        status: Literal["active", "retracted", "resolved", "any"] = "active",
-        at: datetime | None = None,
-        limit: int | None = 1000,
-    ) -> list[Belief]:
-        """The active set (or a filtered part of it), oldest first: at most ``limit``
-        beliefs (None: every one), read a page at a time.
-
-        Raises:
-            BadRequest: ``limit`` below 1.
-        """
-        if limit is not None and limit < 1:
-            raise BadRequest(f"limit {limit} lists nothing; pass 1 or more, or None")
-        found: list[Belief] = []
-        cursor = ""
-        while limit is None or len(found) < limit:
-            page = LIST_PAGE if limit is None else min(LIST_PAGE, limit - len(found))
-            request = ListBeliefs(
-                type=type,
-                label=label,
-                flag=flag,
-                status=status,
-                at=at,
-                limit=page,
-                cursor=cursor,
-            )
-            reply = await self._request("list", request)
-            if not isinstance(reply, BeliefListReply):
-                raise BadRequest(f"unexpected reply to list: {reply!r}")
-            found += reply.beliefs
-            cursor = reply.next_cursor
-            if not cursor:
-                break
-        return found
 
     async def read(self, *, at: datetime | None = None) -> WorldReply:
         """The whole world model: beliefs, edges, gaps, goals, contradictions, and the

@@ -12,8 +12,8 @@ from worldline.protocols.messages import (
     SimStep,
     SimStepReply,
 )
-from worldline.sdk.beliefs import BeliefMixin
 from worldline.sdk.errors import BadRequest, SimulationError
+from worldline.sdk.paging import PagingMixin
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 __all__ = ["SimMixin"]
 
 
-class SimMixin(BeliefMixin):
+class SimMixin(PagingMixin):
     """Open a session, step it with candidate actions, end it."""
 
     async def _sim(self, verb: Any, request: Message) -> Message:

@@ -4,11 +4,12 @@
 ``world.before("draft the memo")``, ``world.add(...)``, ``for view in world.watch():``.
 
 Every public coroutine method of :class:`worldline.sdk.client.World` has a blocking twin
-here with the same signature, and each async iterator (``watch``, ``export``) a
-blocking iterator. They run on one background event loop (anyio's blocking portal,
-asyncio backend) that owns the single NATS connection for the ``with`` block. Any
-thread may call them; a thread that runs an event loop may not (it would block its
-own loop): there, use the async API (``await`` at the top level of a notebook).
+here with the same signature, and each async iterator (``watch``, ``export``,
+``iter_list``, ``iter_search``) a blocking iterator. They run on one background event
+loop (anyio's blocking portal, asyncio backend) that owns the single NATS connection
+for the ``with`` block. Any thread may call them; a thread that runs an event loop
+may not (it would block its own loop): there, use the async API (``await`` at the
+top level of a notebook).
 """
 
 from __future__ import annotations
@@ -156,6 +157,10 @@ class SyncWorld:
     after = _Blocking(World.after)
     get = _Blocking(World.get)
     list = _Blocking(World.list)
+    list_page = _Blocking(World.list_page)
+    iter_list = _Iterating(World.iter_list)
+    search = _Blocking(World.search)
+    iter_search = _Iterating(World.iter_search)
     read = _Blocking(World.read)
     before = _Blocking(World.before)
     trace = _Blocking(World.trace)
