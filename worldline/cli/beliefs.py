@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = ["VERBS"]
 
+CHANNELS = ("lexical", "semantic", "prior")  # shown in this order, then any other
 TRACE_SHOWN = 5  # trace entries a search hit shows (`worldline trace` has them all)
 
 
@@ -298,7 +299,9 @@ def _search(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
         }
         emit(args, data, shown or empty)
         if page.next_cursor and not args.json:
-            _more("search", f"{len(page.hits)} hits shown", page.next_cursor)
+            count = len(page.hits)
+            shown = f"{count} hit{'' if count == 1 else 's'} shown"
+            _more("search", shown, page.next_cursor)
 
     return run
 

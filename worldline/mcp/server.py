@@ -222,7 +222,9 @@ def build_server(world: World) -> MCPServer:
             str,
             Field(min_length=1, max_length=4096, description="what to look for"),
         ],
-        limit: Annotated[int, Field(ge=1, le=SEARCH_PAGE, description="hits")] = 10,
+        limit: Annotated[
+            int, Field(ge=1, le=SEARCH_PAGE, description="hits on this page")
+        ] = 10,
         type: BeliefType | None = None,
         cursor: Annotated[
             str,
