@@ -1,0 +1,648 @@
+"""Relevance benchmark (issue 16): does ``before()`` show what answers the move, beside
+plain BM25 over the same beliefs at the same budget, and how fast is it over the bus.
+
+Data: ``bench/data/squad/`` (SQuAD v1.1 dev, CC BY-SA 4.0): ``dev-sentences.jsonl.gz``
+(``{"id": "d<a>-p<p>-s<s>", "article", "text"}``), ``dev-questions.jsonl.gz``
+(``{"id", "question", "answers": [<sentence id>, ...]}``) and ``train-sentences.txt.xz``
+(one sentence a line). Everything goes through a real stack: an embedded nats-server
+on a free loopback port and every actor in one ``worldline up --nats`` process
+(``WORLDLINE_EMBEDDER`` set from ``--embedder``), on a fresh data folder.
+
+(1) quality: each dev sentence is observed as an artifact whose source is its id
+    (``observe(text, source=id)``, many calls in flight); once every durable from the
+    extractor to the projector holds nothing pending, every active belief is read
+    back (``list`` with its cursor) with the sources of its evidence (``trace``).
+    For every k-th question (``--questions``), ``before(question)`` is asked as an
+    agent; the beliefs it shows are the traces of the leaves in ``current`` and
+    ``moves`` that are belief ids, and the budget k is how many distinct ones. A
+    question is a hit when one of them has evidence whose source answers it. In the
+    same run, plain BM25 over the same belief texts (lower-cased word tokens, k1 1.2,
+    b 0.75, no stemming, ties by belief id) takes its top k, and top 5 and 10; the
+    projector's ``search`` RPC, when it answers, its top k.
+(2) latency: lines of ``train-sentences.txt.xz`` observed into a second world until
+    it holds each of ``--sizes`` beliefs; at each size ``--samples`` ``before`` calls
+    with dev questions, timed client side around the SDK call, beside a NATS
+    request/reply to a trivial responder on the same server (the raw bus).
+
+Run: ``python bench/relevance.py [--questions N] [--sizes 1000 10000 100000]
+[--embedder NAME] [--quick] [--json]``. Results: ``docs/benchmarks.md``
+("Relevance (issue 16)"). Longer than 500 lines because it is one run whose parts
+share their data and results: the dev set, the BM25 baseline, the stack, both
+measurements and the report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import heapq
+import json
+import lzma
+import math
+import os
+import re
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter, defaultdict
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import asdict, dataclass, field
+from functools import partial
+from itertools import islice
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.to_thread
+import msgspec
+import nats
+
+# bench/ holds scripts, not a package: its siblings are importable by name.
+from catchup import start_actors
+from pipeline import drained, pct, stop_actor_processes
+
+import worldline
+from worldline.actors.runtime.embedded import EmbeddedNats
+from worldline.protocols.messages import (
+    PROJECTOR_REPLY,
+    BeliefListReply,
+    ListBeliefs,
+    RpcError,
+    SearchBeliefs,
+    SearchReply,
+    encode,
+)
+from worldline.protocols.subjects import (
+    EXTRACTOR_IN,
+    FUSION_IN,
+    MATERIALIZER_IN,
+    MATERIALIZER_OPS_IN,
+    RpcVerb,
+    projector_in,
+    rpc,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+
+    from nats.aio.client import Client as NATS
+
+__all__ = ["BM25", "Config", "Question", "Results", "main", "run", "tokens"]
+
+DATA = Path(__file__).resolve().parent / "data" / "squad"
+LOADER, READER = "loader", "reader"  # the agents that observe and that ask
+# Every durable between an observation and the projector, in pipeline order.
+STAGES = (
+    EXTRACTOR_IN,
+    FUSION_IN,
+    MATERIALIZER_OPS_IN,
+    MATERIALIZER_IN,
+    projector_in("0"),
+)
+TARGET_GAIN = 0.10  # the issue: worldview >= same-budget BM25 + 0.10 (default install)
+TARGET_P95 = 0.010  # the issue: before p95 under 10 ms over the bus at 100k beliefs
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+@dataclass(frozen=True)
+class Config:
+    """What to load and ask."""
+
+    data: Path = DATA
+    sentences: int | None = None  # dev sentences, whole leading articles (None: all)
+    questions: int = 1000
+    sizes: tuple[int, ...] = (1000, 10_000, 100_000)
+    samples: int = 200  # before calls timed at each size
+    embedder: str | None = None  # WORLDLINE_EMBEDDER for the stack (None: unset)
+    window: int = 512  # observations in flight
+    settle_timeout: float = 1800.0  # seconds a load may take to reach the projector
+
+
+@dataclass(frozen=True)
+class Question:
+    """One asked question and what each retrieval found for it."""
+
+    id: str
+    budget: int  # distinct beliefs the worldview showed
+    worldview: bool
+    bm25: bool  # top ``budget``
+    bm25_5: bool
+    bm25_10: bool
+    search: bool | None  # top ``budget`` of the search RPC; None: not served
+    tokens: int  # the worldview prompt's
+
+
+@dataclass
+class Results:
+    """Hit rates in [0, 1]; times in seconds."""
+
+    embedder: str  # WORLDLINE_EMBEDDER the stack ran with
+    search_embedder: str  # what the search RPC said it used ("" when not served)
+    search_note: str  # why search was skipped ("" when it answered)
+    sentences: int
+    articles: int
+    beliefs: int
+    load_seconds: float  # first observation -> the projector held them all
+    questions: list[Question] = field(default_factory=list)
+    quality_before: tuple[float, float] = (math.nan, math.nan)  # p50, p95
+    latency: list[dict[str, float]] = field(default_factory=list)  # by size
+    raw_rtt: tuple[float, float] = (math.nan, math.nan)  # p50, p95
+
+    def rate(self, name: str) -> float:
+        found = [getattr(q, name) for q in self.questions]
+        known = [bool(f) for f in found if f is not None]
+        return sum(known) / len(known) if known else math.nan
+
+    def summary(self) -> dict[str, float]:
+        budgets = [q.budget for q in self.questions] or [0]
+        toks = [q.tokens for q in self.questions] or [0]
+        return {
+            "worldview": self.rate("worldview"),
+            "bm25_same_budget": self.rate("bm25"),
+            "difference": self.rate("worldview") - self.rate("bm25"),
+            "bm25_k5": self.rate("bm25_5"),
+            "bm25_k10": self.rate("bm25_10"),
+            "search_same_budget": self.rate("search"),
+            "mean_budget": sum(budgets) / len(budgets),
+            "mean_tokens": sum(toks) / len(toks),
+            "max_tokens": max(toks),
+        }
+
+
+# --- data ---------------------------------------------------------------------------
+
+
+def _jsonl(path: Path) -> Iterator[dict[str, Any]]:
+    with gzip.open(path, "rt", encoding="utf-8") as lines:
+        for line in lines:
+            if line.strip():
+                yield json.loads(line)
+
+
+def dev_set(
+    data: Path, limit: int | None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The dev sentences of the leading articles (whole articles, at least one, up to
+    ``limit`` sentences), and the questions every answer of which they hold."""
+    by_article: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in _jsonl(data / "dev-sentences.jsonl.gz"):
+        by_article[row["article"]].append(row)
+    sentences: list[dict[str, Any]] = []
+    for rows in by_article.values():
+        if sentences and limit is not None and len(sentences) + len(rows) > limit:
+            break
+        sentences += rows
+    held = {row["id"] for row in sentences}
+    questions = [
+        q
+        for q in _jsonl(data / "dev-questions.jsonl.gz")
+        if q["answers"] and set(q["answers"]) <= held
+    ]
+    return sentences, questions
+
+
+def every_kth(items: Sequence[Any], n: int) -> list[Any]:
+    """``n`` items spread evenly over ``items`` (every k-th), deterministically."""
+    step = max(1, len(items) // max(1, n))
+    return list(items[::step][:n])
+
+
+def train_lines(data: Path) -> Iterator[str]:
+    with lzma.open(data / "train-sentences.txt.xz", "rt", encoding="utf-8") as lines:
+        for line in lines:
+            if line.strip():
+                yield line.strip()
+
+
+# --- BM25, the baseline ---------------------------------------------------------------
+
+
+def tokens(text: str) -> list[str]:
+    """Lower-cased word tokens, no stemming, no stop words."""
+    return _WORD.findall(text.lower())
+
+
+class BM25:
+    """Okapi BM25 over ``docs`` (id -> text): idf ln(1 + (N - df + .5) / (df + .5))."""
+
+    def __init__(self, docs: dict[str, str], k1: float = 1.2, b: float = 0.75):
+        self.ids = sorted(docs)
+        lengths = []
+        self.postings: dict[str, list[tuple[int, int]]] = defaultdict(list)
+        for i, doc in enumerate(self.ids):
+            counts = Counter(tokens(docs[doc]))
+            lengths.append(sum(counts.values()))
+            for term, tf in counts.items():
+                self.postings[term].append((i, tf))
+        n = len(self.ids)
+        avg = (sum(lengths) / n if n else 0.0) or 1.0
+        self.norm = [k1 * (1 - b + b * length / avg) for length in lengths]
+        self.k1 = k1
+        self.idf = {
+            term: math.log(1 + (n - len(p) + 0.5) / (len(p) + 0.5))
+            for term, p in self.postings.items()
+        }
+
+    def top(self, query: str, k: int) -> list[str]:
+        """The ``k`` best-scoring ids (only those sharing a word with the query),
+        ties by id."""
+        scores: dict[int, float] = defaultdict(float)
+        for term in set(tokens(query)):
+            idf = self.idf.get(term, 0.0)
+            for i, tf in self.postings.get(term, ()):
+                scores[i] += idf * tf * (self.k1 + 1) / (tf + self.norm[i])
+        best = heapq.nsmallest(k, scores.items(), key=lambda item: (-item[1], item[0]))
+        return [self.ids[i] for i, _ in best]
+
+
+# --- the stack ----------------------------------------------------------------------
+
+
+@contextmanager
+def _env(name: str, value: str | None) -> Iterator[None]:
+    """``name`` set to ``value`` (unset for None) while the block runs."""
+    old = os.environ.pop(name, None)
+    if value is not None:
+        os.environ[name] = value
+    try:
+        yield
+    finally:
+        os.environ.pop(name, None)
+        if old is not None:
+            os.environ[name] = old
+
+
+@asynccontextmanager
+async def stack(embedder: str | None) -> AsyncIterator[str]:
+    """A fresh embedded nats-server and every actor (``worldline up --nats``) on a
+    fresh data folder; yields the server's URL."""
+    with (
+        tempfile.TemporaryDirectory(prefix="wl-relevance-") as tmp,
+        EmbeddedNats(Path(tmp) / "nats") as server,
+    ):
+        with _env("WORLDLINE_EMBEDDER", embedder):
+            procs = await anyio.to_thread.run_sync(
+                start_actors, server.url, Path(tmp) / "data", "up"
+            )
+        try:
+            yield server.url
+        finally:
+            await anyio.to_thread.run_sync(stop_actor_processes, procs)
+
+
+async def observe_all(
+    w: worldline.World, items: Iterable[tuple[str, str]], window: int
+) -> int:
+    """Observe each (text, source) as an artifact, ``window`` calls in flight."""
+    done = 0
+    chunk = list(islice(items, window))
+    while chunk:
+        async with anyio.create_task_group() as tg:
+            for text, source in chunk:
+                tg.start_soon(partial(w.observe, text, source=source))
+        done += len(chunk)
+        chunk = list(islice(items, window))
+    return done
+
+
+async def settle(nc: NATS, bound: float) -> None:
+    """Until every durable from the extractor to the projector holds nothing pending
+    or unacked (checked in pipeline order: each acks after it published)."""
+    js = nc.jetstream()
+    with anyio.fail_after(bound):
+        # Polling is the measurement: JetStream pushes no "drained" event.
+        while not await drained(js, STAGES):  # noqa: ASYNC110
+            await anyio.sleep(0.1)
+
+
+async def _ask(nc: NATS, world: str, verb: RpcVerb, request: Any, wait: float) -> Any:
+    msg = await nc.request(rpc(world, verb), encode(request), timeout=wait)
+    return PROJECTOR_REPLY.decode(msg.data)
+
+
+async def belief_total(nc: NATS, world: str) -> int:
+    reply = await _ask(nc, world, "list", ListBeliefs(limit=1), 10.0)
+    if not isinstance(reply, BeliefListReply):
+        raise RuntimeError(f"list answered {reply!r}")
+    return reply.total
+
+
+async def search_ids(nc: NATS, world: str, query: str, k: int) -> tuple[list[str], str]:
+    """The top ``k`` belief ids of the projector's search RPC and its embedder.
+
+    Raises:
+        RuntimeError: search is not served (no answer, or an error).
+    """
+    try:
+        reply = await _ask(
+            nc, world, "search", SearchBeliefs(query=query, limit=k), 5.0
+        )
+    except (nats.errors.TimeoutError, nats.errors.NoRespondersError) as exc:
+        raise RuntimeError(f"no answer ({type(exc).__name__})") from exc
+    if isinstance(reply, RpcError):
+        raise RuntimeError(f"{reply.code}: {reply.message}")
+    if not isinstance(reply, SearchReply):
+        raise RuntimeError(f"unexpected reply {type(reply).__name__}")
+    return [hit.belief.id for hit in reply.hits][:k], reply.embedder
+
+
+async def raw_round_trip(nc: NATS, samples: int, size: int) -> tuple[float, float]:
+    """p50, p95 of a core NATS request/reply to a responder that echoes nothing."""
+    subject = f"bench.echo.{uuid.uuid4().hex[:8]}"
+
+    async def answer(msg: Any) -> None:
+        await msg.respond(b"ok")
+
+    sub = await nc.subscribe(subject, cb=answer)
+    payload = os.urandom(size)
+    timings = []
+    for _ in range(samples):
+        start = time.perf_counter()
+        await nc.request(subject, payload, timeout=5)
+        timings.append(time.perf_counter() - start)
+    await sub.unsubscribe()
+    return pct(timings, 0.5), pct(timings, 0.95)
+
+
+# --- (1) quality --------------------------------------------------------------------
+
+
+async def sources_of(w: worldline.World, ids: Sequence[str]) -> dict[str, set[str]]:
+    """Each belief's evidence sources, from ``trace`` (64 calls in flight)."""
+    found: dict[str, set[str]] = {}
+    limiter = anyio.Semaphore(64)
+
+    async def one(belief_id: str) -> None:
+        async with limiter:
+            reply = await w.trace(belief_id)
+        found[belief_id] = {step.evidence.source for step in reply.steps}
+
+    async with anyio.create_task_group() as tg:
+        for belief_id in ids:
+            tg.start_soon(one, belief_id)
+    return found
+
+
+def shown(view: Any, known: dict[str, set[str]]) -> list[str]:
+    """The distinct belief ids the leaves of ``current`` and ``moves`` trace to."""
+    ids: dict[str, None] = {}
+    for leaf in [*view.current, *view.moves]:
+        for ref in leaf.trace:
+            if ref in known:
+                ids.setdefault(ref)
+    return list(ids)
+
+
+async def judge(
+    reader: worldline.World,
+    nc: NATS,
+    question: dict[str, Any],
+    sources: dict[str, set[str]],
+    bm25: BM25,
+    results: Results,
+    timings: list[float],
+) -> Question:
+    """Ask one question through ``before`` (timed into ``timings``), BM25 and, when
+    served, ``search``; which of them found an answering sentence."""
+    answers = set(question["answers"])
+    text = question["question"]
+
+    def hit(ids: Iterable[str]) -> bool:
+        return any(sources.get(i, set()) & answers for i in ids)
+
+    start = time.perf_counter()
+    view = await reader.before(text)
+    timings.append(time.perf_counter() - start)
+    ids = shown(view, sources)
+    k = len(ids)
+    found = None
+    if not results.search_note:
+        top = (await search_ids(nc, reader.world, text, min(k, 200)))[0] if k else []
+        found = hit(top)
+    ranked = bm25.top(text, max(k, 10))
+    return Question(
+        id=question["id"],
+        budget=k,
+        worldview=hit(ids),
+        bm25=hit(ranked[:k]),
+        bm25_5=hit(ranked[:5]),
+        bm25_10=hit(ranked[:10]),
+        search=found,
+        tokens=view.tokens,
+    )
+
+
+async def quality(url: str, config: Config, results: Results) -> None:
+    sentences, questions = dev_set(config.data, config.sentences)
+    asked = every_kth(questions, config.questions)
+    results.sentences = len(sentences)
+    results.articles = len({row["article"] for row in sentences})
+    world = f"squad-{uuid.uuid4().hex[:8]}"
+    nc = await nats.connect(url, name="bench-relevance")
+    try:
+        async with worldline.connect(url, world=world, agent=LOADER) as w:
+            start = time.perf_counter()
+            items = ((row["text"], row["id"]) for row in sentences)
+            await observe_all(w, items, config.window)
+            await settle(nc, config.settle_timeout)
+            results.load_seconds = time.perf_counter() - start
+            beliefs = await w.list(limit=None)
+            sources = await sources_of(w, [b.id for b in beliefs])
+        results.beliefs = len(beliefs)
+        print(
+            f"quality: {len(sentences):,} sentences -> {len(beliefs):,} beliefs in "
+            f"{results.load_seconds:.1f}s; asking {len(asked):,} questions",
+            file=sys.stderr,
+            flush=True,
+        )
+        bm25 = BM25({b.id: b.text for b in beliefs})
+        try:
+            _, results.search_embedder = await search_ids(nc, world, "probe", 1)
+        except RuntimeError as exc:
+            results.search_note = str(exc)
+        timings: list[float] = []
+        async with worldline.connect(url, world=world, agent=READER) as reader:
+            for q in asked:
+                results.questions.append(
+                    await judge(reader, nc, q, sources, bm25, results, timings)
+                )
+        results.quality_before = (pct(timings, 0.5), pct(timings, 0.95))
+    finally:
+        await nc.close()
+
+
+# --- (2) latency --------------------------------------------------------------------
+
+
+async def latency(url: str, config: Config, results: Results) -> None:
+    _, questions = dev_set(config.data, None)
+    asked = [q["question"] for q in every_kth(questions, config.samples)]
+    world = f"train-{uuid.uuid4().hex[:8]}"
+    lines = enumerate(train_lines(config.data))
+    nc = await nats.connect(url, name="bench-relevance-latency")
+    try:
+        async with (
+            worldline.connect(url, world=world, agent=LOADER) as w,
+            worldline.connect(url, world=world, agent=READER) as reader,
+        ):
+            held = 0
+            for size in sorted(config.sizes):
+                start = time.perf_counter()
+                while held < size:  # a merged restatement or a question adds less
+                    items = ((text, f"train-{i}") for i, text in lines)
+                    if not await observe_all(w, islice(items, size - held), 512):
+                        break  # the file ran out
+                    await settle(nc, config.settle_timeout)
+                    held = await belief_total(nc, world)
+                loaded = time.perf_counter() - start
+                await reader.before(asked[0])  # the first read after a load
+                timings = []
+                for query in asked:
+                    start = time.perf_counter()
+                    await reader.before(query)
+                    timings.append(time.perf_counter() - start)
+                rtt = await raw_round_trip(nc, len(asked), 200)
+                row = {
+                    "size": size,
+                    "beliefs": held,
+                    "load_seconds": loaded,
+                    "p50": pct(timings, 0.5),
+                    "p95": pct(timings, 0.95),
+                    "raw_p50": rtt[0],
+                    "raw_p95": rtt[1],
+                }
+                results.latency.append(row)
+                print(
+                    f"latency: {held:,} beliefs (loaded in {loaded:.1f}s) before p95 "
+                    f"{row['p95'] * 1e3:.2f} ms",
+                    file=sys.stderr,
+                    flush=True,
+                )
+        results.raw_rtt = await raw_round_trip(nc, config.samples, 200)
+    finally:
+        await nc.close()
+
+
+# --- the run ------------------------------------------------------------------------
+
+
+async def measure(config: Config) -> Results:
+    results = Results(
+        embedder=config.embedder or "",
+        search_embedder="",
+        search_note="",
+        sentences=0,
+        articles=0,
+        beliefs=0,
+        load_seconds=math.nan,
+    )
+    async with stack(config.embedder) as url:
+        await quality(url, config, results)
+        if config.sizes:
+            await latency(url, config, results)
+    return results
+
+
+def report(r: Results) -> None:
+    s = r.summary()
+
+    def row(label: str, value: str) -> None:
+        print(f"{label:<40}{value}")
+
+    embedder = r.embedder or "default (WORLDLINE_EMBEDDER unset)"
+    row("embedder (WORLDLINE_EMBEDDER)", embedder)
+    row(
+        "dev set loaded",
+        f"{r.sentences:,} sentences of {r.articles} articles -> {r.beliefs:,} "
+        f"beliefs in {r.load_seconds:.1f}s",
+    )
+    row("questions asked", f"{len(r.questions):,}")
+    row("worldview hit rate", f"{s['worldview']:.3f}")
+    row("BM25 same budget hit rate", f"{s['bm25_same_budget']:.3f}")
+    met = "met" if s["difference"] >= TARGET_GAIN else "NOT met"
+    row("difference", f"{s['difference']:+.3f}  (target >= +{TARGET_GAIN:.2f}: {met})")
+    row("BM25 k=5 / k=10", f"{s['bm25_k5']:.3f} / {s['bm25_k10']:.3f}")
+    row("budget (beliefs shown), mean", f"{s['mean_budget']:.2f}")
+    row("prompt tokens mean / max", f"{s['mean_tokens']:.0f} / {s['max_tokens']}")
+    if r.search_note:
+        row("search hit@k (same budget)", f"skipped: not served ({r.search_note})")
+    else:
+        row(
+            "search hit@k (same budget)",
+            f"{s['search_same_budget']:.3f}  (embedder {r.search_embedder or '?'})",
+        )
+    p50, p95 = r.quality_before
+    row("before on the dev world p50 / p95", f"{p50 * 1e3:.2f} / {p95 * 1e3:.2f} ms")
+    for item in r.latency:
+        row(
+            f"before at {item['beliefs']:,.0f} beliefs p50 / p95",
+            f"{item['p50'] * 1e3:.2f} / {item['p95'] * 1e3:.2f} ms  (raw bus "
+            f"request/reply {item['raw_p50'] * 1e3:.2f} / "
+            f"{item['raw_p95'] * 1e3:.2f} ms)",
+        )
+    if r.latency:
+        p50, p95 = r.raw_rtt
+        row("raw bus request/reply p50 / p95", f"{p50 * 1e3:.2f} / {p95 * 1e3:.2f} ms")
+        large = max(r.latency, key=lambda item: item["size"])
+        if large["size"] >= 100_000:
+            met = "met" if large["p95"] < TARGET_P95 else "NOT met"
+            row(
+                f"before p95 at {large['beliefs']:,.0f} beliefs",
+                f"{large['p95'] * 1e3:.2f} ms  (target < 10 ms: {met})",
+            )
+
+
+def parse(argv: Sequence[str] | None) -> tuple[Config, bool]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, default=DATA, help="the dev set folder")
+    parser.add_argument("--sentences", type=int, default=None, help="dev sentences")
+    parser.add_argument("--questions", type=int, default=None)
+    parser.add_argument("--sizes", type=int, nargs="*", default=None)
+    parser.add_argument("--samples", type=int, default=None, help="before calls")
+    parser.add_argument("--embedder", default=None, help="WORLDLINE_EMBEDDER")
+    parser.add_argument("--json", action="store_true", help="print results as JSON")
+    parser.add_argument("--quick", action="store_true", help="a smoke run (~1 min)")
+    args = parser.parse_args(argv)
+    base = (
+        Config(sentences=2000, questions=100, sizes=(1000,), samples=50)
+        if args.quick
+        else Config()
+    )
+    overrides: dict[str, Any] = {
+        "data": args.data,
+        "embedder": args.embedder,
+        "sentences": args.sentences,
+        "questions": args.questions,
+        "samples": args.samples,
+        "sizes": None if args.sizes is None else tuple(args.sizes),
+    }
+    for key in ("sentences", "questions", "samples"):
+        if overrides[key] is not None and overrides[key] < 1:
+            parser.error(f"--{key} must be at least 1")
+    if any(size < 1 for size in overrides["sizes"] or ()):
+        parser.error("--sizes must be at least 1 each")
+    config = Config(
+        **{**asdict(base), **{k: v for k, v in overrides.items() if v is not None}}
+    )
+    return config, bool(args.json)
+
+
+def run(config: Config) -> Results:
+    """Measure (starts and stops its own nats-server and actors)."""
+    return anyio.run(measure, config, backend="asyncio")
+
+
+def main(argv: Sequence[str] | None = None) -> Results:
+    config, as_json = parse(argv)
+    results = run(config)
+    if as_json:
+        encoded = {**asdict(results), "summary": results.summary()}
+        print(msgspec.json.encode(encoded).decode())
+    else:
+        report(results)
+    return results
+
+
+if __name__ == "__main__":
+    main()
