@@ -85,6 +85,13 @@ async def _drive(session: ClientSession, world: str) -> None:
     assert required["trace"] == {"belief_id"}
     assert required["write"] == {"entity", "field", "value"}
     assert required["read"] == required["inbox"] == set()
+    assert required["search"] == {"query"}
+    search_props = tools["search"].input_schema["properties"]
+    assert (search_props["limit"]["minimum"], search_props["limit"]["maximum"]) == (
+        1,
+        200,
+    )
+    assert search_props["query"]["minLength"] == 1
     evidence_props = tools["evidence"].input_schema["properties"]
     assert "measurement" in json.dumps(evidence_props["kind"])
     assert "refutes" in json.dumps(evidence_props["direction"])
@@ -125,6 +132,7 @@ async def _drive(session: ClientSession, world: str) -> None:
     state = await _ok(session, "read")
     ids = {b["id"] for b in state["beliefs"]} | {g["id"] for g in state["gaps"]}
     assert {seeded["id"], claim, *extracted["gaps"]} <= ids
+    await _search(session, seeded["id"], {seeded["id"], claim, *extracted["risks"]})
     chain = await _ok(session, "trace", belief_id=claim)
     assert [s["evidence"]["artifact"] for s in chain["steps"]] == [extracted["obs_id"]]
 
@@ -164,3 +172,39 @@ async def _drive(session: ClientSession, world: str) -> None:
     assert (await _ok(session, "inbox"))["messages"] == []
     again = await _ok(session, "trace", belief_id=seeded["id"])
     assert len(again["steps"]) == 1
+
+
+async def _search(session: ClientSession, seeded: str, found: set[str]) -> None:
+    """The search tool: the exact words first, with channels and trace; pages that
+    walk every hit once; a bad cursor and an out-of-bounds limit refused."""
+    page = await _ok(session, "search", query="market size")
+    first = page["hits"][0]
+    assert (first["rank"], first["belief"]["id"]) == (1, seeded)
+    assert first["channels"]["lexical"] > 0
+    assert any("sec-filing" in entry for entry in first["trace"])
+    assert "next_cursor" in page
+    assert "embedder" in page
+
+    query = "market size authentication middleware schema sessions table"
+    whole = await _ok(session, "search", query=query, limit=200)
+    ids = [hit["belief"]["id"] for hit in whole["hits"]]
+    assert found <= set(ids)
+    assert not whole["next_cursor"]
+    walked: list[str] = []
+    cursor = ""
+    while True:
+        part = await _ok(session, "search", query=query, limit=1, cursor=cursor)
+        assert len(part["hits"]) <= 1
+        walked += [hit["belief"]["id"] for hit in part["hits"]]
+        cursor = part["next_cursor"]
+        if not cursor:
+            break
+    assert walked == ids  # each hit once, in rank order
+
+    bad = await session.call_tool("search", {"query": query, "cursor": "not-mine"})
+    assert bad.is_error
+    assert "bad request" in _text(bad)
+    assert "next_cursor" in _text(bad)
+    too_many = await session.call_tool("search", {"query": query, "limit": 500})
+    assert too_many.is_error
+    assert "less than or equal to 200" in _text(too_many)
