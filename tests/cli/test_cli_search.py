@@ -78,7 +78,9 @@ async def test_search_from_the_command_line(nats_url: str, tmp_path: Path) -> No
         shown = (await cli.ok("search", "meeting room Tuesday")).splitlines()
         assert shown[0].startswith("  1. ")
         assert target.id in shown[0]
-        assert "lexical " in shown[0]
+        named = [w for w in shown[0].split() if w in first["channels"]]
+        assert named == [c for c in ("lexical", "semantic", "prior") if c in named]
+        assert "lexical" in named
         assert "confidence 0." in shown[0]
         assert "Meeting room Tuesday" in shown[1]
         assert shown[2].strip().startswith("trace: ev-room-calendar")

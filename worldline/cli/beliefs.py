@@ -249,9 +249,9 @@ def _show_hit(rank: int, hit: SearchHit) -> str:
     """One search hit for people: rank, fused score, each channel's, confidence,
     id, type, text (trimmed) and the trace."""
     belief = hit.belief
-    channels = "  ".join(
-        f"{name} {hit.channels[name]:.3f}" for name in sorted(hit.channels)
-    )
+    names = [n for n in CHANNELS if n in hit.channels]
+    names += sorted(set(hit.channels) - set(CHANNELS))
+    channels = "  ".join(f"{n} {hit.channels[n]:.3f}" for n in names)
     sure = (
         "no probability"
         if belief.confidence is None
