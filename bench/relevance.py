@@ -16,9 +16,10 @@ on a free loopback port and every actor in one ``worldline up --nats`` process
     agent; the beliefs it shows are the traces of the leaves in ``current`` and
     ``moves`` that are belief ids, and the budget k is how many distinct ones. A
     question is a hit when one of them has evidence whose source answers it. In the
-    same run, plain BM25 over the same belief texts (lower-cased word tokens, k1 1.2,
-    b 0.75, no stemming, ties by belief id) takes its top k, and top 5 and 10; the
-    projector's ``search`` RPC, when it answers, its top k.
+    same run, plain BM25 over the same belief texts (``bench/embedders.py``'s:
+    lower-cased word tokens, k1 1.2, b 0.75, no stemming; ties by belief id) takes its
+    top k, and its top 5 and 10; the projector's ``search`` RPC, when it answers, its
+    top k.
 (2) latency: lines of ``train-sentences.txt.xz`` observed into a second world until
     it holds each of ``--sizes`` beliefs; at each size ``--samples`` ``before`` calls
     with dev questions, timed client side around the SDK call, beside a NATS
@@ -35,17 +36,15 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import heapq
 import json
 import lzma
 import math
 import os
-import re
 import sys
 import tempfile
 import time
 import uuid
-from collections import Counter, defaultdict
+from collections import defaultdict
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import asdict, dataclass, field
 from functools import partial
@@ -57,9 +56,11 @@ import anyio
 import anyio.to_thread
 import msgspec
 import nats
+import numpy as np
 
 # bench/ holds scripts, not a package: its siblings are importable by name.
 from catchup import start_actors
+from embedders import BM25, sample, top
 from pipeline import drained, pct, stop_actor_processes
 
 import worldline
@@ -88,7 +89,7 @@ if TYPE_CHECKING:
 
     from nats.aio.client import Client as NATS
 
-__all__ = ["BM25", "Config", "Question", "Results", "main", "run", "tokens"]
+__all__ = ["Config", "Question", "Results", "bm25_top", "main", "run"]
 
 DATA = Path(__file__).resolve().parent / "data" / "squad"
 LOADER, READER = "loader", "reader"  # the agents that observe and that ask
@@ -102,7 +103,6 @@ STAGES = (
 )
 TARGET_GAIN = 0.10  # the issue: worldview >= same-budget BM25 + 0.10 (default install)
 TARGET_P95 = 0.010  # the issue: before p95 under 10 ms over the bus at 100k beliefs
-_WORD = re.compile(r"[a-z0-9]+")
 
 
 @dataclass(frozen=True)
@@ -202,12 +202,6 @@ def dev_set(
     return sentences, questions
 
 
-def every_kth(items: Sequence[Any], n: int) -> list[Any]:
-    """``n`` items spread evenly over ``items`` (every k-th), deterministically."""
-    step = max(1, len(items) // max(1, n))
-    return list(items[::step][:n])
-
-
 def train_lines(data: Path) -> Iterator[str]:
     with lzma.open(data / "train-sentences.txt.xz", "rt", encoding="utf-8") as lines:
         for line in lines:
@@ -215,45 +209,21 @@ def train_lines(data: Path) -> Iterator[str]:
                 yield line.strip()
 
 
-# --- BM25, the baseline ---------------------------------------------------------------
+# --- BM25, the baseline (bench/embedders.py's) ----------------------------------------
 
 
-def tokens(text: str) -> list[str]:
-    """Lower-cased word tokens, no stemming, no stop words."""
-    return _WORD.findall(text.lower())
-
-
-class BM25:
-    """Okapi BM25 over ``docs`` (id -> text): idf ln(1 + (N - df + .5) / (df + .5))."""
-
-    def __init__(self, docs: dict[str, str], k1: float = 1.2, b: float = 0.75):
-        self.ids = sorted(docs)
-        lengths = []
-        self.postings: dict[str, list[tuple[int, int]]] = defaultdict(list)
-        for i, doc in enumerate(self.ids):
-            counts = Counter(tokens(docs[doc]))
-            lengths.append(sum(counts.values()))
-            for term, tf in counts.items():
-                self.postings[term].append((i, tf))
-        n = len(self.ids)
-        avg = (sum(lengths) / n if n else 0.0) or 1.0
-        self.norm = [k1 * (1 - b + b * length / avg) for length in lengths]
-        self.k1 = k1
-        self.idf = {
-            term: math.log(1 + (n - len(p) + 0.5) / (len(p) + 0.5))
-            for term, p in self.postings.items()
-        }
-
-    def top(self, query: str, k: int) -> list[str]:
-        """The ``k`` best-scoring ids (only those sharing a word with the query),
-        ties by id."""
-        scores: dict[int, float] = defaultdict(float)
-        for term in set(tokens(query)):
-            idf = self.idf.get(term, 0.0)
-            for i, tf in self.postings.get(term, ()):
-                scores[i] += idf * tf * (self.k1 + 1) / (tf + self.norm[i])
-        best = heapq.nsmallest(k, scores.items(), key=lambda item: (-item[1], item[0]))
-        return [self.ids[i] for i, _ in best]
+def bm25_top(bm25: BM25, ids: Sequence[str], query: str, k: int) -> list[str]:
+    """The ``k`` best-scoring of ``ids`` (sorted, as ``bm25`` was built over their
+    texts) that share a word with the query; ties by id."""
+    scores = bm25.scores(query)
+    depth = min(k, len(ids))
+    if depth <= 0:
+        return []
+    if depth == len(ids):
+        order = np.lexsort((np.arange(len(ids)), -scores))
+    else:
+        order = top(scores, depth)
+    return [ids[i] for i in order.tolist() if scores[i] > 0]
 
 
 # --- the stack ----------------------------------------------------------------------
@@ -325,7 +295,7 @@ async def belief_total(nc: NATS, world: str) -> int:
     reply = await _ask(nc, world, "list", ListBeliefs(limit=1), 10.0)
     if not isinstance(reply, BeliefListReply):
         raise RuntimeError(f"list answered {reply!r}")
-    return reply.total
+    return int(reply.total)
 
 
 async def search_ids(nc: NATS, world: str, query: str, k: int) -> tuple[list[str], str]:
@@ -399,7 +369,7 @@ async def judge(
     nc: NATS,
     question: dict[str, Any],
     sources: dict[str, set[str]],
-    bm25: BM25,
+    bm25: tuple[BM25, list[str]],
     results: Results,
     timings: list[float],
 ) -> Question:
@@ -420,7 +390,7 @@ async def judge(
     if not results.search_note:
         top = (await search_ids(nc, reader.world, text, min(k, 200)))[0] if k else []
         found = hit(top)
-    ranked = bm25.top(text, max(k, 10))
+    ranked = bm25_top(*bm25, text, max(k, 10))
     return Question(
         id=question["id"],
         budget=k,
@@ -435,7 +405,7 @@ async def judge(
 
 async def quality(url: str, config: Config, results: Results) -> None:
     sentences, questions = dev_set(config.data, config.sentences)
-    asked = every_kth(questions, config.questions)
+    asked = sample(questions, config.questions)
     results.sentences = len(sentences)
     results.articles = len({row["article"] for row in sentences})
     world = f"squad-{uuid.uuid4().hex[:8]}"
@@ -456,7 +426,9 @@ async def quality(url: str, config: Config, results: Results) -> None:
             file=sys.stderr,
             flush=True,
         )
-        bm25 = BM25({b.id: b.text for b in beliefs})
+        texts = {b.id: b.text for b in beliefs}
+        ids = sorted(texts)
+        bm25 = BM25([texts[i] for i in ids])
         try:
             _, results.search_embedder = await search_ids(nc, world, "probe", 1)
         except RuntimeError as exc:
@@ -465,7 +437,7 @@ async def quality(url: str, config: Config, results: Results) -> None:
         async with worldline.connect(url, world=world, agent=READER) as reader:
             for q in asked:
                 results.questions.append(
-                    await judge(reader, nc, q, sources, bm25, results, timings)
+                    await judge(reader, nc, q, sources, (bm25, ids), results, timings)
                 )
         results.quality_before = (pct(timings, 0.5), pct(timings, 0.95))
     finally:
@@ -477,7 +449,7 @@ async def quality(url: str, config: Config, results: Results) -> None:
 
 async def latency(url: str, config: Config, results: Results) -> None:
     _, questions = dev_set(config.data, None)
-    asked = [q["question"] for q in every_kth(questions, config.samples)]
+    asked = [q["question"] for q in sample(questions, config.samples)]
     world = f"train-{uuid.uuid4().hex[:8]}"
     lines = enumerate(train_lines(config.data))
     nc = await nats.connect(url, name="bench-relevance-latency")
@@ -551,6 +523,8 @@ def report(r: Results) -> None:
         print(f"{label:<40}{value}")
 
     embedder = r.embedder or "default (WORLDLINE_EMBEDDER unset)"
+    if r.search_embedder:
+        embedder += f"; search reports {r.search_embedder}"
     row("embedder (WORLDLINE_EMBEDDER)", embedder)
     row(
         "dev set loaded",
@@ -625,6 +599,14 @@ def parse(argv: Sequence[str] | None) -> tuple[Config, bool]:
     config = Config(
         **{**asdict(base), **{k: v for k, v in overrides.items() if v is not None}}
     )
+    needed = ["dev-sentences.jsonl.gz", "dev-questions.jsonl.gz"]
+    needed += ["train-sentences.txt.xz"] if config.sizes else []
+    missing = [name for name in needed if not (config.data / name).exists()]
+    if missing:
+        parser.error(
+            f"{config.data} lacks {', '.join(missing)} (see bench/data/squad/README.md;"
+            " `--sizes` with no size skips the latency part)"
+        )
     return config, bool(args.json)
 
 
