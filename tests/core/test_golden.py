@@ -82,6 +82,9 @@ from worldline.protocols.messages import (
     Rejection,
     RemoveEdge,
     RpcError,
+    SearchBeliefs,
+    SearchHit,
+    SearchReply,
     SetField,
     SetTrust,
     SimEnd,
@@ -505,6 +508,19 @@ SAMPLES: Final[tuple[Message, ...]] = (
     ),
     Before(agent="spock", query="Should we deploy the cache fix today?", at=T1),
     WorldviewReply(view=WORLDVIEW),
+    SearchBeliefs(query="cache fix", limit=5, type="claim", at=T1, cursor="c1"),
+    SearchReply(
+        hits=(
+            SearchHit(
+                belief=BELIEF_A,
+                score=0.75,
+                channels={"lexical": 1.0, "prior": 0.5},
+                trace=("ev-1 runbook",),
+            ),
+        ),
+        embedder="hashing-crc32-256-v1",
+        next_cursor="c2",
+    ),
     OpVerdict(
         op_id="op-ev-9",
         seq=44,
@@ -582,6 +598,8 @@ DECODERS: Final[dict[type[Message], tuple[Any, ...]]] = {
     SimError: (SIMULATOR_REPLY.decode,),
     Before: (PROJECTOR_RPC.decode,),
     WorldviewReply: (PROJECTOR_REPLY.decode,),
+    SearchBeliefs: (PROJECTOR_RPC.decode,),
+    SearchReply: (PROJECTOR_REPLY.decode,),
 }
 
 

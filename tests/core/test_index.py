@@ -92,7 +92,9 @@ def test_a_closed_belief_leaves_the_ranks_but_keeps_its_card() -> None:
     r.belief("b0", "the cache is warm")
     r.belief("b0", "the cache is warm", status="retracted")
     assert r.ranked() == []
-    assert list(r.st.scan(f"tok/{W}/".encode())) == []
+    assert list(r.st.scan(f"lex/{W}/".encode())) == []  # no postings left
+    assert list(r.st.scan(f"df/{W}/".encode())) == []  # nor counters
+    assert r.st.get(f"lexn/{W}".encode()) is None
     card = index.card(r.st, W, "b0")
     assert card is not None
     assert card.belief.status == "retracted"
@@ -103,7 +105,9 @@ def test_candidates_stay_bounded_as_the_store_grows() -> None:
     for i in range(600):
         r.belief(f"b{i:03d}", f"topic {i % 7} detail {i}")
     found = index.candidates(r.st, W, "topic detail export", "")
-    limit = index.TOP * 2 + index.PER_STEM * index.MAX_QUERY_STEMS + index.GOALS
+    limit = (
+        index.MATCHES + index.TOP * 2 + index.GOALS + index.FOCUS_MATCHES + index.RECENT
+    )
     assert 0 < len(found) <= limit
     assert len(found) < 600
     view = r.before("topic detail").view

@@ -60,8 +60,8 @@ def test_a_480_and_a_5000_character_token_give_short_keys_and_are_found() -> Non
         # The query's stem is shortened the same way, so the token finds its belief.
         found = [c.belief.id for c in index.candidates(st_, "w", token, "")]
         assert "b-1" in found
-        tok = [k for k, _ in st_.scan(b"tok/w/") if b"example" not in k]
-        assert any(b" " in k for k in tok)  # the long stem, shortened
+        postings = [k for k, _ in st_.scan(b"lex/w/") if b"example" not in k]
+        assert any(b" " in k for k in postings)  # the long term, shortened
 
 
 _ID = st.text(

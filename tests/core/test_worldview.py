@@ -12,7 +12,7 @@ import msgspec
 import pytest
 
 from worldline.actors.belief_model import posterior
-from worldline.actors.projector import beliefs, core, views, worldview
+from worldline.actors.projector import beliefs, core, prompt, views, worldview
 from worldline.actors.projector.worldview import (
     CAP,
     CUT,
@@ -382,14 +382,23 @@ def test_an_empty_scene_has_empty_slices() -> None:
 
 
 def test_the_cut_is_relative_to_the_leader() -> None:
-    beliefs = [belief(f"b{i}", "The rollout plan holds") for i in range(3)]
-    heavy = {"b0": 0.9, "b1": 0.05, "b2": 0.05}
-    view = project(Scene(world=W, decl=None, beliefs=beliefs, influence=heavy),
-                   AGENT, QUERY, T0)  # fmt: skip
+    beliefs = [
+        belief("b0", "The payment gateway rollout can ship"),
+        belief("b1", "The rollout plan holds"),
+        belief("b2", "Payroll closes on Friday"),
+    ]
+    view = project(Scene(world=W, decl=None, beliefs=beliefs), AGENT, QUERY, T0)
+    # b0 holds every word of the move, b1 one of five: under half the leader.
     assert [leaf.id for leaf in view.current] == ["b0"]
-    # The same beliefs at equal weight are all kept: the cut is no absolute bar.
-    even = project(Scene(world=W, decl=None, beliefs=beliefs), AGENT, QUERY, T0)
+    # Beliefs that answer the move equally are all kept: the cut is no absolute bar.
+    same = [belief(f"b{i}", "The rollout plan holds") for i in range(3)]
+    even = project(Scene(world=W, decl=None, beliefs=same), AGENT, QUERY, T0)
     assert [leaf.id for leaf in even.current] == ["b0", "b1", "b2"]
+    # Influence lifts a belief by at most a quarter: not past one that answers more.
+    heavy = {"b0": 0.05, "b1": 0.9, "b2": 0.05}
+    lifted = project(Scene(world=W, decl=None, beliefs=beliefs, influence=heavy),
+                     AGENT, QUERY, T0)  # fmt: skip
+    assert [leaf.id for leaf in lifted.current][0] == "b0"
 
 
 def test_a_lone_belief_is_kept_and_many_equal_ones_are_capped() -> None:
@@ -572,7 +581,7 @@ def test_an_oversized_render_is_trimmed_under_max_tokens(
         actions=[Action(id=f"a{i}", text=f"Act {i} {filler}") for i in range(8)],
     )
     scene = Scene(world=W, decl=decl, beliefs=beliefs, edges=edges, view=agent_view())
-    monkeypatch.setattr(worldview, "MAX_TOKENS", 10**9)
+    monkeypatch.setattr(prompt, "MAX_TOKENS", 10**9)
     unfitted = project(scene, AGENT, QUERY, T0)
     monkeypatch.undo()
     assert unfitted.tokens >= MAX_TOKENS  # the bound has work to do

@@ -160,11 +160,6 @@ async def test_list_pages_follow_the_cursor(nats_url: str, tmp_path: Path) -> No
             [b async for b in ada.iter_list(page=0)]
 
 
-@pytest.mark.xfail(
-    reason="the lexical channel stems harbor's to harbor', not harbor "
-    "(worldline/actors/belief_model/text.py::content_stems)",
-    strict=True,
-)
 async def test_a_possessive_is_found_by_its_noun(nats_url: str, tmp_path: Path) -> None:
     world = unique_world("possessive")
     async with (

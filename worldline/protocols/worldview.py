@@ -30,9 +30,9 @@ class Leaf(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     trace: tuple[str, ...] = ()  # ids that put it here
 
 
-class Worldview(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+class Worldview(msgspec.Struct, frozen=True, kw_only=True):
     """What one agent reads before one move: a pure function of (state, agent,
-    query, clock)."""
+    query, clock). Every slice is in its encoded form, even when empty."""
 
     world: str
     agent: str

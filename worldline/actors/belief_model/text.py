@@ -21,6 +21,7 @@ __all__ = [
     "STOP",
     "WORD",
     "belief_id",
+    "content_stems",
     "normalize",
 ]
 
@@ -159,15 +160,31 @@ def _stem(word: str) -> str:
 _IGNORED: Final = STOP | NEGATIONS | HEDGES  # words that carry no content
 
 
+def _words(text: str) -> list[str]:
+    lowered = text.lower().replace("n't", " not").replace("\u2019", "'")
+    return [w.rstrip(".'-") for w in WORD.findall(lowered)]
+
+
 def normalize(text: str) -> tuple[str, bool]:
     """(key, negated): the content-word stems in sorted order, and whether the
     statement is negated (an odd number of negations)."""
-    lowered = text.lower().replace("n't", " not").replace("\u2019", "'")
-    words = [w.rstrip(".'-") for w in WORD.findall(lowered)]
+    words = _words(text)
     negated = sum(w in NEGATIONS for w in words) % 2 == 1
     stems = {_stem(w) for w in words if w not in _IGNORED}
     stems.discard("")
     return " ".join(sorted(stems)), negated
+
+
+def content_stems(text: str) -> list[str]:
+    """The stems of ``text``'s content words in the order they occur, repeats kept:
+    the terms the projector's lexical channel counts (:func:`normalize`'s stems,
+    but a possessive counts as its noun: "harbor's" is "harbor"; the key keeps its
+    old stems, as belief ids depend on it)."""
+    return [
+        s
+        for w in _words(text)
+        if w not in _IGNORED and (s := _stem(w[:-2] if w.endswith("'s") else w))
+    ]
 
 
 def belief_id(world: str, text: str) -> str:

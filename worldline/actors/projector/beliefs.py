@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from worldline.actors.belief_model import posterior
+from worldline.actors.belief_model import embedding, posterior
 from worldline.actors.belief_model.posterior import NO_PROBABILITY
-from worldline.actors.projector import index
+from worldline.actors.projector import index, lexical, relevance
 from worldline.actors.projector import worldview as worldview_model
 from worldline.actors.runtime.memory import Overlay
-from worldline.protocols.beliefs import BeliefEdge, Contradiction, TraceStep
+from worldline.protocols.beliefs import BeliefEdge, Contradiction, Evidence, TraceStep
 from worldline.protocols.messages import (
     Belief,
     BeliefChanged,
@@ -42,6 +42,7 @@ __all__ = [
     "as_of",
     "belief_edges",
     "contradictions",
+    "evidence",
     "get",
     "trace",
     "world_beliefs",
@@ -272,6 +273,12 @@ def get(reader: Reader, world: str, belief_id: str, at: datetime | None) -> Beli
     return BeliefReply(belief=_annotate(_Reads(reader, world, at), belief_id))
 
 
+def evidence(reader: Reader, world: str, belief_id: str) -> list[Evidence]:
+    """The evidence recorded for one belief, oldest first."""
+    raw = reader.get(_key(world, belief_id))
+    return [] if raw is None else _RECORD.decode(raw).evidence
+
+
 def contradictions(
     reader: Reader, world: str, beliefs: list[Belief], at: datetime | None = None
 ) -> list[Contradiction]:
@@ -347,15 +354,20 @@ def decision_scene(
     query: str,
     focus: str,
     at: datetime | None,
+    postings: int = lexical.POSTINGS,
 ) -> worldview_model.Scene:
     """The scene a decision view is projected from, read from the index: a bounded
     candidate set (see :func:`worldline.actors.projector.index.candidates`), ranked by
     the cards' stored readings, then the survivors read at the clock ``at`` and
     projected again. What it costs does not grow with the number of beliefs."""
-    cards = index.candidates(reader, world, query, focus)
+    cards = index.candidates(reader, world, query, focus, postings)
     n = max(len(cards), 1)
     influence = {c.belief.id: c.weight / n for c in cards}
-    features = {c.belief.text: (frozenset(c.stems), index.vector_of(c)) for c in cards}
+    semantic = relevance.is_semantic(embedding.active())
+    features: relevance.Features = {
+        c.belief.text: (c.terms, index.vector_of(c) if semantic else None)
+        for c in cards
+    }
     ids = {c.belief.id for c in cards}
     edges: dict[str, BeliefEdge] = {}
     for belief_id in sorted(ids):
@@ -383,7 +395,9 @@ def decision_scene(
         features=features,
         near=near,
         recent=tuple(index.recent(reader, world)),
+        counts=index.counts(reader, world, query, focus),
     )
+    first = worldview_model.scaled(first, query)
     kept = worldview_model.kept_beliefs(first, query, focus)
     reads = _Reads(reader, world, at)
     survivors = [b for i in sorted(kept) if (b := _annotate(reads, i)) is not None]

@@ -3,14 +3,15 @@
 Dispatches the change feed to the belief replica
 (:mod:`worldline.actors.projector.beliefs`) and the crew replica
 (:mod:`worldline.actors.projector.views`), and answers ``get``, ``list``, ``read``,
-``trace`` and ``view``. It selects and orders; it computes no new math.
+``trace``, ``view``, ``before`` and ``search``. It selects and orders; it computes
+no new math.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from worldline.actors.projector import beliefs, pages, views, worldview
+from worldline.actors.projector import beliefs, pages, search, views, worldview
 from worldline.actors.runtime.spec import Step
 from worldline.protocols.messages import (
     Before,
@@ -22,6 +23,7 @@ from worldline.protocols.messages import (
     ProjectorInbox,
     ProjectorRpc,
     ReadWorld,
+    SearchBeliefs,
     TraceBelief,
     ViewReply,
     WorldviewReply,
@@ -85,6 +87,8 @@ def serve(reader: Reader, request: ProjectorRpc, world: str) -> Message:
                 at=at,
             )
             return WorldviewReply(view=worldview.project(scene, agent, query, at))
+        case SearchBeliefs():
+            return search.search(reader, world, request)
         case GetView(agent=agent):
             return ViewReply(
                 view=views.build_view(reader, world, agent),

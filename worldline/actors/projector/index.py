@@ -3,11 +3,12 @@ current by the change feed, so a decision view reads a bounded candidate set ins
 of the whole store.
 
 Per belief (active, not a goal): ``card/<w>/<id>`` (the belief without its evidence,
-its local influence, its stems and its embedding), ``rw/<w>/<rank>/<id>`` by influence,
-``rm/<w>/<rank>/<id>`` by influence x doubt (what a move on it is worth), and
-``tok/<w>/<stem>/<rank>/<id>`` per content stem. Goals are listed under
+its local influence, its terms and length, and its embedding), ``rw/<w>/<rank>/<id>``
+by influence, ``rm/<w>/<rank>/<id>`` by influence x doubt (what a move on it is
+worth), and ``recent/<w>/<rank>/<id>`` by last change. Goals are listed under
 ``goal/<w>/<id>``. Ranks are inverted fixed-width numbers, so a forward cursor scan
-reads the best first, ties by id.
+reads the best first, ties by id. Every active belief, goals too, is a document of
+the lexical channel (BM25 postings and counters: :mod:`.lexical`).
 
 Ranks use :func:`worldline.actors.belief_model.posterior.local_influence`, which the
 projector can keep current from the edges that touch one belief.
@@ -30,7 +31,7 @@ import msgspec
 import numpy as np
 
 from worldline.actors.belief_model import embedding
-from worldline.actors.belief_model.text import normalize
+from worldline.actors.projector import lexical
 from worldline.protocols.messages import Belief, encode
 
 if TYPE_CHECKING:
@@ -40,17 +41,22 @@ __all__ = [
     "Card",
     "candidates",
     "card",
+    "counts",
     "index_writes",
+    "influential",
     "key_part",
+    "matches",
     "recent",
     "vector_of",
 ]
 
-MAX_STEMS: Final = 16  # indexed per belief
 TOP: Final = 32  # best by influence, and best by move value
-PER_STEM: Final = 16  # per query stem
-PER_FOCUS_STEM: Final = 8  # per goal or work stem
-MAX_QUERY_STEMS: Final = 12
+MATCHES: Final = 64  # best lexical matches of the query
+FOCUS_MATCHES: Final = 16  # best lexical matches of the agent's goals and work
+FOCUS_POSTINGS: Final = 256  # postings read for them at most
+# The lexical budget of an agent's standing view (its goals and work as the query),
+# rebuilt for every agent after each batch that changes what it shows.
+STANDING_POSTINGS: Final = 256
 GOALS: Final = 32
 RECENT: Final = 3  # recent changes a decision view considers
 # Bytes a variable part of an index key may take before it is shortened. At most
@@ -66,13 +72,20 @@ class Card(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag="car
 
     belief: Belief
     weight: float  # local influence
-    stems: tuple[str, ...]
+    stems: tuple[str, ...]  # distinct lexical terms (see lexical.terms)
     # float32 embedding of the text; empty when the card was written during a
     # backlog (embedded when first read instead: see :func:`vector_of`)
     vector: bytes
     # The embedder that made ``vector`` (cards written before it was recorded were
     # hashed); a card from another embedder is re-embedded when read.
     embedder: str = embedding.EMBEDDER_ID
+    # In content words (lexical.terms); -1: written before the lexical channel
+    # (its terms are not indexed yet: see worldline.actors.projector.upgrade).
+    length: int = -1
+
+    @property
+    def terms(self) -> lexical.Terms:
+        return lexical.Terms(self.stems, self.length)
 
 
 _CARD = msgspec.msgpack.Decoder(Card)
@@ -141,39 +154,31 @@ def _deferred_vector(embedder: str, text: str) -> np.ndarray:
     return vector
 
 
-def _keys(world: str, c: Card, *, stems: bool = True) -> list[bytes]:
-    """The card's index keys (``stems=False``: all but its ``tok/`` keys)."""
+def _keys(world: str, c: Card) -> list[bytes]:
+    """The card's rank keys (its postings: :func:`_document`)."""
     b = c.belief
     if b.status != "active":
         return []
     w, i = _w(world), _id(b.id)
     if b.type == "goal":
         return [f"goal/{w}/{i}".encode()]
-    weight = _rank(c.weight)
-    keys = [
-        f"rw/{w}/{weight}/{i}".encode(),
+    return [
+        f"rw/{w}/{_rank(c.weight)}/{i}".encode(),
         f"rm/{w}/{_rank(c.weight * _doubt(b))}/{i}".encode(),
         f"recent/{w}/{_rank(b.updated_at.timestamp() / 1e3)}/{i}".encode(),
     ]
-    if stems:
-        keys += [f"tok/{w}/{_stem(s)}/{weight}/{i}".encode() for s in c.stems]
-    return keys
 
 
 def _stem(stem: str) -> str:
     return key_part(stem, STEM_BYTES)
 
 
-def _same_stem_keys(old: Card, new: Card) -> bool:
-    """Whether both cards have the same ``tok/`` keys (most changes move only a
-    belief's confidence: its stems and influence stay)."""
-    a, b = old.belief, new.belief
-    return (
-        old.stems == new.stems
-        and _rank(old.weight) == _rank(new.weight)
-        and (a.status == "active") == (b.status == "active")
-        and (a.type == "goal") == (b.type == "goal")
-    )
+def _document(c: Card | None) -> lexical.Terms | None:
+    """What the lexical channel indexes of a card: its terms, by their key parts,
+    while the belief is active (None: not a document)."""
+    if c is None or c.belief.status != "active" or c.length < 0:
+        return None
+    return lexical.Terms(tuple(map(_stem, c.stems)), c.length)
 
 
 def index_writes(
@@ -197,32 +202,38 @@ def index_writes(
     same = (
         old is not None and old.belief.text == belief.text and old.embedder == embedder
     )
-    if old is not None and same and (old.vector or lazy):
-        stems, vector = old.stems, old.vector
-    elif old is not None and same:
-        stems, vector = old.stems, _embedded(belief.text)
+    if old is not None and old.belief.text == belief.text and old.length >= 0:
+        found = old.terms
     else:
-        stems = _stems(belief.text)
+        found = lexical.terms(belief.text)
+    if old is not None and same and (old.vector or lazy):
+        vector = old.vector
+    elif old is not None and same:
+        vector = _embedded(belief.text)
+    else:
         vector = b"" if lazy else _embedded(belief.text)
     new = Card(
-        belief=belief, weight=weight, stems=stems, vector=vector, embedder=embedder
+        belief=belief,
+        weight=weight,
+        stems=found.distinct,
+        length=found.length,
+        vector=vector,
+        embedder=embedder,
     )
     writes[_card_key(world, belief.id)] = encode(new)
     # Unchanged keys are neither deleted nor written again.
-    all_keys = old is None or not _same_stem_keys(old, new)
-    stale = set() if old is None else set(_keys(world, old, stems=all_keys))
-    for key in _keys(world, new, stems=all_keys):
+    stale = set() if old is None else set(_keys(world, old))
+    for key in _keys(world, new):
         if key in stale:
             stale.discard(key)
         else:
             writes[key] = belief.id.encode()
     for key in stale:
         writes[key] = None
-
-
-def _stems(text: str) -> tuple[str, ...]:
-    # normalize's key holds each stem once, sorted
-    return tuple(normalize(text)[0].split()[:MAX_STEMS])
+    w, i = _w(world), _id(belief.id)
+    lexical.postings_writes(
+        reader, w, i, _document(old), _document(new), writes, belief_id=belief.id
+    )
 
 
 def _embedded(text: str) -> bytes:
@@ -245,19 +256,49 @@ def recent(reader: Reader, world: str, limit: int = RECENT) -> list[str]:
     return _first(reader, f"recent/{_w(world)}/".encode(), limit)
 
 
-def candidates(reader: Reader, world: str, query: str, focus: str) -> list[Card]:
-    """A bounded set of cards worth ranking for ``query``: the most influential, the
-    most worth a move, those sharing the query's stems, those near the agent's goals
-    and work, and the goals themselves. Its size does not grow with the store."""
+def counts(reader: Reader, world: str, *texts: str) -> lexical.Counts:
+    """The world's lexical counters for the terms of ``texts`` (IDF, average
+    length) at the state ``reader`` holds."""
+    return lexical.counts(reader, _w(world), texts, _stem)
+
+
+def matches(
+    reader: Reader,
+    world: str,
+    text: str,
+    limit: int,
+    budget: int = lexical.POSTINGS,
+) -> list[str]:
+    """The ids of the ``limit`` beliefs best matching ``text`` by BM25, reading at
+    most ``budget`` postings."""
+    found = counts(reader, world, text).lexicon(text)
+    return lexical.matches(reader, _w(world), found, limit, budget)
+
+
+def influential(reader: Reader, world: str, limit: int = TOP) -> list[str]:
+    """The ids of the ``limit`` most influential beliefs (goals aside)."""
+    return _first(reader, f"rw/{_w(world)}/".encode(), limit)
+
+
+def candidates(
+    reader: Reader,
+    world: str,
+    query: str,
+    focus: str,
+    postings: int = lexical.POSTINGS,
+) -> list[Card]:
+    """A bounded set of cards worth ranking for ``query``: the best lexical
+    matches of the query and of the agent's goals and work, the most influential,
+    the most worth a move, the latest changes and the goals. Its size does not
+    grow with the store (``postings``: the lexical budget for the query)."""
     ids: dict[str, None] = {}
     w = _w(world)
+    ids.update(dict.fromkeys(matches(reader, world, query, MATCHES, postings)))
+    if focus.strip() and focus != query:
+        focused = matches(reader, world, focus, FOCUS_MATCHES, FOCUS_POSTINGS)
+        ids.update(dict.fromkeys(focused))
     for ranked, limit in ((f"rw/{w}/", TOP), (f"rm/{w}/", TOP)):
         ids.update(dict.fromkeys(_first(reader, ranked.encode(), limit)))
-    for text, per in ((query, PER_STEM), (focus, PER_FOCUS_STEM)):
-        stems = sorted(set(normalize(text)[0].split()))[:MAX_QUERY_STEMS]
-        for stem in stems:
-            prefix = f"tok/{w}/{_stem(stem)}/".encode()
-            ids.update(dict.fromkeys(_first(reader, prefix, per)))
     ids.update(dict.fromkeys(_first(reader, f"goal/{w}/".encode(), GOALS)))
     ids.update(dict.fromkeys(recent(reader, world)))
     cards = [card(reader, world, i) for i in ids]

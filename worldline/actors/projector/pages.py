@@ -37,7 +37,15 @@ if TYPE_CHECKING:
     from worldline.actors.runtime.spec import Reader
     from worldline.protocols.messages import Belief, ListBeliefs, ReadWorld
 
-__all__ = ["PAGE_BYTES", "list_beliefs", "read_world"]
+__all__ = [
+    "PAGE_BYTES",
+    "BadCursor",
+    "bad_cursor",
+    "decode_cursor",
+    "encode_cursor",
+    "list_beliefs",
+    "read_world",
+]
 
 # Encoded bytes of beliefs (and edges) a page holds before it stops: half the
 # server's default max payload, leaving room for the crew part and the envelope.
@@ -70,18 +78,18 @@ class BadCursor(ValueError):
     """A cursor this replica did not hand out."""
 
 
-def _encode_cursor(value: object) -> str:
+def encode_cursor(value: object) -> str:
     return base64.urlsafe_b64encode(msgspec.msgpack.encode(value)).decode()
 
 
-def _decode_cursor(cursor: str, decoder: msgspec.msgpack.Decoder[_C]) -> _C:
+def decode_cursor(cursor: str, decoder: msgspec.msgpack.Decoder[_C]) -> _C:
     try:
         return decoder.decode(base64.urlsafe_b64decode(cursor.encode()))
     except (binascii.Error, ValueError, msgspec.MsgspecError) as exc:
         raise BadCursor(str(exc)) from exc
 
 
-def _bad_cursor(verb: str, exc: BadCursor) -> RpcError:
+def bad_cursor(verb: str, exc: BadCursor) -> RpcError:
     return RpcError(
         code="invalid",
         message=f"bad cursor for {verb} ({exc}); pass the next_cursor of the "
@@ -97,11 +105,11 @@ def read_world(reader: Reader, world: str, request: ReadWorld) -> WorldReply | R
     phase, after = "b", b""
     if request.cursor:
         try:
-            phase, after = _decode_cursor(request.cursor, _READ_CURSOR)
+            phase, after = decode_cursor(request.cursor, _READ_CURSOR)
         except BadCursor as exc:
-            return _bad_cursor("read", exc)
+            return bad_cursor("read", exc)
         if phase not in ("b", "e"):
-            return _bad_cursor("read", BadCursor(f"phase {phase!r}"))
+            return bad_cursor("read", BadCursor(f"phase {phase!r}"))
     page = _ReadPage(reader, world, request, crew if not request.cursor else None)
     if phase == "b":
         page.fill_beliefs(after)
@@ -245,7 +253,7 @@ class _ReadPage:
             contradictions=sorted(self.crossed, key=lambda c: c.trace[-1])
             + self.splits,
             moves=moves,
-            next_cursor="" if self.next is None else _encode_cursor(self.next),
+            next_cursor="" if self.next is None else encode_cursor(self.next),
         )
 
 
@@ -257,9 +265,9 @@ def list_beliefs(
     total = -1
     if request.cursor:
         try:
-            created, belief_id, total = _decode_cursor(request.cursor, _LIST_CURSOR)
+            created, belief_id, total = decode_cursor(request.cursor, _LIST_CURSOR)
         except BadCursor as exc:
-            return _bad_cursor("list", exc)
+            return bad_cursor("list", exc)
         start = (created, belief_id)
     heads = []
     for _, raw in reader.scan(beliefs._key(world, "")):
@@ -302,7 +310,7 @@ def list_beliefs(
     last = page[-1] if page else None
     next_cursor = ""
     if more and last is not None:
-        next_cursor = _encode_cursor((last.created_at, last.id, total))
+        next_cursor = encode_cursor((last.created_at, last.id, total))
     return BeliefListReply(beliefs=tuple(page), total=total, next_cursor=next_cursor)
 
 

@@ -1,61 +1,166 @@
-"""How relevant a text is to the move an agent is about to make: keyword overlap,
-hashing-embedding cosine and proximity to its goals and work (:class:`Relevance`), the
-one score the worldview's slices rank by besides the posterior's numbers."""
+"""How well a text answers the move an agent is about to make (:class:`Relevance`),
+and how much the world's structure speaks for a belief besides (:func:`prior`).
+
+Two *query channels* read the query itself:
+
+- **lexical**: BM25 of the text against the query (:mod:`.lexical`: real IDF from the
+  world's counters), divided by the best BM25 in the pool being ranked;
+- **semantic** (only with a semantic embedder, see docs/llm.md): the cosine of the
+  text's and the query's embeddings, scaled min-max over the pool (the least similar
+  belief of the pool 0, the most similar 1).
+
+The query relevance of a text is the mean of its channels, each 0-1 (a text that is
+no belief of the pool, a goal or a policy, counts at most as the pool's best). The
+pool's scale is fixed once per request (:class:`Scale`), so the same text scores the
+same in every slice and in both passes of a decision view.
+
+*Priors* (:func:`prior`, 0-1) are what the world says without the query: a belief's
+influence in the belief graph (relative to the pool's most influential), one edge from
+a goal, its share of words in the agent's goals and work, and being among the latest
+changes. They may lift a belief's value by at most :data:`LIFT` (25 %), and a belief
+with no query evidence at all is worth only :data:`EPSILON` times its prior: the
+query's own evidence is never crowded out (an exact match outranks a goal-linked
+partial match unless the two are within 25 % of each other).
+"""
 
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
 
 from worldline.actors.belief_model import embedding
-from worldline.actors.belief_model.text import normalize
+from worldline.actors.projector import lexical
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     import numpy as np
 
-__all__ = ["Relevance"]
+__all__ = [
+    "EPSILON",
+    "LIFT",
+    "Relevance",
+    "Scale",
+    "fused",
+    "is_semantic",
+    "prior",
+]
+
+LIFT: Final = 0.25  # the most the priors lift a belief with query evidence
+EPSILON: Final = 0.01  # what a belief without query evidence is worth per prior
+
+
+def is_semantic(embedder: embedding.Embedder) -> bool:
+    """Whether the embedder reads meaning (not the default hashing of words, which
+    the lexical channel already covers)."""
+    return not embedder.id.startswith("hashing-")
 
 
 @functools.lru_cache(maxsize=4096)
-def _featured(embedder: str, text: str) -> tuple[frozenset[str], np.ndarray]:
-    """``text``'s stems and its vector from the active embedder (named, so a cached
-    vector never crosses embedders). Every view rebuilt in a batch scores the same
-    goals, constraints, actions and focus: reading them once, not per view and
-    batch, was a fifth of the projector's time in a bulk load. Read-only: shared."""
+def _featured(embedder: str, text: str) -> tuple[lexical.Terms, np.ndarray | None]:
+    """``text``'s terms, and its vector when the active embedder is semantic (named,
+    so a cached vector never crosses embedders). Every view rebuilt in a batch scores
+    the same goals, constraints, actions and focus: reading them once, not per view
+    and batch, was a fifth of the projector's time in a bulk load. Read-only."""
+    found = lexical.terms(text)
+    if not is_semantic(embedding.active()):
+        return found, None
     vector = embedding.embed(text)
     vector.setflags(write=False)
-    return frozenset(normalize(text)[0].split()), vector
+    return found, vector
+
+
+Features = dict[str, tuple[lexical.Terms, "np.ndarray | None"]]
+
+
+@dataclass(frozen=True, slots=True)
+class Scale:
+    """The pool's scale of each query channel: its best BM25, and its lowest and
+    highest cosine (semantic channel only)."""
+
+    lexical: float = 0.0
+    low: float = 0.0
+    high: float = 0.0
 
 
 class Relevance:
-    """Hybrid relevance of a text to the query: keyword overlap, hashing-embedding
-    cosine, and proximity to the agent's goals and work."""
+    """The query relevance of texts (see the module doc), one request's worth."""
 
     def __init__(
         self,
         query: str,
         focus: str,
-        features: dict[str, tuple[frozenset[str], np.ndarray]] | None = None,
+        features: Features | None = None,
+        counts: lexical.Counts | None = None,
     ) -> None:
-        self.words = set(normalize(query)[0].split())
+        self.query = query
+        self.lexicon = (counts or lexical.Counts()).lexicon(query)
+        self.semantic = is_semantic(embedding.active()) and bool(query.strip())
         self.vector = _featured(embedding.active().id, query)[1]
-        self.focus = set(normalize(focus)[0].split())
-        self.features = features or {}
+        self.focus = set(lexical.terms(focus).distinct)
+        self.features: Features = features or {}
+        self.scale = Scale()
         self.memo: dict[str, float] = {}  # slices ask about the same texts
 
+    def _features(self, text: str) -> tuple[lexical.Terms, np.ndarray | None]:
+        if text in self.features:
+            return self.features[text]
+        return _featured(embedding.active().id, text)
+
+    def channels(self, text: str) -> dict[str, float]:
+        """Each query channel's raw score for ``text``: BM25, and the cosine."""
+        found, vector = self._features(text)
+        raw = {"lexical": self.lexicon.bm25(found)}
+        if self.semantic and self.vector is not None:
+            other = vector if vector is not None else embedding.embed(text)
+            raw["semantic"] = embedding.cosine(self.vector, other)
+        return raw
+
+    def calibrate(self, texts: Iterable[str]) -> Scale:
+        """Fix the pool's scale from ``texts`` (the beliefs being ranked)."""
+        best, low, high = 0.0, 1.0, -1.0
+        for text in texts:
+            raw = self.channels(text)
+            best = max(best, raw["lexical"])
+            if "semantic" in raw:
+                low, high = min(low, raw["semantic"]), max(high, raw["semantic"])
+        self.scale = Scale(best, low, high) if high >= low else Scale(best)
+        self.memo.clear()
+        return self.scale
+
+    def scores(self, text: str) -> dict[str, float]:
+        """Each query channel's score for ``text`` on the pool's scale, 0-1 (a text
+        beyond the pool's best counts as the best)."""
+        raw = self.channels(text)
+        lex = self.scale.lexical
+        found = {"lexical": min(1.0, raw["lexical"] / lex) if lex > 0 else 0.0}
+        if "semantic" in raw:
+            spread = self.scale.high - self.scale.low
+            share = (raw["semantic"] - self.scale.low) / spread if spread > 0 else 0.0
+            found["semantic"] = min(1.0, max(0.0, share))
+        return found
+
     def __call__(self, text: str) -> float:
+        """The query relevance of ``text``: the mean of its channel scores."""
         if text not in self.memo:
-            self.memo[text] = self._score(text)
+            found = self.scores(text)
+            self.memo[text] = sum(found.values()) / len(found)
         return self.memo[text]
 
-    def _score(self, text: str) -> float:
-        if text in self.features:
-            stems, vector = self.features[text]
-            words = set(stems)
-        else:
-            found, vector = _featured(embedding.active().id, text)
-            words = set(found)
-        keyword = len(words & self.words) / len(words | self.words) if words else 0.0
-        semantic = max(0.0, embedding.cosine(self.vector, vector))
-        near = len(words & self.focus) / len(words) if words else 0.0
-        return (keyword + semantic + near) / 3.0
+    def near_focus(self, text: str) -> float:
+        """The share of ``text``'s terms among the agent's goals and work."""
+        found = self._features(text)[0].distinct
+        return len(self.focus.intersection(found)) / len(found) if found else 0.0
+
+
+def prior(influence: float, near_goal: bool, focus: float, recent: bool) -> float:
+    """What the world's structure says for a belief, 0-1: the mean of its relative
+    influence (0-1), one edge from a goal, its share of focus words, and being
+    among the latest changes."""
+    return (min(1.0, influence) + near_goal + focus + recent) / 4
+
+
+def fused(query: float, structure: float) -> float:
+    """A belief's value from its query relevance and its prior (both 0-1)."""
+    return query * (1 + LIFT * structure) + EPSILON * structure

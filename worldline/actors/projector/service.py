@@ -3,16 +3,18 @@
 Inbox: ``wl.*.state.*`` through durable ``projector-<replica>`` (each replica keeps its
 own copy). Accepts the change feed (beliefs, entities, edges, declarations, inbox
 summaries). Serves (queue group ``projector``): ``wl.<world>.rpc.get``, ``list``,
-``read`` and ``view``. Outputs: each agent's startup view to the ``wl-views`` bucket
-(key ``<world>.<agent>``) whenever it changes, rebuilt once per batch for the agents
-its changes touched (while a backlog is pending, when it ends or a second after they
-went stale: ``views.refresh_stale``). State: see
-``worldline.actors.projector.core``. Ack policy: after the LMDB commit.
+``read``, ``view``, ``trace``, ``before`` and ``search``. Before it starts, a store
+from an older version is upgraded (``worldline.actors.projector.upgrade``).
+Outputs: each agent's startup view to the ``wl-views`` bucket (key
+``<world>.<agent>``) whenever it changes, rebuilt once per batch for the agents its
+changes touched (while a backlog is pending, when it ends or a second after they
+went stale: ``views.refresh_stale``). State: see ``worldline.actors.projector.core``.
+Ack policy: after the LMDB commit.
 """
 
 from __future__ import annotations
 
-from worldline.actors.projector import core, views
+from worldline.actors.projector import core, upgrade, views
 from worldline.actors.runtime.spec import ActorSpec, Input, Service
 from worldline.protocols.messages import PROJECTOR_INBOX, PROJECTOR_RPC
 from worldline.protocols.subjects import projector_in, rpc_pattern
@@ -24,6 +26,7 @@ def spec(replica: str = "0") -> ActorSpec:
     return ActorSpec(
         name="projector",
         replica=replica,
+        upgrade=upgrade.upgrade,
         inputs=(
             Input(
                 projector_in(replica),

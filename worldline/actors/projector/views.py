@@ -15,7 +15,7 @@ from typing import Final
 
 import msgspec
 
-from worldline.actors.projector import beliefs, worldview
+from worldline.actors.projector import beliefs, index, worldview
 from worldline.actors.runtime.memory import Overlay
 from worldline.actors.runtime.spec import Context, Outgoing, Reader, Step
 from worldline.protocols.messages import (
@@ -153,7 +153,14 @@ def build_view(
         return view
     focus = focus_of(decl, view)
     scene = beliefs.decision_scene(
-        reader, world, decl=decl, view=view, query=focus, focus=focus, at=None
+        reader,
+        world,
+        decl=decl,
+        view=view,
+        query=focus,
+        focus=focus,
+        at=None,
+        postings=index.STANDING_POSTINGS,
     )
     current = worldview.standing(scene, agent, focus)
     return msgspec.structs.replace(view, worldview=current)

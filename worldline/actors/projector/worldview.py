@@ -2,8 +2,9 @@
 
 It selects, orders and bounds; it computes no new math. Every number it ranks by comes
 from :mod:`worldline.actors.belief_model.posterior` (influence, uncertainty, flags) or
-from the shared hashing embedding (``relevance.py``); the products below only combine
-them into an order.
+from the query channels and priors of :mod:`.relevance` (BM25, the embedder); the
+products below only combine them into an order. docs/worldview.md explains the
+ranking for a user.
 
 Bounds (no tuned absolute thresholds): per slice, items are ordered by decision value
 and kept while their value is at least :data:`CUT` times the leader's, at least one and
@@ -13,7 +14,7 @@ at most :data:`CAP`; the rendered prompt stays under :data:`MAX_TOKENS` by the e
 
 from __future__ import annotations
 
-import math
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -22,38 +23,44 @@ from typing import TYPE_CHECKING, Final
 import msgspec
 
 from worldline.actors.belief_model import posterior
-from worldline.actors.projector.relevance import Relevance
+from worldline.actors.projector.prompt import (
+    FLOOR,
+    MAX_TOKENS,
+    estimate_tokens,
+    fit,
+    render,
+)
+from worldline.actors.projector.relevance import Relevance, Scale, fused, prior
 from worldline.protocols.messages import AgentView, Belief
 from worldline.protocols.worldview import Leaf, Worldview
 
 if TYPE_CHECKING:
-    import numpy as np
-
+    from worldline.actors.projector.lexical import Counts
+    from worldline.actors.projector.relevance import Features
     from worldline.protocols.beliefs import BeliefEdge, Contradiction
     from worldline.protocols.world import WorldDecl
 
 __all__ = [
     "CAP",
     "CUT",
+    "FLOOR",
     "MAX_TOKENS",
     "Scene",
     "bound",
+    "estimate_tokens",
     "kept_beliefs",
     "project",
     "ranked_moves",
     "render",
+    "scaled",
     "standing",
 ]
 
 Weight = Callable[[Belief], float]
 
 CUT: Final = 0.5  # keep items worth at least half the leader
-BASE: Final = 0.1  # relevance floor: an unrelated belief still ranks by its weight
-NEAR: Final = 1 / 3  # a belief linked to a goal: as near as a full word match
-CAP: Final = 7  # and never more than this many per slice
-FLOOR: Final = 1  # and always the top one
-MAX_TOKENS: Final = 2000
-TEXT_CHARS: Final = 160  # one leaf's text in the prompt
+BASE: Final = 0.1  # the limiting factor's floor: an unrelated belief ranks by weight
+CAP: Final = 7  # and never more than this many per slice (and at least FLOOR)
 
 
 @dataclass(frozen=True)
@@ -70,8 +77,13 @@ class Scene:
     # Beliefs one edge away from a goal: graph proximity to what the agent is after.
     near: frozenset[str] = frozenset()
     recent: tuple[str, ...] = ()  # the most recently changed beliefs, newest first
-    # Precomputed relevance features by text (stems, embedding), from the index.
-    features: dict[str, tuple[frozenset[str], np.ndarray]] = field(default_factory=dict)
+    # Precomputed relevance features by text (terms, embedding), from the index.
+    features: Features = field(default_factory=dict)
+    # The world's lexical counters for the query's and the focus's terms (None:
+    # every term counts as rare), and the pool's scale of each query channel, fixed
+    # by :func:`scaled` (None: the scene's own beliefs are the pool).
+    counts: Counts | None = None
+    scale: Scale | None = None
 
 
 def bound(leaves: Sequence[Leaf]) -> list[Leaf]:
@@ -87,8 +99,8 @@ def bound(leaves: Sequence[Leaf]) -> list[Leaf]:
     return (kept or ordered[:FLOOR])[:CAP]
 
 
-def project(scene: Scene, agent: str, query: str, at: datetime) -> Worldview:
-    """The worldview for ``agent`` about to make the move ``query`` at clock ``at``."""
+def _focus(scene: Scene) -> tuple[str, str]:
+    """(the goals' text, the goals' and the agent's work's text)."""
     decl = scene.decl
     goals_text = " ".join(g.text for g in decl.intent.goals) if decl else ""
     work_text = " ".join(
@@ -96,7 +108,50 @@ def project(scene: Scene, agent: str, query: str, at: datetime) -> Worldview:
         for w in (scene.view.work if scene.view else [])
         for f in w.fields.values()
     )
-    relevance = Relevance(query, f"{goals_text} {work_text}", scene.features)
+    return goals_text, f"{goals_text} {work_text}"
+
+
+def _pool(scene: Scene) -> list[str]:
+    return [b.text for b in scene.beliefs if b.type != "goal"]
+
+
+def scaled(scene: Scene, query: str) -> Scene:
+    """``scene`` with its query channels' scale fixed from its beliefs: projected
+    again with fewer beliefs (a decision view's second pass), it keeps the scale."""
+    relevance = Relevance(query, _focus(scene)[1], scene.features, scene.counts)
+    return dataclasses.replace(scene, scale=relevance.calibrate(_pool(scene)))
+
+
+def _relevance(scene: Scene, query: str, focus: str) -> Relevance:
+    relevance = Relevance(query, focus, scene.features, scene.counts)
+    if scene.scale is None:
+        relevance.calibrate(_pool(scene))
+    else:
+        relevance.scale = scene.scale
+    return relevance
+
+
+def _valuer(scene: Scene, weight: Weight, relevance: Relevance) -> Weight:
+    """A belief's value for the move: its query relevance lifted by its prior
+    (:func:`worldline.actors.projector.relevance.fused`)."""
+    heaviest = max((weight(b) for b in scene.beliefs if b.type != "goal"), default=0)
+
+    def value(b: Belief) -> float:
+        structure = prior(
+            weight(b) / heaviest if heaviest > 0 else 0.0,
+            b.id in scene.near,
+            relevance.near_focus(b.text),
+            b.id in scene.recent,
+        )
+        return fused(relevance(b.text), structure)
+
+    return value
+
+
+def project(scene: Scene, agent: str, query: str, at: datetime) -> Worldview:
+    """The worldview for ``agent`` about to make the move ``query`` at clock ``at``."""
+    goals_text, focus = _focus(scene)
+    relevance = _relevance(scene, query, focus)
     n = max(len(scene.beliefs), 1)
     influence = scene.influence or posterior.influence(
         [b.id for b in scene.beliefs], scene.edges
@@ -105,11 +160,10 @@ def project(scene: Scene, agent: str, query: str, at: datetime) -> Worldview:
     def weight(b: Belief) -> float:  # influence relative to the average belief
         return influence.get(b.id, 1.0 / n) * n
 
-    current = bound(_current(scene, weight, relevance))
-    moves = bound(_moves(scene, weight, relevance))
-    limiting = _limiting(
-        scene, weight, Relevance(goals_text, goals_text, scene.features)
-    )
+    value = _valuer(scene, weight, relevance)
+    current = bound(_current(scene, value, relevance))
+    moves = bound(_moves(scene, value))
+    limiting = _limiting(scene, weight, _relevance(scene, goals_text, goals_text))
     view = Worldview(
         world=scene.world,
         agent=agent,
@@ -124,7 +178,7 @@ def project(scene: Scene, agent: str, query: str, at: datetime) -> Worldview:
         limiting=limiting,
         clarity=_clarity(current, scene),
     )
-    return _fit(view)
+    return fit(view)
 
 
 def _belief_leaf(b: Belief, score: float, trace: tuple[str, ...]) -> Leaf:
@@ -139,49 +193,49 @@ def _belief_leaf(b: Belief, score: float, trace: tuple[str, ...]) -> Leaf:
     )
 
 
-def _current(scene: Scene, weight: Weight, relevance: Relevance) -> list[Leaf]:
-    w = weight
+def _current(scene: Scene, value: Weight, relevance: Relevance) -> list[Leaf]:
     depends: dict[str, list[str]] = {}
     for e in scene.edges:
         if e.type == "depends_on":
             depends.setdefault(e.source, []).append(e.target)
     leaves = []
+    values: dict[str, float] = {}
     for b in scene.beliefs:
         if b.type == "goal":
             continue
-        rel = relevance(b.text) + (NEAR if b.id in scene.near else 0.0)
-        leaf = _belief_leaf(b, 0.0, (b.id, *sorted(depends.get(b.id, ()))))
+        values[b.id] = value(b)
+        leaf = _belief_leaf(b, values[b.id], (b.id, *sorted(depends.get(b.id, ()))))
         if b.id in scene.recent:  # among the latest changes: say so, rank as usual
             leaf = msgspec.structs.replace(leaf, flags=(*leaf.flags, "changed"))
-        leaves.append(msgspec.structs.replace(leaf, score=w(b) * (BASE + rel)))
+        leaves.append(leaf)
     for c in scene.contradictions:
         text = " vs ".join(c.beliefs)
+        # As relevant as the most relevant belief it holds, times its strength.
+        at_stake = max((values.get(i, 0.0) for i in c.beliefs), default=0.0)
         leaves.append(
             Leaf(
                 id="contradiction:" + "+".join(c.beliefs),
                 kind="contradiction",
                 text=f"contradiction ({c.kind}): {text}",
-                score=c.strength * (BASE + relevance(text)) * 2,
+                score=c.strength * max(at_stake, relevance(text)),
                 trace=c.trace,
             )
         )
     return leaves
 
 
-def _moves(scene: Scene, weight: Weight, relevance: Relevance) -> list[Leaf]:
-    w = weight
+def _moves(scene: Scene, worth: Weight) -> list[Leaf]:
     leaves = []
     for b in scene.beliefs:
         if b.type == "goal":
             continue
-        rel = relevance(b.text) + (NEAR if b.id in scene.near else 0.0)
         if b.type == "gap":
-            value = w(b) * 0.5 * (BASE + rel)
+            value = 0.5 * worth(b)
             text = f"Answer the open question: {b.text}"
         elif b.uncertainty is not None:
             # Expected information gain from the fusion core's numbers: how much the
-            # belief matters times how unsure the world is about it.
-            value = w(b) * b.uncertainty * (BASE + rel)
+            # belief matters for this move times how unsure the world is about it.
+            value = b.uncertainty * worth(b)
             verb = "Adjudicate" if "contradicted" in b.flags else "Gather evidence on"
             text = f"{verb}: {b.text}"
         else:
@@ -224,9 +278,11 @@ def ranked_moves(scene: Scene) -> list[Leaf]:
     influence = scene.influence or posterior.influence(
         [b.id for b in scene.beliefs], scene.edges
     )
-    return bound(
-        _moves(scene, lambda b: influence.get(b.id, 1.0 / n) * n, Relevance("", ""))
-    )
+
+    def weight(b: Belief) -> float:
+        return influence.get(b.id, 1.0 / n) * n
+
+    return bound(_moves(scene, _valuer(scene, weight, Relevance("", ""))))
 
 
 def _limiting(scene: Scene, weight: Weight, to_goals: Relevance) -> Leaf | None:
@@ -440,60 +496,4 @@ def standing(scene: Scene, agent: str, focus: str) -> Worldview:
     }
     times = [b.updated_at for b in scene.beliefs if b.id in shown]
     at = max(times) if times else EPOCH
-    return _fit(msgspec.structs.replace(view, at=at))
-
-
-def render(view: Worldview) -> str:
-    """The prose a model reads, rendered from the typed view (never parsed back)."""
-    lines = [
-        f"# Worldview for {view.agent} in {view.world} at {view.at.isoformat()}",
-        f"Move: {view.query}",
-        f"Clarity: {view.clarity:.2f}",
-    ]
-    for name in ("environment", "current", "intent", "policy", "affordances", "moves"):
-        leaves: list[Leaf] = getattr(view, name)
-        lines.append(f"## {name}")
-        for leaf in leaves:
-            text = leaf.text
-            if len(text) > TEXT_CHARS:
-                text = text[:TEXT_CHARS] + "..."
-            parts = [f"- {text}"]
-            if leaf.status:
-                parts.append(f"[{leaf.status}]")
-            if leaf.confidence is not None:
-                parts.append(f"({leaf.confidence:.2f})")
-            if leaf.flags:
-                parts.append("{" + ", ".join(leaf.flags) + "}")
-            if leaf.trace:
-                parts.append("<- " + ", ".join(leaf.trace[:4]))
-            lines.append(" ".join(parts))
-    return "\n".join(lines) + "\n"
-
-
-def estimate_tokens(text: str) -> int:
-    return math.ceil(len(text) / 4)
-
-
-def _fit(view: Worldview) -> Worldview:
-    """Render; while over the token bound, drop the last leaf of the longest slice
-    that has more than one (deterministic)."""
-    while True:
-        prompt = render(view)
-        tokens = estimate_tokens(prompt)
-        if tokens < MAX_TOKENS:
-            return msgspec.structs.replace(view, prompt=prompt, tokens=tokens)
-        sizes = {
-            name: len(getattr(view, name))
-            for name in (
-                "environment",
-                "current",
-                "intent",
-                "policy",
-                "affordances",
-                "moves",
-            )
-        }
-        name = max(sizes, key=lambda k: (sizes[k], k))
-        if sizes[name] <= FLOOR:
-            return msgspec.structs.replace(view, prompt=prompt, tokens=tokens)
-        view = msgspec.structs.replace(view, **{name: getattr(view, name)[:-1]})
+    return fit(msgspec.structs.replace(view, at=at))

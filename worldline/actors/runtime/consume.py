@@ -134,6 +134,12 @@ async def _run_locked(
 ) -> None:
     store = Store(data / spec.instance, actor=spec.instance)
     try:
+        if spec.upgrade is not None:
+            # Before anything reads the store; LMDB write transactions stay on the
+            # one thread that runs them.
+            steps = await anyio.to_thread.run_sync(store.upgrade, spec.upgrade)
+            if steps:
+                log.info("%s: upgraded its store in %d steps", spec.instance, steps)
         nc = await connect(url, name=f"worldline-{spec.instance}")
         try:
             js = nc.jetstream()

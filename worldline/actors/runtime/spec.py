@@ -33,6 +33,7 @@ __all__ = [
     "Service",
     "Step",
     "Unprepared",
+    "Upgrade",
     "parse_part",
 ]
 
@@ -170,6 +171,12 @@ class Service(Generic[Req]):
     serve: Callable[[Reader, Req, str], Message | None]
 
 
+# One step of a state upgrade: given the store, the writes of the next chunk (all
+# committed together), or None when the store is in the current format. Each step
+# must leave the store readable and let the next find where it stands.
+Upgrade = Callable[[Reader], "dict[bytes, bytes | None] | None"]
+
+
 @dataclass(frozen=True, slots=True)
 class ActorSpec:
     """Everything the runtime needs to run one actor."""
@@ -182,6 +189,9 @@ class ActorSpec:
     # replicas of this actor all follow the log but only the lease holder publishes and
     # serves (actors/runtime/lease.py).
     lease: str = ""
+    # Brings a store written by an older version to this one's format before the
+    # actor consumes or serves (see :data:`Upgrade`); None: nothing to upgrade.
+    upgrade: Upgrade | None = None
 
     @property
     def instance(self) -> str:

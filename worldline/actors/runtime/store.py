@@ -49,7 +49,7 @@ from worldline.actors.runtime.room import (
     configured_map_size,
     no_room,
 )
-from worldline.actors.runtime.spec import Context, Input, Reader, Step
+from worldline.actors.runtime.spec import Context, Input, Reader, Step, Upgrade
 from worldline.protocols.messages import encode
 from worldline.protocols.subjects import author_of, dlq, world_of
 
@@ -170,6 +170,24 @@ class Store:
         """A consistent read-only view of the state (a read transaction)."""
         with self._begin(db=self._state) as txn:
             yield _TxnReader(txn, self._state)
+
+    def upgrade(self, step: Upgrade) -> int:
+        """Run an actor's state upgrade to its end: call ``step`` in a write
+        transaction, commit what it returns, again until it returns None. Each
+        step's writes commit together, so a crash mid-upgrade resumes where the
+        last committed step left off. Returns the steps committed."""
+        steps = 0
+        while True:
+            with self._begin(write=True, db=self._state) as txn:
+                writes = step(_TxnReader(txn, self._state))
+                if writes is None:
+                    return steps
+                for key, value in writes.items():
+                    if value is None:
+                        txn.delete(key, db=self._state)
+                    else:
+                        txn.put(key, value, db=self._state)
+            steps += 1
 
     def applied_seq(self, durable: str) -> int:
         with self._begin(db=self._meta) as txn:
