@@ -144,7 +144,7 @@ def test_another_embedder_is_refused_naming_both_and_the_fix(tmp_path: Path) -> 
     small = build(transitions(), held_out=0.0, embedder=SMALL)
     why = (
         rf"embedded with '{SMALL.id}', not '{EMBEDDER_ID}'.*"
-        r"WORLDLINE_EMBEDDER=hashing or WORLDLINE_EMBEDDER=minilm.*sim index"
+        r"WORLDLINE_EMBEDDER=hashing, wordllama or minilm.*sim index"
     )
     with pytest.raises(IndexRefused, match=why):
         retrieve(small, task="t", context="", action="a")  # the process's default

@@ -238,8 +238,8 @@ def _refused(index_embedder: str, embedder: str, what: str) -> IndexRefused:
         f"{what} embedded with {index_embedder!r}, not {embedder!r} (this process's "
         "embedder); similarity across two embedding spaces means nothing: load it "
         "with the embedder it names, or rebuild it with this one (select one with "
-        f"{ENV_EMBEDDER}=hashing or {ENV_EMBEDDER}=minilm; rebuild with worldline "
-        "sim index)"
+        f"{ENV_EMBEDDER}=hashing, wordllama or minilm; rebuild with worldline sim "
+        "index)"
     )
 
 
