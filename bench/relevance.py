@@ -3,10 +3,13 @@ plain BM25 over the same beliefs at the same budget, and how fast is it over the
 
 Data: ``bench/data/squad/`` (SQuAD v1.1 dev, CC BY-SA 4.0): ``dev-sentences.jsonl.gz``
 (``{"id": "d<a>-p<p>-s<s>", "article", "text"}``), ``dev-questions.jsonl.gz``
-(``{"id", "question", "answers": [<sentence id>, ...]}``) and ``train-sentences.txt.xz``
-(one sentence a line). Everything goes through a real stack: an embedded nats-server
-on a free loopback port and every actor in one ``worldline up --nats`` process
-(``WORLDLINE_EMBEDDER`` set from ``--embedder``), on a fresh data folder.
+(``{"id", "question", "answers": [<sentence id>, ...]}``); the latency load reads
+real sentences, one a line, from ``--load`` (default: ``train-sentences.txt.xz``
+there if it exists, else ``bench/data/books/sentences.txt.xz``, public-domain books
+built by ``bench/data/books/build_books.py``). Everything goes through a real stack:
+an embedded nats-server on a free loopback port and every actor in one ``worldline up
+--nats`` process (``WORLDLINE_EMBEDDER`` set from ``--embedder``), on a fresh data
+folder.
 
 (1) quality: each dev sentence is observed as an artifact whose source is its id
     (``observe(text, source=id)``, many calls in flight); once every durable from the
@@ -20,7 +23,7 @@ on a free loopback port and every actor in one ``worldline up --nats`` process
     lower-cased word tokens, k1 1.2, b 0.75, no stemming; ties by belief id) takes its
     top k, and its top 5 and 10; the projector's ``search`` RPC, when it answers, its
     top k.
-(2) latency: lines of ``train-sentences.txt.xz`` observed into a second world until
+(2) latency: lines of the ``--load`` file observed into a second world until
     it holds each of ``--sizes`` beliefs; at each size ``--samples`` ``before`` calls
     with dev questions (after 20 untimed ones), timed client side around the SDK call,
     beside a NATS request/reply to a trivial responder on the same server (the raw
@@ -47,7 +50,7 @@ import time
 import uuid
 from collections import defaultdict
 from contextlib import asynccontextmanager, contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from itertools import islice
 from pathlib import Path
@@ -93,6 +96,7 @@ if TYPE_CHECKING:
 __all__ = ["Config", "Question", "Results", "bm25_top", "main", "run"]
 
 DATA = Path(__file__).resolve().parent / "data" / "squad"
+BOOKS = Path(__file__).resolve().parent / "data" / "books" / "sentences.txt.xz"
 LOADER, READER = "loader", "reader"  # the agents that observe and that ask
 # Every durable between an observation and the projector, in pipeline order.
 STAGES = (
@@ -114,6 +118,7 @@ class Config:
     sentences: int | None = None  # dev sentences, whole leading articles (None: all)
     questions: int = 1000
     sizes: tuple[int, ...] = (1000, 10_000, 100_000)
+    load: Path | None = None  # the latency load's sentences (xz, one a line)
     samples: int = 200  # before calls timed at each size
     embedder: str | None = None  # WORLDLINE_EMBEDDER for the stack (None: unset)
     window: int = 512  # observations in flight
@@ -149,6 +154,7 @@ class Results:
     quality_before: tuple[float, float] = (math.nan, math.nan)  # p50, p95
     latency: list[dict[str, float]] = field(default_factory=list)  # by size
     raw_rtt: tuple[float, float] = (math.nan, math.nan)  # p50, p95
+    load_file: str = ""  # the latency load's sentences
 
     def rate(self, name: str) -> float:
         found = [getattr(q, name) for q in self.questions]
@@ -203,8 +209,8 @@ def dev_set(
     return sentences, questions
 
 
-def train_lines(data: Path) -> Iterator[str]:
-    with lzma.open(data / "train-sentences.txt.xz", "rt", encoding="utf-8") as lines:
+def load_lines(path: Path) -> Iterator[str]:
+    with lzma.open(path, "rt", encoding="utf-8") as lines:
         for line in lines:
             if line.strip():
                 yield line.strip()
@@ -454,8 +460,9 @@ async def latency(url: str, config: Config, results: Results) -> None:
     # (the projector finishes deferred work on its first reads).
     both = [q["question"] for q in sample(questions, 2 * config.samples)]
     asked, warm = both[::2], both[1::2][:20]
-    world = f"train-{uuid.uuid4().hex[:8]}"
-    lines = enumerate(train_lines(config.data))
+    world = f"load-{uuid.uuid4().hex[:8]}"
+    assert config.load is not None  # parse() resolved it
+    lines = enumerate(load_lines(config.load))
     nc = await nats.connect(url, name="bench-relevance-latency")
     try:
         async with (
@@ -466,7 +473,7 @@ async def latency(url: str, config: Config, results: Results) -> None:
             for size in sorted(config.sizes):
                 start = time.perf_counter()
                 while held < size:  # a merged restatement or a question adds less
-                    items = ((text, f"train-{i}") for i, text in lines)
+                    items = ((text, f"line-{i}") for i, text in lines)
                     if not await observe_all(w, islice(items, size - held), 512):
                         break  # the file ran out
                     await settle(nc, config.settle_timeout)
@@ -513,12 +520,22 @@ async def measure(config: Config) -> Results:
         articles=0,
         beliefs=0,
         load_seconds=math.nan,
+        load_file=_shown_path(config.load),
     )
     async with stack(config.embedder) as url:
         await quality(url, config, results)
         if config.sizes:
             await latency(url, config, results)
     return results
+
+
+def _shown_path(path: Path | None) -> str:
+    """``path`` from the repository's root when it lies inside it."""
+    if path is None:
+        return ""
+    root = Path(__file__).resolve().parents[1]
+    absolute = path.resolve()
+    return str(absolute.relative_to(root) if absolute.is_relative_to(root) else path)
 
 
 def report(r: Results) -> None:
@@ -553,6 +570,8 @@ def report(r: Results) -> None:
         )
     p50, p95 = r.quality_before
     row("before on the dev world p50 / p95", f"{p50 * 1e3:.2f} / {p95 * 1e3:.2f} ms")
+    if r.latency:
+        row("latency load (sentences)", r.load_file)
     for item in r.latency:
         row(
             f"before at {item['beliefs']:,.0f} beliefs p50 / p95",
@@ -578,6 +597,7 @@ def parse(argv: Sequence[str] | None) -> tuple[Config, bool]:
     parser.add_argument("--sentences", type=int, default=None, help="dev sentences")
     parser.add_argument("--questions", type=int, default=None)
     parser.add_argument("--sizes", type=int, nargs="*", default=None)
+    parser.add_argument("--load", type=Path, default=None, help="latency sentences")
     parser.add_argument("--samples", type=int, default=None, help="before calls")
     parser.add_argument("--embedder", default=None, help="WORLDLINE_EMBEDDER")
     parser.add_argument("--json", action="store_true", help="print results as JSON")
@@ -595,6 +615,7 @@ def parse(argv: Sequence[str] | None) -> tuple[Config, bool]:
         "questions": args.questions,
         "samples": args.samples,
         "sizes": None if args.sizes is None else tuple(args.sizes),
+        "load": args.load,
     }
     for key in ("sentences", "questions", "samples"):
         if overrides[key] is not None and overrides[key] < 1:
@@ -604,13 +625,19 @@ def parse(argv: Sequence[str] | None) -> tuple[Config, bool]:
     config = Config(
         **{**asdict(base), **{k: v for k, v in overrides.items() if v is not None}}
     )
-    needed = ["dev-sentences.jsonl.gz", "dev-questions.jsonl.gz"]
-    needed += ["train-sentences.txt.xz"] if config.sizes else []
-    missing = [name for name in needed if not (config.data / name).exists()]
+    needed = [config.data / "dev-sentences.jsonl.gz"]
+    needed += [config.data / "dev-questions.jsonl.gz"]
+    if config.sizes:
+        if config.load is None:
+            train = config.data / "train-sentences.txt.xz"
+            config = replace(config, load=train if train.exists() else BOOKS)
+        needed.append(config.load or BOOKS)
+    missing = [str(path) for path in needed if not path.exists()]
     if missing:
         parser.error(
-            f"{config.data} lacks {', '.join(missing)} (see bench/data/squad/README.md;"
-            " `--sizes` with no size skips the latency part)"
+            f"missing {', '.join(missing)} (see bench/data/squad/README.md and "
+            "bench/data/books/README.md; `--sizes` with no size skips the latency "
+            "part)"
         )
     return config, bool(args.json)
 
