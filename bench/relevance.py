@@ -39,6 +39,7 @@ measurements and the report.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import json
 import lzma
@@ -89,6 +90,7 @@ from worldline.protocols.subjects import (
 )
 
 if TYPE_CHECKING:
+    import subprocess
     from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 
     from nats.aio.client import Client as NATS
@@ -250,10 +252,24 @@ def _env(name: str, value: str | None) -> Iterator[None]:
             os.environ[name] = old
 
 
+@dataclass(frozen=True)
+class Stack:
+    """The running stack: the server's URL and the ``worldline up`` process."""
+
+    url: str
+    procs: list[subprocess.Popen[str]]
+
+    def check(self) -> None:
+        """Raise if the actors' process has exited."""
+        for proc in self.procs:
+            if proc.poll() is not None:
+                raise RuntimeError(f"{proc.args!r} exited with {proc.returncode}")
+
+
 @asynccontextmanager
-async def stack(embedder: str | None) -> AsyncIterator[str]:
+async def stack(embedder: str | None) -> AsyncIterator[Stack]:
     """A fresh embedded nats-server and every actor (``worldline up --nats``) on a
-    fresh data folder; yields the server's URL."""
+    fresh data folder."""
     with (
         tempfile.TemporaryDirectory(prefix="wl-relevance-") as tmp,
         EmbeddedNats(Path(tmp) / "nats") as server,
@@ -263,7 +279,7 @@ async def stack(embedder: str | None) -> AsyncIterator[str]:
                 start_actors, server.url, Path(tmp) / "data", "up"
             )
         try:
-            yield server.url
+            yield Stack(server.url, procs)
         finally:
             await anyio.to_thread.run_sync(stop_actor_processes, procs)
 
@@ -283,13 +299,18 @@ async def observe_all(
     return done
 
 
-async def settle(nc: NATS, bound: float) -> None:
+async def settle(nc: NATS, bound: float, running: Stack) -> None:
     """Until every durable from the extractor to the projector holds nothing pending
-    or unacked (checked in pipeline order: each acks after it published)."""
+    or unacked (checked in pipeline order: each acks after it published). A durable
+    its actor is re-creating (at its applied sequence) counts as not drained."""
     js = nc.jetstream()
     with anyio.fail_after(bound):
-        # Polling is the measurement: JetStream pushes no "drained" event.
-        while not await drained(js, STAGES):  # noqa: ASYNC110
+        while True:
+            running.check()
+            with contextlib.suppress(nats.js.errors.NotFoundError):
+                if await drained(js, STAGES):
+                    return
+            # Polling is the measurement: JetStream pushes no "drained" event.
             await anyio.sleep(0.1)
 
 
@@ -410,7 +431,8 @@ async def judge(
     )
 
 
-async def quality(url: str, config: Config, results: Results) -> None:
+async def quality(running: Stack, config: Config, results: Results) -> None:
+    url = running.url
     sentences, questions = dev_set(config.data, config.sentences)
     asked = sample(questions, config.questions)
     results.sentences = len(sentences)
@@ -422,7 +444,7 @@ async def quality(url: str, config: Config, results: Results) -> None:
             start = time.perf_counter()
             items = ((row["text"], row["id"]) for row in sentences)
             await observe_all(w, items, config.window)
-            await settle(nc, config.settle_timeout)
+            await settle(nc, config.settle_timeout, running)
             results.load_seconds = time.perf_counter() - start
             beliefs = await w.list(limit=None)
             sources = await sources_of(w, [b.id for b in beliefs])
@@ -454,7 +476,8 @@ async def quality(url: str, config: Config, results: Results) -> None:
 # --- (2) latency --------------------------------------------------------------------
 
 
-async def latency(url: str, config: Config, results: Results) -> None:
+async def latency(running: Stack, config: Config, results: Results) -> None:
+    url = running.url
     _, questions = dev_set(config.data, None)
     # Timed: every other of an even sample; the rest warm the replica up after a load
     # (the projector finishes deferred work on its first reads).
@@ -476,7 +499,7 @@ async def latency(url: str, config: Config, results: Results) -> None:
                     items = ((text, f"line-{i}") for i, text in lines)
                     if not await observe_all(w, islice(items, size - held), 512):
                         break  # the file ran out
-                    await settle(nc, config.settle_timeout)
+                    await settle(nc, config.settle_timeout, running)
                     held = await belief_total(nc, world)
                 loaded = time.perf_counter() - start
                 for query in warm:
@@ -522,10 +545,10 @@ async def measure(config: Config) -> Results:
         load_seconds=math.nan,
         load_file=_shown_path(config.load),
     )
-    async with stack(config.embedder) as url:
-        await quality(url, config, results)
+    async with stack(config.embedder) as running:
+        await quality(running, config, results)
         if config.sizes:
-            await latency(url, config, results)
+            await latency(running, config, results)
     return results
 
 
