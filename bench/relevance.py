@@ -1,7 +1,9 @@
 """Relevance benchmark (issue 16): does ``before()`` show what answers the move, beside
 plain BM25 over the same beliefs at the same budget, and how fast is it over the bus.
 
-Data: ``bench/data/squad/`` (SQuAD v1.1 dev, CC BY-SA 4.0): ``dev-sentences.jsonl.gz``
+Data: ``bench/data/<corpus>/``, ``--corpus squad`` (the default: SQuAD v1.1 dev,
+CC BY-SA 4.0) or ``friendsqa`` (FriendsQA dialogue scenes, Apache-2.0, conversational:
+one "sentence" per utterance), or any folder (``--data``): ``dev-sentences.jsonl.gz``
 (``{"id": "d<a>-p<p>-s<s>", "article", "text"}``), ``dev-questions.jsonl.gz``
 (``{"id", "question", "answers": [<sentence id>, ...]}``); the latency load reads
 real sentences, one a line, from ``--load`` (default: ``train-sentences.txt.xz``
@@ -29,11 +31,11 @@ folder.
     beside a NATS request/reply to a trivial responder on the same server (the raw
     bus).
 
-Run: ``python bench/relevance.py [--questions N] [--sizes 1000 10000 100000]
-[--embedder NAME] [--quick] [--json]``. Results: ``docs/benchmarks.md``
-("Relevance (issue 16)"). Longer than 500 lines because it is one run whose parts
-share their data and results: the dev set, the BM25 baseline, the stack, both
-measurements and the report.
+Run: ``python bench/relevance.py [--corpus squad|friendsqa] [--questions N]
+[--sizes 1000 10000 100000] [--embedder NAME] [--quick] [--json]``. Results:
+``docs/benchmarks.md`` ("Relevance (issue 16)"). Longer than 500 lines because it is
+one run whose parts share their data and results: the dev set, the BM25 baseline, the
+stack, both measurements and the report.
 """
 
 from __future__ import annotations
@@ -97,7 +99,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Config", "Question", "Results", "bm25_top", "main", "run"]
 
-DATA = Path(__file__).resolve().parent / "data" / "squad"
+CORPORA = ("squad", "friendsqa")  # folders of bench/data/ (--corpus)
+DATA = Path(__file__).resolve().parent / "data" / CORPORA[0]
 BOOKS = Path(__file__).resolve().parent / "data" / "books" / "sentences.txt.xz"
 LOADER, READER = "loader", "reader"  # the agents that observe and that ask
 # Every durable between an observation and the projector, in pipeline order.
@@ -157,6 +160,7 @@ class Results:
     latency: list[dict[str, float]] = field(default_factory=list)  # by size
     raw_rtt: tuple[float, float] = (math.nan, math.nan)  # p50, p95
     load_file: str = ""  # the latency load's sentences
+    data: str = ""  # the dev set's folder
 
     def rate(self, name: str) -> float:
         found = [getattr(q, name) for q in self.questions]
@@ -544,6 +548,7 @@ async def measure(config: Config) -> Results:
         beliefs=0,
         load_seconds=math.nan,
         load_file=_shown_path(config.load),
+        data=_shown_path(config.data),
     )
     async with stack(config.embedder) as running:
         await quality(running, config, results)
@@ -571,6 +576,7 @@ def report(r: Results) -> None:
     if r.search_embedder:
         embedder += f"; search reports {r.search_embedder}"
     row("embedder (WORLDLINE_EMBEDDER)", embedder)
+    row("dev set", r.data)
     row(
         "dev set loaded",
         f"{r.sentences:,} sentences of {r.articles} articles -> {r.beliefs:,} "
@@ -616,7 +622,8 @@ def report(r: Results) -> None:
 
 def parse(argv: Sequence[str] | None) -> tuple[Config, bool]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=DATA, help="the dev set folder")
+    parser.add_argument("--corpus", choices=CORPORA, default=CORPORA[0])
+    parser.add_argument("--data", type=Path, default=None, help="dev set folder")
     parser.add_argument("--sentences", type=int, default=None, help="dev sentences")
     parser.add_argument("--questions", type=int, default=None)
     parser.add_argument("--sizes", type=int, nargs="*", default=None)
@@ -632,7 +639,7 @@ def parse(argv: Sequence[str] | None) -> tuple[Config, bool]:
         else Config()
     )
     overrides: dict[str, Any] = {
-        "data": args.data,
+        "data": args.data or DATA.parent / args.corpus,
         "embedder": args.embedder,
         "sentences": args.sentences,
         "questions": args.questions,
@@ -658,7 +665,7 @@ def parse(argv: Sequence[str] | None) -> tuple[Config, bool]:
     missing = [str(path) for path in needed if not path.exists()]
     if missing:
         parser.error(
-            f"missing {', '.join(missing)} (see bench/data/squad/README.md and "
+            f"missing {', '.join(missing)} (see {config.data}/README.md and "
             "bench/data/books/README.md; `--sizes` with no size skips the latency "
             "part)"
         )
