@@ -142,9 +142,9 @@ class Lexicon:
 
     def bm25(self, text: Terms) -> float:
         """BM25 of a text (binary term frequency) against the query."""
-        return sum(self.idf.get(term, 0.0) for term in set(text.distinct)) * (
-            self._gain(text.length)
-        )
+        held = text.distinct
+        found = sum(idf for term, idf in self.idf.items() if term in held)
+        return found * self._gain(text.length) if found else 0.0
 
     def _gain(self, length: int) -> float:
         norm = K1 * (1 - B + B * length / self.average_length)
@@ -208,21 +208,23 @@ def matches(
         for term, (key_part, frequency) in lexicon.postings.items()
         if frequency > 0
     )
-    scores: dict[str, float] = {}
+    scores: dict[bytes, float] = {}
     left = budget
     for n, (_, term, key_part) in enumerate(order):
         share = max(min(MIN_PER_TERM, budget), left // (len(order) - n))
         idf = lexicon.idf[term]
-        read = 0
         prefix = f"lex/{w}/{key_part}/".encode()
         at = len(prefix)
+        read, length, weight = 0, b"", 0.0
         for key, value in reader.scan(prefix):
-            gain = lexicon._gain(int(key[at : at + _LENGTH_DIGITS]))
-            i = value.decode()
-            scores[i] = scores.get(i, 0.0) + idf * gain
+            # Postings come shortest first: the weight changes with the length only.
+            if key[at : at + _LENGTH_DIGITS] != length:
+                length = key[at : at + _LENGTH_DIGITS]
+                weight = idf * lexicon._gain(int(length))
+            scores[value] = scores.get(value, 0.0) + weight
             read += 1
             if read >= share:
                 break
         left = max(0, left - read)
     ranked = sorted(scores.items(), key=lambda item: (-item[1], item[0]))
-    return [i for i, _ in ranked[:limit]]
+    return [i.decode() for i, _ in ranked[:limit]]

@@ -102,6 +102,7 @@ class Relevance:
         self.features: Features = features or {}
         self.scale = Scale()
         self.memo: dict[str, float] = {}  # slices ask about the same texts
+        self.raw: dict[str, dict[str, float]] = {}  # and so do both passes
 
     def _features(self, text: str) -> tuple[lexical.Terms, np.ndarray | None]:
         if text in self.features:
@@ -110,6 +111,11 @@ class Relevance:
 
     def channels(self, text: str) -> dict[str, float]:
         """Each query channel's raw score for ``text``: BM25, and the cosine."""
+        if text not in self.raw:
+            self.raw[text] = self._channels(text)
+        return dict(self.raw[text])
+
+    def _channels(self, text: str) -> dict[str, float]:
         found, vector = self._features(text)
         raw = {"lexical": self.lexicon.bm25(found)}
         if self.semantic and self.vector is not None:
