@@ -1,7 +1,8 @@
 """worldline: one shared, evidence-kept world model for a crew of AI agents.
 
 ``async with worldline.connect(url, world="crew", agent="ada") as world:`` then
-``await world.add(...)``, ``await world.get(id)``, ``await world.list()``.
+``await world.add(...)``, ``await world.get(id)``, ``await world.list()``,
+``await world.search("query")`` (ranked, with each hit's channel scores and trace).
 Agent loops: ``async with world.turn(query) as turn:`` (:mod:`worldline.hooks`).
 Scripts without an event loop: ``with worldline.sync.connect(...) as world:``
 (:mod:`worldline.sync`). MCP agents: ``worldline mcp`` (:mod:`worldline.mcp.server`).
@@ -13,7 +14,7 @@ the ``worldline`` command over all three.
 """
 
 from worldline import hooks as hooks  # ``worldline.hooks`` after ``import worldline``
-from worldline.protocols.messages import Belief
+from worldline.protocols.messages import Belief, SearchHit, SearchReply
 from worldline.sdk.client import World, connect
 from worldline.sdk.errors import (
     BadRequest,
@@ -37,6 +38,8 @@ __all__ = [
     "NotApplied",
     "PermissionDenied",
     "Rejected",
+    "SearchHit",
+    "SearchReply",
     "ServerError",
     "SimulationError",
     "World",
