@@ -12,7 +12,7 @@ import msgspec
 import pytest
 
 from worldline.actors.belief_model import posterior
-from worldline.actors.projector import beliefs, core, prompt, views, worldview
+from worldline.actors.projector import beliefs, core, prompt, views
 from worldline.actors.projector.worldview import (
     CAP,
     CUT,
@@ -398,7 +398,7 @@ def test_the_cut_is_relative_to_the_leader() -> None:
     heavy = {"b0": 0.05, "b1": 0.9, "b2": 0.05}
     lifted = project(Scene(world=W, decl=None, beliefs=beliefs, influence=heavy),
                      AGENT, QUERY, T0)  # fmt: skip
-    assert [leaf.id for leaf in lifted.current][0] == "b0"
+    assert lifted.current[0].id == "b0"
 
 
 def test_a_lone_belief_is_kept_and_many_equal_ones_are_capped() -> None:
