@@ -13,8 +13,10 @@ import pytest
 
 from tests.core.test_index import Replica
 from worldline.actors.projector import core, index, lexical, upgrade
+from worldline.actors.projector.worldview import Scene, project
 from worldline.actors.runtime.store import Store
 from worldline.protocols.messages import (
+    Belief,
     RpcError,
     SearchBeliefs,
     SearchReply,
@@ -212,3 +214,19 @@ def test_a_store_from_before_the_lexical_channel_is_upgraded(tmp_path: Path) -> 
             assert reader.get(f"lexn/{W}".encode()) == r.st.get(f"lexn/{W}".encode())
     finally:
         store.close()
+
+
+def test_the_top_move_answers_the_query_before_the_most_uncertain_belief() -> None:
+    asked = r_belief("asked", "The meeting room is free on Tuesday", 0.05)
+    shaky = r_belief("shaky", "The meeting may move", 0.3)
+    scene = Scene(world=W, decl=None, beliefs=[asked, shaky])
+    moves = project(scene, "ada", "meeting room Tuesday", T0).moves
+    assert moves[0].trace == ("asked",)
+    # With nothing the query finds, moves go by information value again.
+    assert project(scene, "ada", "zebra", T0).moves[0].trace == ("shaky",)
+
+
+def r_belief(belief_id: str, text: str, uncertainty: float) -> Belief:
+    return Belief(id=belief_id, text=text, type="claim", confidence=0.6,
+                  uncertainty=uncertainty, author="ada", created_at=T0,
+                  updated_at=T0)  # fmt: skip

@@ -104,6 +104,12 @@ class Relevance:
         self.memo: dict[str, float] = {}  # slices ask about the same texts
         self.raw: dict[str, dict[str, float]] = {}  # and so do both passes
 
+    @property
+    def informed(self) -> bool:
+        """Whether the query found anything in the pool (a belief sharing a word
+        with it, or, with a semantic embedder, beliefs it tells apart)."""
+        return self.scale.lexical > 0 or self.scale.high > self.scale.low
+
     def _features(self, text: str) -> tuple[lexical.Terms, np.ndarray | None]:
         if text in self.features:
             return self.features[text]

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Final
 import msgspec
 
 from worldline.actors.belief_model import posterior
+from worldline.actors.projector import declared
 from worldline.actors.projector.prompt import (
     FLOOR,
     MAX_TOKENS,
@@ -30,7 +31,13 @@ from worldline.actors.projector.prompt import (
     fit,
     render,
 )
-from worldline.actors.projector.relevance import Relevance, Scale, fused, prior
+from worldline.actors.projector.relevance import (
+    LIFT,
+    Relevance,
+    Scale,
+    fused,
+    prior,
+)
 from worldline.protocols.messages import AgentView, Belief
 from worldline.protocols.worldview import Leaf, Worldview
 
@@ -162,18 +169,18 @@ def project(scene: Scene, agent: str, query: str, at: datetime) -> Worldview:
 
     value = _valuer(scene, weight, relevance)
     current = bound(_current(scene, value, relevance))
-    moves = bound(_moves(scene, value))
+    moves = bound(_moves(scene, value, query=relevance.informed))
     limiting = _limiting(scene, weight, _relevance(scene, goals_text, goals_text))
     view = Worldview(
         world=scene.world,
         agent=agent,
         query=query,
         at=at,
-        environment=bound(_environment(scene, relevance)),
+        environment=bound(declared.environment(scene, relevance)),
         current=current,
         intent=bound(_intent(scene, relevance, limiting)),
-        policy=bound(_policy(scene, relevance)),
-        affordances=bound(_affordances(scene, relevance)),
+        policy=bound(declared.policy(scene, relevance)),
+        affordances=bound(declared.affordances(scene, relevance)),
         moves=moves,
         limiting=limiting,
         clarity=_clarity(current, scene),
@@ -224,22 +231,34 @@ def _current(scene: Scene, value: Weight, relevance: Relevance) -> list[Leaf]:
     return leaves
 
 
-def _moves(scene: Scene, worth: Weight) -> list[Leaf]:
+def _moves(scene: Scene, worth: Weight, *, query: bool) -> list[Leaf]:
+    """The moves worth making. With a query, a belief's value for the move comes
+    first and its doubt (uncertainty relative to the most uncertain belief in view;
+    a gap counts as fully open) lifts it by at most LIFT, as the priors do: the move
+    the agent is making is not crowded out by the world's most uncertain belief.
+    When the query found nothing (and for ``read``), expected information gain: the
+    belief's worth times its uncertainty."""
+    most = max(
+        (b.uncertainty for b in scene.beliefs if b.uncertainty is not None),
+        default=0.0,
+    )
     leaves = []
     for b in scene.beliefs:
         if b.type == "goal":
             continue
         if b.type == "gap":
-            value = 0.5 * worth(b)
+            doubt = 1.0
             text = f"Answer the open question: {b.text}"
         elif b.uncertainty is not None:
-            # Expected information gain from the fusion core's numbers: how much the
-            # belief matters for this move times how unsure the world is about it.
-            value = b.uncertainty * worth(b)
+            doubt = b.uncertainty / most if most > 0 else 0.0
             verb = "Adjudicate" if "contradicted" in b.flags else "Gather evidence on"
             text = f"{verb}: {b.text}"
         else:
             continue
+        if query:
+            value = worth(b) * (1 + LIFT * doubt)
+        else:
+            value = worth(b) * (0.5 if b.type == "gap" else b.uncertainty or 0.0)
         leaves.append(
             Leaf(
                 id=f"move:{b.id}",
@@ -282,7 +301,7 @@ def ranked_moves(scene: Scene) -> list[Leaf]:
     def weight(b: Belief) -> float:
         return influence.get(b.id, 1.0 / n) * n
 
-    return bound(_moves(scene, _valuer(scene, weight, Relevance("", ""))))
+    return bound(_moves(scene, _valuer(scene, weight, Relevance("", "")), query=False))
 
 
 def _limiting(scene: Scene, weight: Weight, to_goals: Relevance) -> Leaf | None:
@@ -337,122 +356,6 @@ def _intent(scene: Scene, relevance: Relevance, limiting: Leaf | None) -> list[L
                 text=f"Most in the way: {limiting.text}",
                 score=2.0 + relevance(limiting.text),
                 trace=limiting.trace,
-            )
-        )
-    return leaves
-
-
-def _environment(scene: Scene, relevance: Relevance) -> list[Leaf]:
-    leaves = []
-    decl = scene.decl
-    if decl:
-        info = decl.world
-        leaves.append(
-            Leaf(
-                id=info.id,
-                kind="world",
-                score=2.0,
-                trace=(info.id,),
-                text=f"{info.id}: {info.kind} {info.description}".strip(),
-            )
-        )
-        if decl.environment.surfaces:
-            leaves.append(
-                Leaf(
-                    id="surfaces",
-                    kind="surfaces",
-                    score=1.0,
-                    trace=("surfaces",),
-                    text="observed through: " + ", ".join(decl.environment.surfaces),
-                )
-            )
-        if decl.environment.source_ranking:
-            leaves.append(
-                Leaf(
-                    id="source-ranking",
-                    kind="source-ranking",
-                    score=1.0,
-                    trace=("source-ranking",),
-                    text="source ranking: "
-                    + " > ".join(decl.environment.source_ranking),
-                )
-            )
-    if scene.view:
-        for e in scene.view.related:
-            fields = ", ".join(f"{k}={v.value}" for k, v in sorted(e.fields.items()))
-            text = f"{e.id} ({fields})"
-            leaves.append(
-                Leaf(
-                    id=e.id,
-                    kind="entity",
-                    text=text,
-                    score=1.0 + relevance(text),
-                    trace=(e.id,),
-                )
-            )
-    return leaves
-
-
-def _policy(scene: Scene, relevance: Relevance) -> list[Leaf]:
-    if not scene.decl:
-        return []
-    p = scene.decl.policy
-    leaves = []
-    for kind, items in (
-        ("invariant", p.invariants),
-        ("convention", p.conventions),
-        ("anti-pattern", p.anti_patterns),
-    ):
-        for i, text in enumerate(items):
-            leaf_id = f"{kind}-{i}"
-            leaves.append(
-                Leaf(
-                    id=leaf_id,
-                    kind=kind,
-                    text=text,
-                    score=1.0 + relevance(text),
-                    trace=(leaf_id,),
-                )
-            )
-    if p.source_hierarchy:
-        text = "source hierarchy: " + " > ".join(p.source_hierarchy)
-        leaves.append(
-            Leaf(
-                id="source-hierarchy",
-                kind="source-hierarchy",
-                text=text,
-                score=1.0 + relevance(text),
-                trace=("source-hierarchy",),
-            )
-        )
-    return leaves
-
-
-def _affordances(scene: Scene, relevance: Relevance) -> list[Leaf]:
-    """The world's actions filtered through policy: ``blocked`` when the agent may
-    write nothing and the action changes something; ``flagged`` when it needs
-    approval or a constraint bounds it (the trace names the constraints);
-    ``allowed`` otherwise."""
-    if not scene.decl:
-        return []
-    may_write = bool(scene.view.may_write) if scene.view else False
-    leaves = []
-    for action in scene.decl.actions:
-        trace = tuple(action.constraints)
-        if action.safety != "info" and not may_write:
-            status = "blocked"
-        elif action.safety == "needs-approval" or trace:
-            status = "flagged"
-        else:
-            status = "allowed"
-        leaves.append(
-            Leaf(
-                id=action.id,
-                kind=action.safety,
-                text=action.text,
-                status=status,
-                score=1.0 + relevance(action.text),
-                trace=trace or (action.id,),
             )
         )
     return leaves
