@@ -54,7 +54,13 @@ _WORD = re.compile(r"\w+")
 
 
 def load(name: str, data: Path = DATA) -> list[dict[str, Any]]:
-    with gzip.open(data / name, "rt", encoding="utf-8") as lines:
+    path = data / name
+    if not path.exists():
+        raise SystemExit(
+            f"{path} is missing: the dev sets are built, not committed; build it "
+            f"with the command in {data / 'README.md'}"
+        )
+    with gzip.open(path, "rt", encoding="utf-8") as lines:
         return [json.loads(line) for line in lines]
 
 
