@@ -364,13 +364,21 @@ class Asker:
         finally:
             with contextlib.suppress(worldline.SimulationError):  # a terminal step
                 await self.world.sim_end(started.session_id)
-        content = reply.message.get("content") or ""
+        message = _answering(reply, f"call_{n}")
+        content = message.get("content") or ""
         nearest = self.fit.get(reply.grounding[0]) if reply.grounding else None
         if nearest is not None and nearest.observation == content:
             return Answer(content, reply.terminal, kind_of(nearest), tool_of(nearest))
-        role = reply.message.get("role")
-        kind: Kind = "tool" if role == "tool" else "message"
-        return Answer(content, reply.terminal, kind, reply.message.get("name", ""))
+        kind: Kind = "tool" if message.get("role") == "tool" else "message"
+        return Answer(content, reply.terminal, kind, message.get("name", ""))
+
+
+def _answering(reply: SimStepReply, call_id: str) -> dict[str, Any]:
+    """The reply's message answering the step: the tool result keyed by ``call_id``
+    when the reply holds several messages, else its one message."""
+    messages = getattr(reply, "messages", None) or [reply.message]
+    keyed = [m for m in messages if m.get("tool_call_id") == call_id]
+    return dict(keyed[0] if keyed else messages[0])
 
 
 # --- the run --------------------------------------------------------------------
