@@ -7,8 +7,10 @@ Data: every ``*.json``, ``*.jsonl`` and ``*.traj`` file under ``--traces`` (defa
 it at tau-bench traces: they are held out to judge the simulator, and a folder whose
 path names tau-bench is refused.
 
-Split: by lineage group (:func:`group_of`; the lineage the adapters give a
-transition). Groups are ordered by the sha256 of their name and the first
+Split: by lineage group (``--group-by``): ``family`` (the default) joins the lineages
+(or declared groups) that share a task or a conversation source, so the trials and
+replays of one task are one group; ``lineage`` takes each declared group, else each
+lineage, alone. Groups are ordered by the sha256 of their name and the first
 ``round(--held-out * groups)`` (at least one, never all) are held out: deterministic,
 and no transition of a held-out group is in the index. The index the simulator serves
 is built from the fit transitions only (``held_out=0``), so nothing held out can be
@@ -73,12 +75,12 @@ import worldline
 from worldline.actors.extractor.traces import UnknownTraceFormat, parse_trace
 from worldline.actors.runtime.embedded import EmbeddedNats
 from worldline.actors.simulator import index as transition_index
+from worldline.protocols.simulator import TraceIssue
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence
 
     from worldline.protocols.messages import SimStepReply, Transition
-    from worldline.protocols.simulator import TraceIssue
 
 __all__ = [
     "Answer",
@@ -87,6 +89,7 @@ __all__ = [
     "Results",
     "Scored",
     "group_of",
+    "groups",
     "main",
     "read_traces",
     "run",
@@ -102,12 +105,14 @@ Kind = Literal["tool", "message"]
 KINDS: tuple[Kind, ...] = ("tool", "message")
 SYSTEMS = ("simulator", "random", "frequent")
 METRICS = ("f1", "exact", "same_tool", "kind", "terminal")
+GROUPINGS = ("family", "lineage")
 
 
 @dataclass(frozen=True)
 class Config:
     traces: tuple[Path, ...] = (TRACES,)
     held_out: float = 0.3  # fraction of lineage groups held out
+    group_by: str = "family"  # or "lineage" (see groups())
     limit: int | None = None  # held-out transitions asked (None: every one)
     seed: int = 17  # the random baseline's
     window: int = 8  # sessions in flight
@@ -120,7 +125,8 @@ def read_traces(
     folders: Sequence[Path],
 ) -> tuple[list[Transition], list[str], list[TraceIssue]]:
     """Every transition of every trace file under ``folders``, the files read and the
-    adapters' issues. A file in no known format is an error naming it."""
+    adapters' issues; a file in no trace format (a predictions file beside the
+    trajectories) is an issue too, counted in the report."""
     transitions: list[Transition] = []
     names: list[str] = []
     issues: list[TraceIssue] = []
@@ -133,7 +139,9 @@ def read_traces(
             try:
                 parsed = parse_trace(path.name, path.read_bytes())
             except UnknownTraceFormat as exc:
-                raise SystemExit(f"{path}: {exc}") from exc
+                reason = str(exc).split(";")[0]
+                issues.append(TraceIssue(source=str(path), reason=reason))
+                continue
             transitions += parsed.transitions
             issues += parsed.issues
             names.append(str(path.relative_to(folder)))
@@ -141,25 +149,50 @@ def read_traces(
 
 
 def group_of(t: Transition) -> str:
-    """The lineage group a transition is split by: its lineage (the adapters'
+    """A transition's declared lineage group, else its lineage (the adapters'
     conversation, or the declared one)."""
-    return t.lineage
+    return str(getattr(t, "group", "") or t.lineage)
+
+
+def groups(transitions: Sequence[Transition], by: str) -> dict[str, str]:
+    """Each lineage's group for the split. ``lineage``: :func:`group_of`.
+    ``family`` (the default): those groups joined when they share a task (first user
+    message) or a conversation source (a trace file, or a JSONL line): trials and
+    replays of one task then never straddle the split."""
+    base = {t.lineage: group_of(t) for t in transitions}
+    parent = {g: g for g in base.values()}
+
+    def find(g: str) -> str:
+        while parent[g] != g:
+            g = parent[g]
+        return g
+
+    if by == "family":
+        first: dict[tuple[str, str], str] = {}
+        for t in sorted(transitions, key=_id):
+            for key in (("task", t.task), ("file", t.source.rsplit("#", 1)[0])):
+                if key[1]:
+                    own = base[t.lineage]
+                    a, b = find(own), find(first.setdefault(key, own))
+                    parent[max(a, b)] = min(a, b)
+    return {lineage: find(g) for lineage, g in base.items()}
 
 
 def split(
-    transitions: Sequence[Transition], fraction: float
+    transitions: Sequence[Transition], fraction: float, by: str = "family"
 ) -> tuple[list[Transition], list[Transition]]:
-    """(fit, held out) by lineage group: groups ordered by the sha256 of their name,
-    the first ``round(fraction * groups)`` held out (at least one, never all)."""
-    groups = sorted(
-        {group_of(t) for t in transitions},
-        key=lambda g: hashlib.sha256(g.encode()).hexdigest(),
+    """(fit, held out) by lineage group (:func:`groups`): groups ordered by the
+    sha256 of their name, the first ``round(fraction * groups)`` held out (at least
+    one, never all)."""
+    group = groups(transitions, by)
+    names = sorted(
+        set(group.values()), key=lambda g: hashlib.sha256(g.encode()).hexdigest()
     )
-    if len(groups) < 2:
-        raise SystemExit(f"{len(groups)} lineage group(s): a split needs at least two")
-    held = set(groups[: max(1, min(len(groups) - 1, round(fraction * len(groups))))])
-    fit = sorted((t for t in transitions if group_of(t) not in held), key=_id)
-    out = sorted((t for t in transitions if group_of(t) in held), key=_id)
+    if len(names) < 2:
+        raise SystemExit(f"{len(names)} lineage group(s): a split needs at least two")
+    held = set(names[: max(1, min(len(names) - 1, round(fraction * len(names))))])
+    fit = sorted((t for t in transitions if group[t.lineage] not in held), key=_id)
+    out = sorted((t for t in transitions if group[t.lineage] in held), key=_id)
     return fit, out
 
 
@@ -426,7 +459,8 @@ class Results:
 
 async def measure(config: Config) -> Results:
     transitions, names, issues = read_traces(config.traces)
-    fit, held = split(transitions, config.held_out)
+    fit, held = split(transitions, config.held_out, config.group_by)
+    group = groups(transitions, config.group_by)
     asked = held if config.limit is None else held[: config.limit]
     with tempfile.TemporaryDirectory(prefix="wl-scorecard-index-") as tmp:
         built = transition_index.build(fit, sources=names, issues=issues, held_out=0.0)
@@ -436,7 +470,10 @@ async def measure(config: Config) -> Results:
             files=len(names),
             transitions=len(transitions),
             issues=len(issues),
-            groups=(len({group_of(t) for t in fit}), len({group_of(t) for t in held})),
+            groups=(
+                len({group[t.lineage] for t in fit}),
+                len({group[t.lineage] for t in held}),
+            ),
             fit=len(fit),
             held_out=len(asked),
             index=built.manifest.id,
@@ -516,6 +553,7 @@ def parse(argv: Sequence[str] | None) -> tuple[Config, bool]:
     parser.add_argument("--held-out", type=float, default=Config.held_out)
     parser.add_argument("--limit", type=int, default=None, help="held-out asked")
     parser.add_argument("--seed", type=int, default=Config.seed)
+    parser.add_argument("--group-by", choices=GROUPINGS, default=Config.group_by)
     parser.add_argument("--quick", action="store_true", help="at most 20 asked")
     parser.add_argument("--json", action="store_true", help="print results as JSON")
     args = parser.parse_args(argv)
@@ -525,7 +563,8 @@ def parse(argv: Sequence[str] | None) -> tuple[Config, bool]:
     if limit is not None and limit < 1:
         parser.error("--limit must be at least 1")
     traces = tuple(args.traces) if args.traces else (TRACES,)
-    return Config(traces, args.held_out, limit, args.seed), bool(args.json)
+    config = Config(traces, args.held_out, args.group_by, limit, args.seed)
+    return config, bool(args.json)
 
 
 def run(config: Config) -> Results:

@@ -83,7 +83,9 @@ def test_scorecard_reports_rates_and_a_twin_of_a_fit_transition_scores_one(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _tiny_traces(tmp_path)
-    results = sim_scorecard.main(["--traces", str(tmp_path), "--held-out", "0.4"])
+    results = sim_scorecard.main(
+        ["--traces", str(tmp_path), "--held-out", "0.4", "--group-by", "lineage"]
+    )
     out = capsys.readouterr().out
     for line in ("tool result", "next message", "simulator beats both"):
         assert line in out
@@ -110,7 +112,7 @@ def test_scorecard_reports_rates_and_a_twin_of_a_fit_transition_scores_one(
     # The held-out twins of fit transitions: same task, context and action, so the
     # nearest fit transition is a copy and its observation is the real one.
     transitions, _, _ = sim_scorecard.read_traces([tmp_path])
-    fit, held = sim_scorecard.split(transitions, 0.4)
+    fit, held = sim_scorecard.split(transitions, 0.4, "lineage")
     seen = {(t.task, t.context, t.action): t.observation for t in fit}
     twins = {
         t.id for t in held if seen.get((t.task, t.context, t.action)) == t.observation
