@@ -1,6 +1,7 @@
-"""Evaluation runs of the grounded simulator: one immutable rollout per cell, resumed
-and checked against the plan, failures (unsupported tools, budget, session limits)
-recorded in the denominator, and byte-identical rollouts under a fixed clock."""
+"""Evaluation runs of the grounded simulator: one immutable, sealed rollout per cell,
+resumed and checked against the plan and its own hash, tool calls simulated, failures
+(budget, session limits) recorded in the denominator, and byte-identical rollouts
+under a fixed clock."""
 
 from __future__ import annotations
 
@@ -44,6 +45,8 @@ REAL: Final = [
      "lookup order 4471", "order 4471 shipped tuesday", False),
     ("t-order-2", "lin-order", "refund my order", "",
      "issue a refund for order 4471", "refund issued", False),
+    ("t-order-3", "lin-order", "refund my order", "",
+     "lookup_order(4471)", '{"status": "shipped"}', False),
 ]  # fmt: skip
 
 
@@ -73,6 +76,7 @@ def index_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
             action=action,
             observation=obs,
             final=final,
+            pairing="id" if "(" in action else "turn",
         )
         for i, lin, task, context, action, obs, final in REAL
     ]
@@ -234,14 +238,12 @@ def test_a_rerun_resumes_every_cell_without_rewriting(
     before = snapshot(tmp_path / "out" / ROLLOUTS)
     again = run_plan(plan, now=ticking())  # another clock: nothing is redone
     assert (again.cells, again.completed, again.resumed) == (3, 0, 3)
-    assert again.failures == first.failures == {"tools_unsupported": 1}
+    assert again.failures == first.failures == {}
     assert again.rollouts == first.rollouts
     assert snapshot(tmp_path / "out" / ROLLOUTS) == before
     assert {p.stat().st_mode & 0o777 for p in first.rollouts} == {0o444}
     assert {p.suffix for p in (tmp_path / "out" / ROLLOUTS).iterdir()} == {".json"}
-    assert again.summary().endswith(
-        "3 cells, 0 completed, 3 resumed, 1 failed (tools_unsupported 1)"
-    )
+    assert again.summary().endswith("3 cells, 0 completed, 3 resumed, 0 failed")
 
 
 def test_an_interrupted_run_resumes_the_missing_cells(
@@ -298,24 +300,65 @@ def test_another_index_cannot_reuse_the_out_folder(
         run_plan(plan, now=fixed)
 
 
-def test_a_task_with_tools_is_recorded_as_unsupported(
+def test_a_task_with_tools_steps_tool_calls(tmp_path: Path, index_dir: Path) -> None:
+    # "lookup_order(4471)" is a declared tool: a tool call, answered by the real tool
+    # result; undeclared, the same text is a message, answered by a message.
+    tasks = TOOLS + task_toml("text", "refund my order", ["lookup_order(4471)"])
+    plan = write_plan(tmp_path, index_dir, tasks)
+    report = run_plan(plan, now=fixed)
+    (call,) = rollout(plan, "tools").steps
+    assert call.observation == '{"status": "shipped"}'
+    assert call.grounding == ["t-order-3"]  # the only tool result: never a message
+    (text,) = rollout(plan, "text").steps
+    assert "t-order-3" not in text.grounding
+    assert text.observation != call.observation
+    assert report.failures == {}
+
+
+def test_an_edited_rollout_is_refused_on_resume(
     tmp_path: Path, index_dir: Path
 ) -> None:
-    plan = write_plan(tmp_path, index_dir, TOOLS + ORDER, budget=1)
-    report = run_plan(plan, now=fixed)
-    tools = rollout(plan, "tools")
-    assert tools.stop_reason == "unsupported"
-    assert tools.failure is not None
-    assert tools.failure.name == "tools_unsupported"
-    assert "lookup_order" in tools.failure.message
-    assert tools.steps == []
-    assert tools.costs.candidate.actions == 0
-    assert tools.costs.world_model.calls == 0
-    assert tools.costs.embedding.queries == 0
-    # It took no budget: the one step left went to the next cell.
-    assert rollout(plan, "order").stop_reason == "actions_exhausted"
-    assert report.cells == 2
-    assert report.failures == {"tools_unsupported": 1}
+    plan = write_plan(tmp_path, index_dir, BUILD + ORDER)
+    run_plan(plan, now=fixed)
+    path = tmp_path / "out" / ROLLOUTS / "order.json"
+    original = path.read_bytes()
+    assert msgspec.json.decode(original)["sha256"]
+    path.chmod(0o644)
+    path.write_bytes(original.replace(b"order 4471 shipped", b"order 4471 lost in"))
+    with pytest.raises(PlanError, match="was edited") as caught:
+        run_plan(plan, now=fixed)
+    assert str(path) in str(caught.value)
+    # Without its hash (an older rollout, or one stripped), it is refused too.
+    unsealed = msgspec.json.decode(original)
+    del unsealed["sha256"]
+    path.write_bytes(msgspec.json.encode(unsealed))
+    with pytest.raises(PlanError, match="no content hash"):
+        run_plan(plan, now=fixed)
+    # Restored byte for byte, it resumes.
+    path.write_bytes(original)
+    assert run_plan(plan, now=fixed).resumed == 2
+
+
+def test_a_redone_rollout_differs_only_in_the_wall_clock(
+    tmp_path: Path, index_dir: Path
+) -> None:
+    plan = write_plan(tmp_path, index_dir, BUILD)
+    run_plan(plan, now=fixed)
+    path = tmp_path / "out" / ROLLOUTS / "build.json"
+    first = msgspec.json.decode(path.read_bytes())
+    path.unlink()
+    run_plan(plan, now=ticking())
+    again = msgspec.json.decode(path.read_bytes())
+    clock = ("started_at", "finished_at", "sha256")
+    assert {k for k in first if first[k] != again[k]} == {*clock, "costs"}
+    first["costs"].pop("orchestration")
+    again["costs"].pop("orchestration")
+    assert first["costs"] == again["costs"]
+    path.unlink()
+    run_plan(plan, now=fixed)  # the same clock: byte-identical
+    assert msgspec.json.decode(path.read_bytes()) == first | {
+        "costs": msgspec.json.decode(path.read_bytes())["costs"]
+    }
 
 
 def test_a_spent_budget_is_a_recorded_failure_in_the_denominator(
@@ -350,7 +393,7 @@ def test_a_budget_of_zero_records_every_cell(tmp_path: Path, index_dir: Path) ->
     plan = write_plan(tmp_path, index_dir, BUILD + ORDER + TOOLS, budget=0)
     report = run_plan(plan, now=fixed)
     assert report.cells == 3
-    assert report.failures == {"budget_exhausted": 2, "tools_unsupported": 1}
+    assert report.failures == {"budget_exhausted": 3}
 
 
 @pytest.mark.parametrize(
@@ -556,7 +599,7 @@ def test_the_example_plan_is_valid() -> None:
     assert plan.run.index == "sim-index"
     assert plan.run.world_model == "local"
     assert len(plan.tasks) in (2, 3)
-    assert sum(1 for t in plan.tasks if t.tools) == 1
+    assert all(t.tools for t in plan.tasks)  # every task calls its tools
 
 
 def test_the_example_runs_on_an_index_of_the_real_traces(tmp_path: Path) -> None:
@@ -569,7 +612,7 @@ def test_the_example_runs_on_an_index_of_the_real_traces(tmp_path: Path) -> None
     shutil.copy(EXAMPLE, plan)
     report = run_plan(plan, now=fixed)
     assert report.cells == len(load_plan(EXAMPLE).tasks)
-    assert report.failures == {"tools_unsupported": 1}
+    assert report.failures == {}
     swe = rollout(plan, "swe-missing-colon", out="sim-runs")
     assert swe.steps
     # Its own conversation is excluded, so no step is grounded on it.

@@ -9,10 +9,12 @@ from typing import Any, Final
 import pytest
 
 from worldline.actors.simulator.sessions import (
+    Kind,
     Prediction,
     Session,
     SessionError,
     Sessions,
+    accepted,
     accepted_text,
 )
 from worldline.protocols.simulator import Limits
@@ -22,7 +24,7 @@ T0: Final = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def echo(observation: str = "ok", terminal: bool = False) -> Any:
-    def provider(session: Session, action: str) -> Prediction:
+    def provider(session: Session, action: str, kind: Kind = "message") -> Prediction:
         return Prediction(observation=observation, terminal=terminal, grounding=("t",))
 
     return provider
@@ -43,10 +45,10 @@ def refused(name: str) -> Any:
 def test_a_step_appends_the_action_and_the_predicted_reply() -> None:
     s = sessions()
     session = s.start(W, "book a flight", "", T0)
-    reply, prediction = s.step(W, session.id, say("Where to?"), T0, echo("Lisbon"))
-    assert reply == {"role": "user", "content": "Lisbon"}
+    replies, prediction = s.step(W, session.id, say("Where to?"), T0, echo("Lisbon"))
+    assert replies == [{"role": "user", "content": "Lisbon"}]
     assert prediction.grounding == ("t",)
-    assert session.transcript == [say("Where to?"), reply]
+    assert session.transcript == [say("Where to?"), *replies]
 
 
 def test_ids_are_opaque_and_distinct() -> None:
@@ -63,9 +65,9 @@ def test_ids_are_opaque_and_distinct() -> None:
         ({"role": "user", "content": "hi"}, "not_assistant"),
         ("hi", "not_assistant"),
         ({"role": "assistant", "content": "", "tool_calls": [{"id": "1"}]},
-         "tool_calls_unsupported"),
+         "bad_tool_call"),
         ({"role": "assistant", "content": None, "function_call": {"name": "f"}},
-         "tool_calls_unsupported"),
+         "function_call_unsupported"),
         ({"role": "assistant", "content": [{"type": "text", "text": "x"}]}, "not_text"),
         ({"role": "assistant", "content": "   "}, "empty_message"),
     ],
@@ -77,7 +79,7 @@ def test_only_non_empty_assistant_text_is_accepted(message: Any, name: str) -> N
     session = s.start(W, "t", "", T0)
     called: list[str] = []
 
-    def provider(session: Session, action: str) -> Prediction:
+    def provider(session: Session, action: str, kind: Kind = "message") -> Prediction:
         called.append(action)
         return Prediction(observation="x", terminal=False, grounding=())
 
@@ -99,10 +101,16 @@ def test_expired_sessions_are_removed_and_free_their_slot() -> None:
     s = sessions(sessions=1, expiry=60)
     session = s.start(W, "a", "", T0)
     later = T0 + timedelta(seconds=61)
-    with refused("unknown_session"):
+    with refused("session_expired"):
         s.step(W, session.id, say("hi"), later, echo())
     assert s.active == {}
+    assert session.transcript == []
+    assert session.closed
     s.start(W, "b", "", later)
+    with refused("session_expired"):  # still named, not unknown
+        s.get(W, session.id, later)
+    with refused("unknown_session"):  # never started
+        s.get(W, "sim-000000000000000000000000", later)
 
 
 @pytest.mark.parametrize(
@@ -166,3 +174,150 @@ def test_sessions_are_per_world() -> None:
     session = s.start(W, "t", "", T0)
     with refused("unknown_session"):
         s.get("w2", session.id, T0)
+
+
+# --- tool calls ----------------------------------------------------------------------
+
+
+def call(call_id: str, name: str, arguments: Any = "{}") -> dict[str, Any]:
+    return {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": name, "arguments": arguments},
+    }
+
+
+def calls(*items: dict[str, Any], content: Any = None) -> dict[str, Any]:
+    return {"role": "assistant", "content": content, "tool_calls": list(items)}
+
+
+def test_each_tool_call_gets_a_tool_result_keyed_by_its_id() -> None:
+    s = sessions()
+    session = s.start(W, "refund order 4471", "user: refund order 4471", T0)
+    asked: list[tuple[str, str, str]] = []
+
+    def provider(session: Session, action: str, kind: Kind = "message") -> Prediction:
+        asked.append((action, kind, session.text()))
+        return Prediction(
+            observation=f"result of {action}", terminal=False, grounding=(action,)
+        )
+
+    message = calls(
+        call("c1", "get_order", '{"id": 4471}'),
+        call("c2", "get_user", {"name": "ada", "age": 3}),
+        content="Let me look.",
+    )
+    replies, prediction = s.step(W, session.id, message, T0, provider)
+    assert replies == [
+        {"role": "tool", "tool_call_id": "c1",
+         "content": 'result of get_order({"id": 4471})'},
+        {"role": "tool", "tool_call_id": "c2",
+         "content": 'result of get_user({"age": 3, "name": "ada"})'},
+    ]  # fmt: skip
+    # Each call is asked as a tool call, on the context before the message (as the
+    # trace adapters pair calls), rendered "name(arguments)" with decoded arguments'
+    # keys sorted.
+    assert [(a, k) for a, k, _ in asked] == [
+        ('get_order({"id": 4471})', "tool"),
+        ('get_user({"age": 3, "name": "ada"})', "tool"),
+    ]
+    assert {text for _, _, text in asked} == {"user: refund order 4471"}
+    assert prediction.grounding == tuple(a for a, _, _ in asked)
+    assert session.transcript == [message, *replies]
+    # The transcript reads like a trace's context: calls on the assistant's line.
+    assert session.text() == (
+        "user: refund order 4471\n"
+        "assistant: Let me look.\n"
+        'get_order({"id": 4471})\n'
+        'get_user({"age": 3, "name": "ada"})\n'
+        'tool: result of get_order({"id": 4471})\n'
+        'tool: result of get_user({"age": 3, "name": "ada"})'
+    )
+    # A text message afterwards is asked as a message.
+    replies, _ = s.step(W, session.id, say("Refunded."), T0, provider)
+    assert replies == [{"role": "user", "content": "result of Refunded."}]
+    assert asked[-1][1] == "message"
+
+
+@pytest.mark.parametrize(
+    ("message", "detail"),
+    [
+        (calls(), "non-empty list"),
+        (calls({"type": "function", "function": {"name": "f"}}), "no id"),
+        (calls(call("c1", "f"), call("c1", "g")), "reuses the id"),
+        (calls(call("c1", "f", "{not json")), "not valid JSON"),
+        (calls(call("c1", "f", 3)), "not a JSON string"),
+        (calls({"id": "c1", "type": "retrieval", "function": {"name": "f"}}),
+         "only \"function\""),
+        (calls({"id": "c1", "function": {"arguments": "{}"}}), "no \"function\""),
+    ],
+)  # fmt: skip
+def test_malformed_tool_calls_are_refused_by_name(message: Any, detail: str) -> None:
+    with pytest.raises(SessionError, match=r"^bad_tool_call:") as caught:
+        accepted(message)
+    assert detail in caught.value.message
+    s = sessions()
+    session = s.start(W, "t", "", T0)
+    with refused("bad_tool_call"):
+        s.step(W, session.id, message, T0, echo())
+    assert session.transcript == []
+
+
+def test_a_call_without_type_is_a_function_call() -> None:
+    found = accepted(calls({"id": "c1", "function": {"name": "f", "arguments": "{}"}}))
+    assert isinstance(found, list)
+    assert [(c.id, c.name, c.action) for c in found] == [("c1", "f", "f({})")]
+
+
+def test_tool_results_count_against_the_message_limit() -> None:
+    s = sessions(messages=4)
+    session = s.start(W, "t", "", T0)
+    with refused("too_many_messages"):  # 1 assistant + 4 results
+        s.step(
+            W, session.id, calls(*(call(f"c{i}", "f") for i in range(4))), T0, echo()
+        )
+    s.step(W, session.id, calls(call("c1", "f"), call("c2", "f")), T0, echo())
+    assert len(session.transcript) == 3
+
+
+def test_a_terminal_tool_result_ends_the_session() -> None:
+    s = sessions()
+    session = s.start(W, "t", "", T0)
+    _, prediction = s.step(W, session.id, calls(call("c1", "submit")), T0, echo(
+        "submitted", terminal=True))  # fmt: skip
+    assert prediction.terminal
+    with refused("unknown_session"):
+        s.get(W, session.id, T0)
+
+
+# --- the per-client quota ------------------------------------------------------------
+
+
+def test_one_client_cannot_take_every_session() -> None:
+    s = Sessions(Limits(sessions=4), rng=random.Random(7), per_client=2)
+    a1 = s.start(W, "t", "", T0, client="ada")
+    s.start(W, "t", "", T0, client="ada")
+    with refused("session_quota") as caught:
+        s.start(W, "t", "", T0, client="ada")
+    message = caught.value.message
+    assert "'ada'" in message
+    assert "quota 2" in message
+    assert "sim_end" in message
+    # Others still get sessions, across worlds too (the quota is the client's).
+    s.start("w2", "t", "", T0, client="bob")
+    s.start(W, "t", "", T0, client="bob")
+    with refused("session_quota"):
+        s.start("w2", "t", "", T0, client="bob")
+    # Ending one frees a slot for that client.
+    s.end(W, a1.id)
+    s.start(W, "t", "", T0, client="ada")
+    with refused("too_many_sessions"):
+        s.start(W, "t", "", T0, client="cy")
+
+
+def test_an_expired_session_frees_its_clients_slot() -> None:
+    s = Sessions(Limits(expiry=60), rng=random.Random(7), per_client=1)
+    s.start(W, "t", "", T0, client="ada")
+    with refused("session_quota"):
+        s.start(W, "t", "", T0, client="ada")
+    s.start(W, "t", "", T0 + timedelta(seconds=61), client="ada")

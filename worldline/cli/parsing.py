@@ -383,7 +383,13 @@ def parser() -> argparse.ArgumentParser:
     )
     session.add_argument("task")
     session.add_argument("--context", default="")
-    session.add_argument("--exclude", nargs="*", default=[], help="lineages to skip")
+    session.add_argument(
+        "--exclude",
+        action="append",
+        default=[],
+        metavar="LINEAGE",
+        help="a lineage to keep out of retrieval (repeat for more)",
+    )
 
     status = verbs.add_parser(
         "status", help="actors, consumer lag, rates, dead letters, store sizes"

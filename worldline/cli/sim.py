@@ -1,6 +1,8 @@
 """The simulator verbs: ``sim index`` (pair transitions from traces into an index),
 ``sim run`` (an evaluation plan) and ``sim session`` (a session on the bus, assistant
-messages on stdin)."""
+messages on stdin: one per line, plain text, or a JSON object such as ``{"role":
+"assistant", "tool_calls": [...]}``; each reply message is printed, a tool result as
+``tool[<call id>]: ...``)."""
 
 from __future__ import annotations
 
@@ -66,6 +68,24 @@ def run_index(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _assistant(line: str) -> str | dict[str, Any]:
+    """One stdin line as a step: a JSON object is an OpenAI-shaped assistant message
+    (with ``tool_calls`` or without); anything else is assistant text."""
+    text = line.rstrip("\n")
+    if text.lstrip().startswith("{"):
+        with contextlib.suppress(msgspec.DecodeError):
+            message = msgspec.json.decode(text)
+            if isinstance(message, dict) and "role" in message:
+                return message
+    return text
+
+
+def _shown(message: dict[str, str]) -> str:
+    if message.get("role") == "tool":
+        return f"tool[{message.get('tool_call_id', '')}]: {message.get('content', '')}"
+    return f"{message.get('role', 'user')}: {message.get('content', '')}"
+
+
 def _sim_session(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
     async def run(world: World) -> None:
         started = await world.sim_start(
@@ -76,11 +96,12 @@ def _sim_session(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]
             for line in sys.stdin:
                 if not line.strip():
                     continue
-                reply = await world.sim_step(started.session_id, line.rstrip("\n"))
+                reply = await world.sim_step(started.session_id, _assistant(line))
                 if args.json:
                     sys.stdout.write(msgspec.json.encode(reply).decode() + "\n")
                 else:
-                    print(f"user: {reply.message['content']}")
+                    for message in reply.messages or [reply.message]:
+                        print(_shown(message))
                 sys.stdout.flush()
                 if reply.terminal:
                     return

@@ -127,11 +127,13 @@ class SimStatus(Message, tag="rpc.sim_status.v1", kw_only=True, frozen=True):
 
 
 class SimStart(Message, tag="rpc.sim_start.v1", kw_only=True, frozen=True):
-    """Open a world-model session for a task (lineages to keep out of retrieval)."""
+    """Open a world-model session for a task (lineages to keep out of retrieval).
+    ``agent`` names the client: each may hold only so many open sessions."""
 
     task: str
     context: str = ""
     exclude_lineages: list[str] = msgspec.field(default_factory=list)
+    agent: str = ""  # the client's agent name ("": anonymous, one shared quota)
 
 
 class SimStarted(Message, tag="rpc.sim_started.v1", kw_only=True, frozen=True):
@@ -140,21 +142,30 @@ class SimStarted(Message, tag="rpc.sim_started.v1", kw_only=True, frozen=True):
     session_id: str
     limits: Limits
     index: str  # the index manifest's id
+    per_client: int = 0  # open sessions one client may hold (0: not reported)
 
 
 class SimStep(Message, tag="rpc.sim_step.v1", kw_only=True, frozen=True):
-    """One candidate action: an OpenAI-shaped assistant message."""
+    """One candidate action: an OpenAI-shaped assistant message, text or
+    ``tool_calls`` (``[{"id", "type": "function", "function": {"name",
+    "arguments"}}]``)."""
 
     session_id: str
     message: dict[str, Any]
 
 
 class SimStepReply(Message, tag="rpc.sim_step_reply.v1", kw_only=True, frozen=True):
-    """The predicted user (or environment) message, and whether the episode ended."""
+    """What follows the step, and whether the episode ended.
 
-    message: dict[str, str]  # {"role": "user", "content": ...}
+    ``messages`` is everything that follows, in order: one ``{"role": "user",
+    "content"}`` after a text message, or one ``{"role": "tool", "tool_call_id",
+    "content"}`` per call after tool calls. ``message`` is the first of them (what
+    clients before tool calls read)."""
+
+    message: dict[str, str]  # the first of ``messages``
     terminal: bool = False
     grounding: list[str] = msgspec.field(default_factory=list)  # transition ids
+    messages: list[dict[str, str]] = msgspec.field(default_factory=list)
 
 
 class SimEnd(Message, tag="rpc.sim_end.v1", kw_only=True, frozen=True):

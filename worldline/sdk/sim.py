@@ -1,8 +1,16 @@
-"""The simulator half of the SDK: bounded world-model sessions over the bus."""
+"""The simulator half of the SDK: bounded world-model sessions over the bus.
+
+A step is an assistant message: text (the reply is the user's next message) or
+OpenAI-style ``tool_calls`` (the reply holds one ``role: "tool"`` result per call,
+keyed by ``tool_call_id``), so an agent loop can append ``reply.messages`` to its
+history and go on as it would against real tools and users.
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
+
+import nats.errors
 
 from worldline.protocols.messages import (
     SimEnd,
@@ -11,6 +19,7 @@ from worldline.protocols.messages import (
     SimStarted,
     SimStep,
     SimStepReply,
+    encode,
 )
 from worldline.sdk.errors import BadRequest, SimulationError
 from worldline.sdk.paging import PagingMixin
@@ -27,7 +36,17 @@ class SimMixin(PagingMixin):
     """Open a session, step it with candidate actions, end it."""
 
     async def _sim(self, verb: Any, request: Message) -> Message:
-        reply = await self._request(verb, request)
+        try:
+            reply = await self._request(verb, request)
+        except nats.errors.MaxPayloadError as exc:
+            size = len(encode(request))
+            limit = self._nc.max_payload
+            raise BadRequest(
+                f"the {verb} request is {size:,} bytes, over the bus's max_payload of "
+                f"{limit:,} bytes: send less (a shorter message, context or task; "
+                "sessions take at most 256 KiB of context and 64 KiB of task), or "
+                "raise max_payload in the nats-server configuration"
+            ) from exc
         if isinstance(reply, SimError):
             raise SimulationError(reply.name, reply.message)
         return reply
@@ -37,7 +56,10 @@ class SimMixin(PagingMixin):
     ) -> SimStarted:
         """Open a session for ``task``; ``exclude_lineages`` stay out of retrieval."""
         request = SimStart(
-            task=task, context=context, exclude_lineages=list(exclude_lineages)
+            task=task,
+            context=context,
+            exclude_lineages=list(exclude_lineages),
+            agent=self.agent,
         )
         reply = await self._sim("sim.start", request)
         if not isinstance(reply, SimStarted):
@@ -47,12 +69,15 @@ class SimMixin(PagingMixin):
     async def sim_step(
         self, session_id: str, message: str | dict[str, Any]
     ) -> SimStepReply:
-        """Send one assistant message (text, or an OpenAI-shaped dict); get the
-        predicted user message and whether the episode ended.
+        """Send one assistant message (text, or an OpenAI-shaped dict, with
+        ``tool_calls`` or without); get what follows (``reply.messages``: the
+        user's message, or one tool result per call keyed by ``tool_call_id``) and
+        whether the episode ended.
 
         Raises:
-            SimulationError: a named refusal (a limit, a tool call, an unknown or
-                expired session, nothing to ground the prediction on).
+            SimulationError: a named refusal (a limit, a malformed tool call, an
+                unknown or expired session, nothing to ground the prediction on).
+            BadRequest: the message is larger than the bus carries.
         """
         if isinstance(message, str):
             message = {"role": "assistant", "content": message}

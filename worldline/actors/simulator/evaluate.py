@@ -13,19 +13,20 @@ embedding and the orchestration.
 
 Every cell ends in a rollout written once to ``<out>/rollouts/<task id>.json``:
 
-* a task that declares tools is not simulated (a text session cannot give it the
-  tools it needs): stop reason ``unsupported``, failure ``tools_unsupported``;
-* otherwise a session is opened and each scripted action is stepped until the
-  prediction is terminal (``terminal``) or the actions run out
-  (``actions_exhausted``);
+* a session is opened and each scripted action is stepped until the prediction is
+  terminal (``terminal``) or the actions run out (``actions_exhausted``); an action
+  written ``name(arguments)`` whose ``name`` the task declares in ``tools`` is sent
+  as an OpenAI-style tool call and answered with a predicted tool result, any other
+  action as assistant text;
 * a session refusal (empty action, too many messages, no grounding...) stops the cell
   with ``failed`` and the refusal's name;
 * when the run's budget is spent before a step, the cell stops with ``budget`` and
   ``budget_exhausted``: recorded like any other failure, so it stays in the
   denominator instead of leaving a hole.
 
-Runs resume: a cell whose rollout exists is read back, not redone, provided the
-rollout carries this plan's hash; one made by another plan (or over another index)
+Runs resume: a cell whose rollout exists is read back, not redone, provided its
+content matches its own sha256 (an edited rollout is refused, naming the file) and it
+carries this plan's hash; one made by another plan (or over another index)
 is an error, never silently mixed in. Resumed rollouts count against the budget just
 as they did when they ran, so a resumed run ends where an uninterrupted one would.
 
@@ -44,11 +45,10 @@ from __future__ import annotations
 
 import hashlib
 import random
+import re
 from collections import Counter
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-import msgspec
+from typing import TYPE_CHECKING, Any, Final
 
 from worldline.actors.simulator.index import IndexRefused, load
 from worldline.actors.simulator.plan import (
@@ -71,9 +71,12 @@ from worldline.actors.simulator.rollouts import (
     StopReason,
     WorldModelCost,
     read_rollout,
+    rollout_bytes,
+    seal,
     write_once,
 )
 from worldline.actors.simulator.sessions import (
+    Kind,
     Prediction,
     Session,
     SessionError,
@@ -123,10 +126,12 @@ class _MeteredWorldModel:
         self.chars = 0
         self.queries = 0
 
-    def __call__(self, session: Session, action: str) -> Prediction:
+    def __call__(
+        self, session: Session, action: str, kind: Kind = "message"
+    ) -> Prediction:
         self.calls += 1
         try:
-            prediction = self._provider(session, action)
+            prediction = self._provider(session, action, kind)
         except SessionError as exc:
             # The local provider embeds one query per call, unless nothing was left
             # to score (it then refuses with no_grounding before embedding).
@@ -165,6 +170,24 @@ class RunReport:
         )
 
 
+_CALL: Final = re.compile(r"\s*([A-Za-z_][\w.-]*)\((.*)\)\s*", re.DOTALL)
+
+
+def _message(action: str, tools: list[str], number: int) -> dict[str, Any]:
+    """The assistant message for a scripted action: a tool call (id ``call-<n>``)
+    when the action reads ``name(arguments)`` and the task declares ``name`` among
+    its tools (empty arguments are ``{}``), else a text message."""
+    found = _CALL.fullmatch(action)
+    if found is None or found[1] not in tools:
+        return {"role": "assistant", "content": action}
+    call = {"name": found[1], "arguments": found[2].strip() or "{}"}
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": f"call-{number}", "type": "function", "function": call}],
+    }
+
+
 def _seed(digest: str, task_id: str) -> int:
     return int.from_bytes(hashlib.sha256(f"{digest}\n{task_id}".encode()).digest()[:8])
 
@@ -184,57 +207,49 @@ def _run_cell(
     steps: list[Step] = []
     stop: StopReason
     failure: Failure | None = None
-    if task.tools:
-        stop = "unsupported"
-        failure = Failure(
-            name="tools_unsupported",
-            message=f"the task declares tools ({', '.join(task.tools)}); the text "
-            "simulator does not simulate tools, so the task was not run",
+    # One session per cell, from a random source seeded by the plan hash and the
+    # task, so a cell is the same whether it ran first or after a resume.
+    sessions = Sessions(rng=random.Random(_seed(digest, task.id)))
+    session: Session | None = None
+    try:
+        session = sessions.start(
+            run_id, task.task, task.context, now(), tuple(task.lineage_exclude)
         )
-    else:
-        # One session per cell, from a random source seeded by the plan hash and the
-        # task, so a cell is the same whether it ran first or after a resume.
-        sessions = Sessions(rng=random.Random(_seed(digest, task.id)))
-        session: Session | None = None
-        try:
-            session = sessions.start(
-                run_id, task.task, task.context, now(), tuple(task.lineage_exclude)
+        observation: str | None = None
+        while not candidate.done:
+            if remaining - world_model.calls <= 0:
+                stop = "budget"
+                failure = Failure(
+                    name="budget_exhausted",
+                    message="the run's budget of world-model steps was spent "
+                    f"before step {len(steps) + 1} of this task",
+                )
+                break
+            action = candidate.act(observation)
+            message = _message(action, task.tools, candidate.actions)
+            replies, prediction = sessions.step(
+                run_id, session.id, message, now(), world_model
             )
-            observation: str | None = None
-            while not candidate.done:
-                if remaining - world_model.calls <= 0:
-                    stop = "budget"
-                    failure = Failure(
-                        name="budget_exhausted",
-                        message="the run's budget of world-model steps was spent "
-                        f"before step {len(steps) + 1} of this task",
-                    )
-                    break
-                action = candidate.act(observation)
-                message = {"role": "assistant", "content": action}
-                reply, prediction = sessions.step(
-                    run_id, session.id, message, now(), world_model
+            observation = replies[0]["content"]
+            steps.append(
+                Step(
+                    action=action,
+                    observation=prediction.observation,
+                    terminal=prediction.terminal,
+                    grounding=list(prediction.grounding),
                 )
-                observation = reply["content"]
-                steps.append(
-                    Step(
-                        action=action,
-                        observation=prediction.observation,
-                        terminal=prediction.terminal,
-                        grounding=list(prediction.grounding),
-                    )
-                )
-                if prediction.terminal:
-                    stop = "terminal"
-                    break
-            else:
-                stop = "actions_exhausted"
-        except SessionError as exc:
-            stop = "failed"
-            failure = Failure(name=exc.name, message=exc.message)
-        finally:
-            if session is not None:
-                sessions.end(run_id, session.id)
+            )
+            if prediction.terminal:
+                stop = "terminal"
+                break
+        else:
+            stop = "actions_exhausted"
+    except SessionError as exc:
+        stop = "failed"
+        failure = Failure(name=exc.name, message=exc.message)
+    finally:
+        if session is not None:
+            sessions.end(run_id, session.id)
     finished = now()
     costs = Costs(
         candidate=CandidateCost(actions=candidate.actions, chars=candidate.chars),
@@ -319,7 +334,8 @@ def run_plan(plan_path: Path, *, now: Callable[[], datetime]) -> RunReport:
                 remaining=remaining,
                 now=now,
             )
-            write_once(path, msgspec.json.format(msgspec.json.encode(rollout)))
+            rollout = seal(rollout)
+            write_once(path, rollout_bytes(rollout))
             completed += 1
         remaining = max(0, remaining - rollout.costs.world_model.calls)
         stops[rollout.stop_reason] += 1

@@ -3,11 +3,12 @@ endpoint for the user's (or environment's) reply.
 
 It retrieves real transitions exactly as :class:`~worldline.actors.simulator.provider.
 LocalProvider` does (task + session text + candidate action, the session's excluded
-lineages removed before scoring, fit partition only) and sends a grounded prompt:
-the task, the context so far, the visible assistant action and the numbered real
-examples (action -> observation, never their ids or lineages). The model answers as
-JSON ``{"observation": "...", "terminal": true|false}``; plain text is accepted as the
-observation of a non-terminal turn.
+lineages removed before scoring, fit partition only, only transitions of the action's
+kind: tool results for a tool call, messages for a message) and sends a grounded
+prompt: the task, the context so far, the visible assistant action (or tool call) and
+the numbered real examples (action -> observation, never their ids or lineages). The
+model answers as JSON ``{"observation": "...", "terminal": true|false}``; plain text is
+accepted as the observation of a non-terminal turn.
 
 Nothing is ever made up on failure: an HTTP error, a timeout, a non-200 status or a
 body that is not a chat completion raises ``SessionError("provider_failed", ...)``
@@ -36,8 +37,8 @@ from worldline.actors.runtime.llm import (
     LlmConfig,
     LlmError,
 )
-from worldline.actors.simulator.index import retrieve
-from worldline.actors.simulator.sessions import Prediction, Session, SessionError
+from worldline.actors.simulator.provider import grounding
+from worldline.actors.simulator.sessions import Kind, Prediction, Session, SessionError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -56,7 +57,7 @@ __all__ = [
     "parse_completion",
 ]
 
-PROMPT_VERSION: Final = "grounded-v1"  # change it whenever the prompt text changes
+PROMPT_VERSION: Final = "grounded-v2"  # change it whenever the prompt text changes
 
 _SYSTEM: Final = (
     "You are the world model of a text simulator. An AI assistant is working on a "
@@ -88,17 +89,27 @@ class HttpConfig(LlmConfig):
 
 
 def grounded_messages(
-    task: str, context: str, action: str, examples: Sequence[Transition]
+    task: str,
+    context: str,
+    action: str,
+    examples: Sequence[Transition],
+    kind: Kind = "message",
 ) -> list[dict[str, str]]:
     """The chat messages for one prediction: a fixed system message, then the task,
     the context, the assistant's action and the numbered real examples (in the
     order given, i.e. best first). Only the examples' actions, observations and
-    whether the trace ended there are shown, never ids or lineages. The same inputs
-    always give the same messages."""
+    whether the trace ended there are shown, never ids or lineages. For a tool call
+    (``kind="tool"``) the action is the call and the reply is the tool's result.
+    The same inputs always give the same messages."""
+    latest = (
+        f"The assistant's latest tool call (reply with the tool's result):\n{action}"
+        if kind == "tool"
+        else f"The assistant's latest message:\n{action}"
+    )
     parts = [
         f"Task:\n{task}",
         f"Conversation so far:\n{context if context else '(nothing yet)'}",
-        f"The assistant's latest message:\n{action}",
+        latest,
         "Real examples (what happened after similar assistant messages):",
     ]
     for number, example in enumerate(examples, start=1):
@@ -208,24 +219,19 @@ class HttpProvider:
         self.prompt_chars = 0
         self.completion_chars = 0
 
-    def __call__(self, session: Session, action: str) -> Prediction:
+    def __call__(
+        self, session: Session, action: str, kind: Kind = "message"
+    ) -> Prediction:
         context = session.text()
-        found = retrieve(
-            self.index,
-            task=session.task,
-            context=context,
-            action=action,
-            exclude_lineages=session.exclude_lineages,
-            k=self.config.k,
-        )
-        if not found:
+        examples = grounding(self.index, session, action, kind, self.config.k)
+        if not examples:
             raise SessionError(
                 "no_grounding",
-                "no real transition is left to ground a prediction on (the index is "
-                "empty, or every lineage is excluded)",
+                "no real transition of this kind is left to ground a prediction on "
+                "(the index is empty, holds none of this kind, or every lineage is "
+                "excluded)",
             )
-        examples = [t for t, _ in found]
-        messages = grounded_messages(session.task, context, action, examples)
+        messages = grounded_messages(session.task, context, action, examples, kind)
         body = self._post(messages)
         try:
             content = _content(body)

@@ -68,6 +68,8 @@ class TaskSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     id: TaskId
     task: str
     context: str = ""
+    # Tools the candidate calls: an action "name(arguments)" naming one of them is
+    # sent as a tool call, any other action as text.
     tools: list[str] = msgspec.field(default_factory=list)
     lineage_exclude: list[str] = msgspec.field(default_factory=list)
     actions: list[str] = msgspec.field(default_factory=list)  # scripted candidate
@@ -144,7 +146,7 @@ def parse_plan(text: str, *, source: str = "<plan>") -> Plan:
                 "and one rollout file, so ids must be unique"
             )
         seen.add(task.id)
-        if not task.tools and not task.actions:
+        if not task.actions:
             raise PlanError(
                 f"{source}: task {task.id!r} has no actions; a scripted candidate "
                 "takes the actions its task lists"
@@ -174,7 +176,9 @@ def plan_hash(plan: Plan, index_id: str) -> str:
     The two locations, ``run.index`` and ``run.out``, are left out: where the index
     lies is not what it holds (its manifest id stands for that), and the out folder
     is where the results go, not what they are. So the same plan over the same index
-    gives the same hash, and byte-identical rollouts, in any folder.
+    gives the same hash, and the same rollouts, in any folder: identical but for the
+    wall-clock fields (``started_at``, ``finished_at``, the orchestration seconds and
+    so the rollout's ``sha256``), byte-identical under the same clock.
     """
     fields: dict[str, Any] = msgspec.to_builtins(plan)
     del fields["run"]["index"], fields["run"]["out"]

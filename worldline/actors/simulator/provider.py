@@ -1,19 +1,99 @@
 """World-model providers. The default is local and deterministic: it answers with the
-observation of the nearest real transition (task + context + candidate action, never
-the observation, with the session's excluded lineages removed before scoring), so
-every prediction is conditioned only on what really happened, and says which."""
+observation of the nearest real transition of the right kind (a tool's result for a
+tool call, same tool first; a user or environment reply for a message; never the other
+kind), retrieved on task + context + candidate action, never the observation, with the
+session's excluded lineages removed before scoring. Every prediction is conditioned
+only on what really happened, and says which transitions it read.
+
+A prediction ends the session only when the nearest transition ended its own trace
+*at a comparable depth*: a real conversation that ended after ``d`` assistant actions
+is evidence that this one ends only once it has taken at least ``(d - 1) // 2`` of its
+own (see :func:`ends_here`). Without that, a session with a short (or empty) context
+ended on its first step whenever its nearest neighbour was the closing turn of a long
+conversation."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import inspect
+from typing import TYPE_CHECKING, Final
 
 from worldline.actors.simulator.index import retrieve
-from worldline.actors.simulator.sessions import Prediction, Session, SessionError
+from worldline.actors.simulator.sessions import (
+    Kind,
+    Prediction,
+    Session,
+    SessionError,
+)
 
 if TYPE_CHECKING:
     from worldline.actors.simulator.index import TransitionIndex
+    from worldline.protocols.messages import Transition
 
-__all__ = ["LocalProvider"]
+__all__ = ["LocalProvider", "depth", "ends_here", "grounding", "kind_of", "tool_of"]
+
+_ASSISTANT: Final = "assistant: "
+# Whether retrieve() filters by kind itself (it may grow a ``kind`` parameter).
+_RETRIEVE_KIND: Final = "kind" in inspect.signature(retrieve).parameters
+
+
+def kind_of(transition: Transition) -> Kind:
+    """A transition's kind: a tool's result (paired by id or by name and order) or
+    a message (a turn)."""
+    return "message" if transition.pairing == "turn" else "tool"
+
+
+def tool_of(action: str) -> str:
+    """The tool a rendered call names (``name(arguments)`` -> ``name``)."""
+    return action.split("(", 1)[0].strip()
+
+
+def depth(text: str) -> int:
+    """How many assistant messages a rendered context holds (lines ``assistant:``)."""
+    return sum(1 for line in text.split("\n") if line.startswith(_ASSISTANT))
+
+
+def ends_here(nearest: Transition, session_text: str) -> bool:
+    """Whether ``nearest`` (the best grounding) ends the session: it ended its own
+    trace, and it did so at most about twice as deep as this session is now."""
+    if not nearest.final:
+        return False
+    return depth(nearest.context) <= 2 * depth(session_text) + 1
+
+
+def grounding(
+    index: TransitionIndex,
+    session: Session,
+    action: str,
+    kind: Kind,
+    k: int,
+) -> list[Transition]:
+    """The ``k`` nearest real transitions of ``kind`` for ``action`` in ``session``
+    (for a tool call, those of the same tool first), best first; [] when none is
+    left. Rows of another kind are never returned: if the nearest ones are all of
+    the other kind, retrieval looks further (up to the whole index)."""
+    context = session.text()
+    extra = {"kind": kind} if _RETRIEVE_KIND else {}
+    total = len(index.transitions)
+    want = max(k, 1)
+    fetch = min(total, max(64, 8 * want))
+    while True:
+        found = retrieve(
+            index,
+            task=session.task,
+            context=context,
+            action=action,
+            exclude_lineages=session.exclude_lineages,
+            k=fetch,
+            **extra,  # type: ignore[arg-type]
+        )
+        right = [t for t, _ in found if kind_of(t) == kind]
+        if len(right) >= want or len(found) < fetch or fetch >= total:
+            break
+        fetch = min(total, fetch * 8)
+    if kind == "tool":
+        tool = tool_of(action)
+        right.sort(key=lambda t: tool_of(t.action) != tool)  # stable: keeps rank
+    return right[:k]
 
 
 class LocalProvider:
@@ -23,24 +103,21 @@ class LocalProvider:
         self.index = index
         self.k = k
 
-    def __call__(self, session: Session, action: str) -> Prediction:
-        found = retrieve(
-            self.index,
-            task=session.task,
-            context=session.text(),
-            action=action,
-            exclude_lineages=session.exclude_lineages,
-            k=self.k,
-        )
+    def __call__(
+        self, session: Session, action: str, kind: Kind = "message"
+    ) -> Prediction:
+        found = grounding(self.index, session, action, kind, self.k)
         if not found:
+            what = "tool result" if kind == "tool" else "message"
             raise SessionError(
                 "no_grounding",
-                "no real transition is left to ground a prediction on (the index is "
-                "empty, or every lineage is excluded)",
+                f"no real transition of this kind ({what}) is left to ground a "
+                "prediction on (the index is empty, holds none of this kind, or "
+                "every lineage is excluded)",
             )
-        nearest, _ = found[0]
+        nearest = found[0]
         return Prediction(
             observation=nearest.observation,
-            terminal=nearest.final,
-            grounding=tuple(t.id for t, _ in found),
+            terminal=ends_here(nearest, session.text()),
+            grounding=tuple(t.id for t in found),
         )

@@ -1,8 +1,18 @@
 """What one cell of an evaluation run leaves behind: a :class:`Rollout`, written once
-to ``<out>/rollouts/<task id>.json`` and never overwritten."""
+to ``<out>/rollouts/<task id>.json`` and never overwritten.
+
+A rollout is sealed (:func:`seal`): its ``sha256`` is the hash of its canonical JSON
+with that field empty, so an edited rollout no longer matches and
+:func:`read_rollout` refuses it, naming the file. Redoing a cell gives the same
+rollout (the same session ids, steps, grounding and costs) except for the three
+fields that record the wall clock when the run's clock is real: ``started_at``,
+``finished_at`` and ``costs.orchestration.seconds`` (and so ``sha256``); under the
+same clock (tests pass a fixed one) the files are byte-identical. The wall-clock
+fields are kept because the orchestration cost is part of a cell's economics."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 from datetime import datetime
@@ -27,6 +37,8 @@ __all__ = [
     "StopReason",
     "WorldModelCost",
     "read_rollout",
+    "rollout_bytes",
+    "seal",
     "write_once",
 ]
 
@@ -90,20 +102,50 @@ class Rollout(msgspec.Struct, frozen=True, kw_only=True):
     costs: Costs
     started_at: datetime
     finished_at: datetime
+    sha256: str = ""  # of the canonical JSON of everything else (see seal)
 
 
 _ROLLOUT: Final = msgspec.json.Decoder(Rollout)
 
 
+def _digest(rollout: Rollout) -> str:
+    unsealed = msgspec.structs.replace(rollout, sha256="")
+    return hashlib.sha256(msgspec.json.encode(unsealed)).hexdigest()
+
+
+def seal(rollout: Rollout) -> Rollout:
+    """The rollout with ``sha256`` set to the hash of its content."""
+    return msgspec.structs.replace(rollout, sha256=_digest(rollout))
+
+
+def rollout_bytes(rollout: Rollout) -> bytes:
+    """What a rollout file holds: the sealed rollout, as indented JSON."""
+    return msgspec.json.format(msgspec.json.encode(seal(rollout)))
+
+
 def read_rollout(path: Path) -> Rollout:
-    """A rollout file, or :class:`PlanError` saying it is not one."""
+    """A rollout file whose content matches its ``sha256``, or :class:`PlanError`
+    saying it is not one, or that it was changed after it was written."""
     try:
-        return _ROLLOUT.decode(path.read_bytes())
+        rollout = _ROLLOUT.decode(path.read_bytes())
     except (OSError, msgspec.DecodeError) as exc:
         raise PlanError(
             f"{path}: not a readable rollout ({exc}); the out folder holds only what "
             "a run wrote: use a new out folder"
         ) from exc
+    if not rollout.sha256:
+        raise PlanError(
+            f"{path}: carries no content hash (written by an older worldline, or "
+            "edited): it cannot be checked, so it is not resumed; use a new out "
+            "folder"
+        )
+    if rollout.sha256 != _digest(rollout):
+        raise PlanError(
+            f"{path}: its content does not match its sha256: the rollout was edited "
+            "after it was written; a rollout is never changed: delete it to redo the "
+            "cell, or use a new out folder"
+        )
+    return rollout
 
 
 def write_once(path: Path, data: bytes) -> None:

@@ -4,6 +4,11 @@ Inbox: ``wl.*.derived.transition.*`` through durable ``simulator``. Accepts:
 ``Transition`` (counted per world). Serves (queue group ``simulator``):
 ``wl.<world>.rpc.sim.status``, ``sim.start``, ``sim.step`` and ``sim.end``.
 
+A step takes an assistant text message (answered with the user's reply) or an
+assistant message with ``tool_calls`` (answered with one tool result per call, keyed
+by call id). Each client (``SimStart.agent``) may hold at most ``per_client`` open
+sessions.
+
 Sessions live in this process's memory only (the seed's rule: ending or expiring a
 session removes its transcript), so run one simulator per deployment while sessions
 are in use: a queue group of several would send a session's steps to replicas that do
@@ -24,7 +29,12 @@ from worldline.actors.simulator import core
 from worldline.actors.simulator.http_provider import HttpConfig, HttpProvider
 from worldline.actors.simulator.index import load
 from worldline.actors.simulator.provider import LocalProvider
-from worldline.actors.simulator.sessions import Provider, SessionError, Sessions
+from worldline.actors.simulator.sessions import (
+    DEFAULT_PER_CLIENT,
+    Provider,
+    SessionError,
+    Sessions,
+)
 from worldline.protocols.messages import (
     SIMULATOR_INBOX,
     SIMULATOR_RPC,
@@ -59,6 +69,7 @@ class SessionService:
         limits: Limits = DEFAULT_LIMITS,
         clock: Clock = utcnow,
         rng: random.Random | None = None,
+        per_client: int = DEFAULT_PER_CLIENT,
     ) -> None:
         self.index = index
         self.provider: Provider | None = None
@@ -68,7 +79,9 @@ class SessionService:
             self.provider = (
                 LocalProvider(index) if config is None else HttpProvider(index, config)
             )
-        self.sessions = Sessions(limits, rng=rng or random.SystemRandom())
+        self.sessions = Sessions(
+            limits, rng=rng or random.SystemRandom(), per_client=per_client
+        )
         self.clock = clock
 
     def serve(
@@ -100,11 +113,13 @@ class SessionService:
                     request.context,
                     now,
                     tuple(request.exclude_lineages),
+                    client=request.agent,
                 )
                 return SimStarted(
                     session_id=session.id,
                     limits=self.sessions.limits,
                     index=self.index.manifest.id,
+                    per_client=self.sessions.per_client,
                 )
             case SimStep():
                 if self.provider is None:
@@ -113,13 +128,14 @@ class SessionService:
                         "this simulator has no index, so it holds no sessions; start "
                         "it with --index DIR",
                     )
-                reply, prediction = self.sessions.step(
+                replies, prediction = self.sessions.step(
                     world, request.session_id, request.message, now, self.provider
                 )
                 return SimStepReply(
-                    message=reply,
+                    message=replies[0],
                     terminal=prediction.terminal,
                     grounding=list(prediction.grounding),
+                    messages=replies,
                 )
             case SimEnd():
                 self.sessions.get(world, request.session_id, now)

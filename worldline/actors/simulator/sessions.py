@@ -1,16 +1,27 @@
 """World-model sessions: bounded, in-memory, pure. A session holds a task, a context
-and a transcript; each step takes one assistant text message, asks a provider for the
-user's (or environment's) reply, and appends both, or fails by name without changing
-anything. Ending or expiring a session removes its transcript. The clock and the random
-source are arguments.
+and a transcript; each step takes one assistant message and asks a provider for what
+comes next, then appends both, or fails by name without changing anything:
+
+* a text message gets the user's (or environment's) reply, one ``role: "user"``
+  message;
+* a message with OpenAI-style ``tool_calls`` gets one ``role: "tool"`` result per
+  call, keyed by the call's id (``tool_call_id``), each predicted from real tool
+  results, in the order of the calls.
+
+Ending or expiring a session removes its transcript; a session that expired answers
+``session_expired`` (for a while: the last ``4 x sessions`` expired ids are kept).
+Each client (the agent name a start declares) may hold at most ``per_client`` open
+sessions, so one client cannot take every slot. The clock and the random source are
+arguments.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
 from worldline.protocols.simulator import DEFAULT_LIMITS, Limits
 
@@ -18,12 +29,22 @@ if TYPE_CHECKING:
     import random
 
 __all__ = [
+    "DEFAULT_PER_CLIENT",
+    "Call",
+    "Kind",
     "Prediction",
     "Provider",
     "Session",
     "SessionError",
     "Sessions",
+    "accepted",
+    "accepted_text",
+    "render",
 ]
+
+DEFAULT_PER_CLIENT: Final = 16  # open sessions one client may hold (of 256)
+
+Kind = Literal["message", "tool"]
 
 
 class SessionError(ValueError):
@@ -44,6 +65,26 @@ class Prediction:
     grounding: tuple[str, ...]  # ids of the real transitions it was conditioned on
 
 
+@dataclass(frozen=True)
+class Call:
+    """One tool call of an assistant message: its id, the function's name, and the
+    action retrieval reads (``name(arguments)``, as traces render a call)."""
+
+    id: str
+    name: str
+    action: str
+
+
+def render(message: dict[str, Any]) -> str:
+    """One transcript message as a line of context, the way trace adapters render a
+    conversation (``role: text``, an assistant's calls as ``name(arguments)`` lines),
+    so a session's context reads like the contexts of the real transitions."""
+    calls = [c.action for c in _calls(message)] if message.get("tool_calls") else []
+    text = message.get("content") if isinstance(message.get("content"), str) else ""
+    body = "\n".join([text, *calls] if text else calls)
+    return f"{message['role']}: {body}"
+
+
 @dataclass
 class Session:
     """One bounded simulated episode (in memory only)."""
@@ -54,18 +95,25 @@ class Session:
     context: str
     exclude_lineages: tuple[str, ...]
     touched: datetime
-    transcript: list[dict[str, str]] = field(default_factory=list)
+    transcript: list[dict[str, Any]] = field(default_factory=list)
     size: int = 0  # transcript bytes
     closed: bool = False
+    client: str = ""  # who opened it (the agent name a start declares)
 
     def text(self) -> str:
         """The context plus the transcript so far, as retrieval reads it."""
         lines = [self.context] if self.context else []
-        lines += [f"{m['role']}: {m['content']}" for m in self.transcript]
+        lines += [render(m) for m in self.transcript]
         return "\n".join(lines)
 
 
-Provider = Callable[[Session, str], Prediction]
+class Provider(Protocol):
+    """Predicts what follows ``action`` in ``session``: a user (or environment)
+    message for ``kind="message"``, a tool's result for ``kind="tool"``."""
+
+    def __call__(
+        self, session: Session, action: str, kind: Kind = "message"
+    ) -> Prediction: ...
 
 
 def _size(text: str) -> int:
@@ -75,16 +123,30 @@ def _size(text: str) -> int:
 class Sessions:
     """The active sessions of one simulator process, with their limits."""
 
-    def __init__(self, limits: Limits = DEFAULT_LIMITS, *, rng: random.Random) -> None:
+    def __init__(
+        self,
+        limits: Limits = DEFAULT_LIMITS,
+        *,
+        rng: random.Random,
+        per_client: int = DEFAULT_PER_CLIENT,
+    ) -> None:
+        if per_client < 1:
+            raise ValueError(f"per_client {per_client}: at least 1")
         self.limits = limits
         self.rng = rng
+        self.per_client = per_client
         self.active: dict[tuple[str, str], Session] = {}
+        # Recently expired (world, id), oldest first: they answer session_expired.
+        self.expired: OrderedDict[tuple[str, str], None] = OrderedDict()
 
     def expire(self, now: datetime) -> None:
         """Remove every session idle for longer than the expiry."""
         horizon = timedelta(seconds=self.limits.expiry)
         for key in [k for k, s in self.active.items() if now - s.touched > horizon]:
-            del self.active[key]
+            self.end(*key)
+            self.expired[key] = None
+        while len(self.expired) > 4 * self.limits.sessions:
+            self.expired.popitem(last=False)
 
     def start(
         self,
@@ -93,8 +155,10 @@ class Sessions:
         context: str,
         now: datetime,
         exclude_lineages: tuple[str, ...] = (),
+        client: str = "",
     ) -> Session:
-        """Open a session; refuse oversized task or context, or one too many."""
+        """Open a session; refuse oversized task or context, one over the client's
+        quota, or one too many."""
         self.expire(now)
         if _size(task) > self.limits.task_bytes:
             raise SessionError(
@@ -105,6 +169,16 @@ class Sessions:
             raise SessionError(
                 "context_too_large",
                 f"context is {_size(context)} bytes, over {self.limits.context_bytes}",
+            )
+        held = sum(1 for s in self.active.values() if s.client == client)
+        if held >= self.per_client:
+            raise SessionError(
+                "session_quota",
+                f"client {client or '(anonymous)'!r} holds {held} open sessions, the "
+                f"most one client may hold (quota {self.per_client} of "
+                f"{self.limits.sessions}); end one (sim_end, or let `worldline sim "
+                "session` finish) or wait until one has been idle for "
+                f"{self.limits.expiry:g}s",
             )
         if len(self.active) >= self.limits.sessions:
             raise SessionError(
@@ -119,6 +193,7 @@ class Sessions:
             context=context,
             exclude_lineages=exclude_lineages,
             touched=now,
+            client=client,
         )
         self.active[(world, session_id)] = session
         return session
@@ -127,9 +202,15 @@ class Sessions:
         self.expire(now)
         session = self.active.get((world, session_id))
         if session is None:
+            if (world, session_id) in self.expired:
+                raise SessionError(
+                    "session_expired",
+                    f"session {session_id!r} expired after {self.limits.expiry:g}s "
+                    "without a step, and its transcript is gone; start a new one",
+                )
             raise SessionError(
                 "unknown_session",
-                f"no active session {session_id!r} (ended, expired, or never started)",
+                f"no active session {session_id!r} (ended, or never started)",
             )
         return session
 
@@ -140,42 +221,73 @@ class Sessions:
         message: Any,
         now: datetime,
         provider: Provider,
-    ) -> tuple[dict[str, str], Prediction]:
-        """Take one assistant message, return the predicted user message.
+    ) -> tuple[list[dict[str, str]], Prediction]:
+        """Take one assistant message; return what follows it and the prediction.
 
-        The message is checked before retrieval or the provider: only a non-empty
-        assistant text message is accepted. Every limit is checked before the
-        transcript changes; nothing is ever truncated.
+        A text message gets one user message; a message with ``tool_calls`` gets one
+        tool result per call, in order, each ``{"role": "tool", "tool_call_id",
+        "content"}``. The returned prediction is terminal if any of them is, and its
+        grounding is every transition they were conditioned on (in order, once).
+
+        The message is checked before retrieval or the provider. Every limit is
+        checked before the transcript changes; nothing is ever truncated.
         """
         session = self.get(world, session_id, now)
-        action = accepted_text(message)
-        if len(session.transcript) + 2 > self.limits.messages:
+        action = accepted(message)
+        calls = action if isinstance(action, list) else []
+        if len(session.transcript) + 1 + max(1, len(calls)) > self.limits.messages:
             raise SessionError(
                 "too_many_messages",
-                f"the transcript holds {len(session.transcript)} messages; one more "
-                f"turn would pass {self.limits.messages}",
+                f"the transcript holds {len(session.transcript)} messages; this step "
+                f"would pass {self.limits.messages}",
             )
-        prediction = provider(session, action)
-        if _size(prediction.observation) > self.limits.observation_bytes:
-            raise SessionError(
-                "observation_too_large",
-                f"the predicted observation is {_size(prediction.observation)} bytes,"
-                f" over {self.limits.observation_bytes}",
-            )
-        grown = session.size + _size(action) + _size(prediction.observation)
+        replies: list[dict[str, str]] = []
+        predictions: list[Prediction] = []
+        if isinstance(action, str):
+            prediction = provider(session, action)
+            predictions.append(prediction)
+            replies.append({"role": "user", "content": prediction.observation})
+            sent: dict[str, Any] = {"role": "assistant", "content": action}
+        else:
+            for call in calls:  # every call reads the context before the message
+                prediction = provider(session, call.action, "tool")
+                predictions.append(prediction)
+                replies.append(
+                    {
+                        "role": "tool",
+                        "tool_call_id": call.id,
+                        "content": prediction.observation,
+                    }
+                )
+            sent = _stored(message)
+        for p in predictions:
+            if _size(p.observation) > self.limits.observation_bytes:
+                raise SessionError(
+                    "observation_too_large",
+                    f"the predicted observation is {_size(p.observation)} bytes,"
+                    f" over {self.limits.observation_bytes}",
+                )
+        body = render(sent).removeprefix("assistant: ")  # the text and the calls
+        grown = session.size + _size(body)
+        grown += sum(_size(p.observation) for p in predictions)
         if grown > self.limits.transcript_bytes:
             raise SessionError(
                 "transcript_too_large",
                 f"the transcript would be {grown} bytes, over "
                 f"{self.limits.transcript_bytes}",
             )
-        reply = {"role": "user", "content": prediction.observation}
-        session.transcript += [{"role": "assistant", "content": action}, reply]
+        session.transcript += [sent, *replies]
         session.size = grown
         session.touched = now
-        if prediction.terminal:
+        grounding = tuple(dict.fromkeys(g for p in predictions for g in p.grounding))
+        combined = Prediction(
+            observation=predictions[0].observation if len(predictions) == 1 else "",
+            terminal=any(p.terminal for p in predictions),
+            grounding=grounding,
+        )
+        if combined.terminal:
             self.end(world, session_id)
-        return reply, prediction
+        return replies, combined
 
     def end(self, world: str, session_id: str) -> None:
         """Close a session and drop its transcript."""
@@ -185,19 +297,94 @@ class Sessions:
             session.closed = True
 
 
-def accepted_text(message: Any) -> str:
-    """The text of a non-empty assistant text message, or a named refusal."""
+def _stored(message: dict[str, Any]) -> dict[str, Any]:
+    """The assistant message as the transcript keeps it: role, text, calls."""
+    content = message.get("content")
+    kept: dict[str, Any] = {"role": "assistant", "content": content}
+    kept["tool_calls"] = message["tool_calls"]
+    return kept
+
+
+def _arguments(value: Any, where: str) -> str:
+    """A call's arguments as written: a JSON string (or an already decoded object,
+    rendered with sorted keys, as the trace adapters do)."""
+    if isinstance(value, dict):
+        return json.dumps(value, ensure_ascii=False, sort_keys=True)
+    if not isinstance(value, str):
+        raise SessionError(
+            "bad_tool_call",
+            f"{where}: arguments are a {type(value).__name__}, not a JSON string",
+        )
+    try:
+        json.loads(value)
+    except ValueError as exc:
+        raise SessionError(
+            "bad_tool_call", f"{where}: arguments are not valid JSON ({exc})"
+        ) from None
+    return value
+
+
+def _calls(message: dict[str, Any]) -> list[Call]:
+    """The calls of a message's ``tool_calls``, checked (ids present and unique, a
+    function with a name and JSON arguments), or a ``bad_tool_call`` refusal."""
+    raw = message.get("tool_calls")
+    if not isinstance(raw, list) or not raw:
+        raise SessionError("bad_tool_call", "tool_calls must be a non-empty list")
+    calls: list[Call] = []
+    for n, item in enumerate(raw):
+        where = f"tool call {n}"
+        if not isinstance(item, dict):
+            raise SessionError("bad_tool_call", f"{where} is not an object")
+        call_id = item.get("id")
+        if not isinstance(call_id, str) or not call_id:
+            raise SessionError(
+                "bad_tool_call", f"{where} has no id: its result is keyed by it"
+            )
+        if item.get("type", "function") != "function":
+            raise SessionError(
+                "bad_tool_call",
+                f'{where} has type {item.get("type")!r}; only "function" calls are '
+                "simulated",
+            )
+        function = item.get("function")
+        name = function.get("name") if isinstance(function, dict) else None
+        if not isinstance(name, str) or not name:
+            raise SessionError(
+                "bad_tool_call",
+                f'{where} has no "function": {{"name": ..., "arguments": ...}}',
+            )
+        assert isinstance(function, dict)
+        args = _arguments(function.get("arguments", "{}"), f"{where} ({name})")
+        if any(c.id == call_id for c in calls):
+            raise SessionError(
+                "bad_tool_call", f"{where} reuses the id {call_id!r} of an earlier call"
+            )
+        calls.append(Call(id=call_id, name=name, action=f"{name}({args})"))
+    return calls
+
+
+def accepted(message: Any) -> str | list[Call]:
+    """What a step takes: the text of a non-empty assistant text message, or the
+    checked calls of an assistant message with ``tool_calls``; else a named
+    refusal."""
     if not isinstance(message, dict) or message.get("role") != "assistant":
         role = message.get("role") if isinstance(message, dict) else type(message)
         raise SessionError(
             "not_assistant", f"a step takes an assistant message, not {role!r}"
         )
-    if message.get("tool_calls") or message.get("function_call"):
+    if message.get("function_call"):
         raise SessionError(
-            "tool_calls_unsupported",
-            "tool and function calls are not simulated in a text session",
+            "function_call_unsupported",
+            "legacy function_call is not simulated; send the call as tool_calls "
+            '([{"id", "type": "function", "function": {"name", "arguments"}}])',
         )
     content = message.get("content")
+    if message.get("tool_calls") is not None:
+        if content is not None and not isinstance(content, str):
+            raise SessionError(
+                "not_text", "only plain text content is simulated (no parts, no audio)"
+            )
+        return _calls(message)
     if not isinstance(content, str):
         raise SessionError(
             "not_text", "only plain text content is simulated (no parts, no audio)"
@@ -205,3 +392,13 @@ def accepted_text(message: Any) -> str:
     if not content.strip():
         raise SessionError("empty_message", "the assistant message is empty")
     return content
+
+
+def accepted_text(message: Any) -> str:
+    """The text of a non-empty assistant text message, or a named refusal (a
+    message with tool calls is refused as ``tool_calls_unsupported`` here: use
+    :func:`accepted` where calls are simulated)."""
+    action = accepted(message)
+    if isinstance(action, list):
+        raise SessionError("tool_calls_unsupported", "a text step takes no tool calls")
+    return action
