@@ -416,9 +416,25 @@ def test_sim_index_then_a_session_through_up(tmp_path: Path) -> None:
         running.url = proc.stdout.readline().split()[1]
         assert proc.stdout.readline() == "ready\n"
         env = {**os.environ, "WORLDLINE_NATS": running.url, "WORLDLINE_WORLD": "sim"}
+        # The real traces hold tool results only: the step is a tool call (a JSON
+        # line), answered with a real tool result keyed by its id.
+        call = {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_9",
+                    "type": "function",
+                    "function": {
+                        "name": "find_file",
+                        "arguments": '{"file_name": "x"}',
+                    },
+                }
+            ],
+        }
         session = subprocess.run(
             [WORLDLINE, "sim", "session", "fix the failing test", "--json"],
-            input="Let me look at the repository structure first.\n",
+            input=json.dumps(call) + "\n",
             capture_output=True,
             text=True,
             timeout=30,
@@ -427,7 +443,8 @@ def test_sim_index_then_a_session_through_up(tmp_path: Path) -> None:
         )
         assert session.returncode == 0, session.stderr
         reply = json.loads(session.stdout.splitlines()[0])
-        assert reply["message"]["role"] == "user"
+        assert reply["message"]["role"] == "tool"
+        assert reply["messages"][0]["tool_call_id"] == "call_9"
         assert reply["message"]["content"]
         assert reply["grounding"]
     finally:
@@ -463,7 +480,9 @@ def test_sim_run_writes_rollouts_then_resumes(tmp_path: Path) -> None:
         '[candidate]\nkind = "scripted"\n'
         '[[tasks]]\nid = "t1"\ntask = "Find the customs agency contact"\n'
         'actions = ["transitaires_for_transitaires({})"]\n'
-        '[[tasks]]\nid = "t2"\ntask = "Same, with tools"\ntools = ["transitaires"]\n'
+        '[[tasks]]\nid = "t2"\ntask = "Same, with tools"\n'
+        'tools = ["transitaires_for_transitaires"]\n'
+        'actions = ["transitaires_for_transitaires({})"]\n'
     )
     first = subprocess.run(
         [WORLDLINE, "sim", "run", str(plan)],
@@ -474,7 +493,9 @@ def test_sim_run_writes_rollouts_then_resumes(tmp_path: Path) -> None:
     )
     assert first.returncode == 0, first.stderr
     assert "2 cells" in first.stdout
-    assert "tools_unsupported 1" in first.stdout
+    # t1 sends the call as text: the real traces hold no text replies to ground it
+    # on. t2 declares the tool, so its action is a tool call, answered for real.
+    assert "1 failed (no_grounding 1)" in first.stdout
     rollouts = sorted((tmp_path / "runs" / "rollouts").iterdir())
     assert [p.name for p in rollouts] == ["t1.json", "t2.json"]
     again = subprocess.run(
@@ -496,3 +517,21 @@ def test_sim_run_writes_rollouts_then_resumes(tmp_path: Path) -> None:
     )
     assert changed.returncode == 2
     assert "Traceback" not in changed.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "task", "exclude"),
+    [
+        (["--exclude", "lin-a", "the task"], "the task", ["lin-a"]),
+        (["the task", "--exclude", "lin-a", "--exclude", "lin-b"], "the task",
+         ["lin-a", "lin-b"]),
+        (["the task"], "the task", []),
+    ],
+)  # fmt: skip
+def test_sim_session_exclude_does_not_swallow_the_task(
+    argv: list[str], task: str, exclude: list[str]
+) -> None:
+    from worldline.cli import parser
+
+    args = parser().parse_args(["sim", "session", *argv])
+    assert (args.task, args.exclude) == (task, exclude)

@@ -34,6 +34,7 @@ def transition(
         action=action,
         observation=observation,
         final=observation.startswith("Thanks"),
+        pairing="id" if action.startswith("search_flights(") else "turn",
     )
 
 
@@ -44,6 +45,7 @@ def make_index(tmp_path: Path) -> Path:
         transition(1, "lin-a", "", ASK, "To Lisbon, please."),
         transition(2, "lin-a", after_ask, BOOKED, "Thanks, that's all."),
         transition(1, "lin-b", "", ASK, "Madrid."),
+        transition(2, "lin-b", "", 'search_flights({"to": "MAD"})', '["IB3170"]'),
     ]
     built = transition_index.build(transitions, held_out=0.0)
     out = tmp_path / "index"
@@ -72,12 +74,37 @@ async def test_a_session_answers_from_real_transitions(
         with pytest.raises(worldline.SimulationError) as gone:
             await w.sim_step(started.session_id, "Hello?")
         assert gone.value.name == "unknown_session"
-        # Tool calls are refused before retrieval, by name.
+        # A tool call gets the real tool result, keyed by its id; a malformed one
+        # is refused before retrieval, by name.
         other = await w.sim_start("book a flight")
-        call = {"role": "assistant", "content": "", "tool_calls": [{"id": "c1"}]}
+        call = {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {
+                        "name": "search_flights",
+                        "arguments": '{"to": "LIS"}',
+                    },
+                }
+            ],
+        }
+        result = await w.sim_step(other.session_id, call)
+        assert result.messages == [
+            {"role": "tool", "tool_call_id": "call_1", "content": '["IB3170"]'}
+        ]
+        assert result.grounding == ["tr-lin-b-2"]
+        bad = {"role": "assistant", "content": "", "tool_calls": [{"id": "c1"}]}
         with pytest.raises(worldline.SimulationError) as tool:
-            await w.sim_step(other.session_id, call)
-        assert tool.value.name == "tool_calls_unsupported"
+            await w.sim_step(other.session_id, bad)
+        assert tool.value.name == "bad_tool_call"
+        # A message larger than the bus carries is a named error, not nats-py's.
+        with pytest.raises(worldline.BadRequest, match="max_payload") as big:
+            await w.sim_step(other.session_id, "x" * (2 * 1024 * 1024))
+        assert "bytes" in str(big.value)
+        await w.sim_end(other.session_id)
         # An excluded lineage is never what answers.
         kept = await w.sim_start("book a flight", exclude_lineages=["lin-a"])
         answer = await w.sim_step(kept.session_id, ASK)
@@ -99,3 +126,29 @@ async def test_without_an_index_sessions_are_refused_by_name(
         with pytest.raises(worldline.SimulationError) as caught:
             await w.sim_start("anything")
     assert caught.value.name == "no_index"
+
+
+async def test_one_agent_cannot_take_every_session(
+    nats_url: str, tmp_path: Path
+) -> None:
+    world = unique_world("quota")
+    simulator = build("simulator", sim_index=make_index(tmp_path))
+    async with (
+        running([simulator], url=nats_url, data=tmp_path),
+        worldline.connect(nats_url, world=world, agent="greedy") as greedy,
+        worldline.connect(nats_url, world=world, agent="other") as other,
+    ):
+        first = await greedy.sim_start("book a flight")
+        opened = [first.session_id]
+        while len(opened) < first.per_client:
+            started = await greedy.sim_start("book a flight")
+            opened.append(started.session_id)
+        with pytest.raises(worldline.SimulationError) as full:
+            await greedy.sim_start("book a flight")
+        assert full.value.name == "session_quota"
+        assert len(opened) == first.per_client
+        assert "'greedy'" in full.value.message
+        # Another agent still gets one; ending one of greedy's frees a slot.
+        await other.sim_start("book a flight")
+        await greedy.sim_end(opened.pop())
+        await greedy.sim_start("book a flight")
