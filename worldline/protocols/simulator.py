@@ -9,6 +9,7 @@ import msgspec
 
 __all__ = [
     "DEFAULT_LIMITS",
+    "INDEX_VERSION",
     "IndexManifest",
     "Limits",
     "TraceIssue",
@@ -37,19 +38,27 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 DEFAULT_LIMITS: Final = Limits()
 
 
-class IndexManifest(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """What an index artifact holds, and the hashes that prove it (read-only)."""
+INDEX_VERSION: Final = 2  # contexts stored once, as shared chains of segments
+
+
+class IndexManifest(msgspec.Struct, frozen=True, kw_only=True):
+    """What an index artifact holds, and the hashes that prove it (read-only).
+
+    Every field is written, ``kind`` and ``version`` included (no defaults are
+    omitted), so a reader can refuse another kind or an older format by name."""
 
     kind: Literal["real-transitions"] = "real-transitions"  # never rollouts
-    version: int = 1
+    version: int = INDEX_VERSION
     embedder: str  # id and version of the embedder the vectors came from
     dimensions: int
+    query: str  # what is embedded for each row and each query (a recipe id)
     transitions: int
+    contexts: int  # stored context segments (shared between transitions)
     transitions_sha256: str  # of transitions.jsonl
+    contexts_sha256: str  # of contexts.jsonl
     vectors_sha256: str  # of vectors.npy
-    lineages: dict[str, Literal["fit", "held-out"]] = msgspec.field(
-        default_factory=dict
-    )
+    lineages: dict[str, str] = msgspec.field(default_factory=dict)  # -> its group
+    groups: dict[str, Literal["fit", "held-out"]] = msgspec.field(default_factory=dict)
     sources: list[str] = msgspec.field(default_factory=list)  # trace files, by name
     issues: list[TraceIssue] = msgspec.field(default_factory=list)
     id: Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{64}\Z")]  # sha256 of the rest

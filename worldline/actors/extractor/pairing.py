@@ -16,7 +16,7 @@ from typing import Final, Literal
 from worldline.protocols.messages import Transition
 from worldline.protocols.simulator import TraceIssue
 
-__all__ = ["Conversation", "Pairing", "conversation"]
+__all__ = ["Conversation", "Pairing", "conversation", "derived_lineage"]
 
 Pairing = Literal["id", "name-order", "turn"]
 _OBSERVER_ROLES: Final = frozenset({"user", "tool", "function"})
@@ -27,6 +27,24 @@ class Conversation:
     index: int  # its position in the file (the line, for JSONL)
     messages: list[object]
     prefix: str  # what a source reference starts with, before the message index
+    lineage: str | None = None  # declared by the trace ("lineage"), else derived
+    group: str | None = None  # declared by the trace ("group"), else the lineage
+
+    def lineage_of(self, name: str) -> str:
+        """The declared lineage, else one derived from the file and position."""
+        return self.lineage if self.lineage else derived_lineage(name, self.index)
+
+    def group_of(self, name: str) -> str:
+        """The declared group, else the conversation's own lineage."""
+        return self.group if self.group else self.lineage_of(name)
+
+
+def derived_lineage(name: str, index: int) -> str:
+    """The lineage of a conversation that declares none: ``lin-`` and the first 16
+    hex digits of the sha256 of ``"<file name>#<position in the file>"`` (one per
+    conversation: per file, or per JSONL line)."""
+    digest = hashlib.sha256(f"{name}#{index}".encode()).hexdigest()[:16]
+    return f"lin-{digest}"
 
 
 @dataclass
@@ -178,8 +196,7 @@ def _task(messages: list[object]) -> str:
 def conversation(
     name: str, conv: Conversation
 ) -> tuple[list[Transition], list[TraceIssue]]:
-    lineage_hash = hashlib.sha256(f"{name}#{conv.index}".encode()).hexdigest()[:16]
-    b = _Builder(conv=conv, task=_task(conv.messages), lineage=f"lin-{lineage_hash}")
+    b = _Builder(conv=conv, task=_task(conv.messages), lineage=conv.lineage_of(name))
     lines: list[str] = []  # the conversation so far, one rendered message each
     by_id: dict[str, _Call] = {}  # unanswered calls that declared an id
     by_name: dict[str, deque[_Call]] = {}  # unanswered legacy calls, oldest first

@@ -24,6 +24,19 @@ An action with no later observation (a terminal answer, ToolBench's final ``Fini
 call) is never a transition. A record that cannot be used becomes a
 :class:`~worldline.protocols.simulator.TraceIssue`, never a silent skip.
 
+Lineage and group. Every transition names its *lineage* (the conversation family it
+came from, what an evaluation excludes) and every lineage belongs to one *group* (the
+unit the held-out split and group exclusion act on, e.g. every trial of one task). A
+trace declares them with top-level string fields ``"lineage"`` and ``"group"``: on
+each JSONL line, or on the whole-file object (``{"messages": ...}``, a SWE-agent
+``.traj``, a ToolBench answer file). A lineage not declared is derived, one per
+conversation (:func:`~worldline.actors.extractor.pairing.derived_lineage`: ``lin-``
+and 16 hex digits of the sha256 of ``"<file name>#<position>"``, the position being
+0 for a whole file, the line number for JSONL); a group not declared is the lineage
+itself. A declared name must be an id (1-128 characters, no whitespace) and one
+lineage has one group: a conversation that breaks either is an issue, not read.
+:attr:`TraceParse.groups` maps each lineage the parse produced to its group.
+
 Recognizing a file's shape is here; pairing actions with observations across one
 conversation is ``pairing.py``.
 """
@@ -31,7 +44,8 @@ conversation is ``pairing.py``.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, Literal
 
 from worldline.actors.extractor.pairing import Conversation, conversation
@@ -64,6 +78,9 @@ EXPECTED: Final = (
 )
 
 
+_NAME: Final = re.compile(r"\S{1,128}\Z")
+
+
 class UnknownTraceFormat(ValueError):
     """The bytes are not a trace in any recognized format (the message says which)."""
 
@@ -75,6 +92,7 @@ class TraceParse:
     format: TraceFormat
     transitions: list[Transition]
     issues: list[TraceIssue]
+    groups: dict[str, str] = field(default_factory=dict)  # lineage -> group
 
 
 def parse_trace(name: str, data: bytes) -> TraceParse:
@@ -95,11 +113,61 @@ def parse_trace(name: str, data: bytes) -> TraceParse:
     else:
         fmt, convs = _shape(name, doc, issues)
     transitions: list[Transition] = []
+    groups: dict[str, str] = {}
     for conv in convs:
+        lineage, group = conv.lineage_of(name), conv.group_of(name)
+        held = groups.setdefault(lineage, group)
+        if held != group:
+            issues.append(
+                TraceIssue(
+                    source=conv.prefix,
+                    reason=f"lineage {lineage!r} is declared in group {group!r} here "
+                    f"and in {held!r} before: one lineage has one group; not read",
+                )
+            )
+            continue
         found, problems = conversation(name, conv)
         transitions.extend(found)
         issues.extend(problems)
-    return TraceParse(format=fmt, transitions=transitions, issues=issues)
+        if not found:
+            used = {t.lineage for t in transitions}
+            if lineage not in used:
+                del groups[lineage]
+    return TraceParse(format=fmt, transitions=transitions, issues=issues, groups=groups)
+
+
+def _declared(
+    record: dict[str, object], source: str, issues: list[TraceIssue]
+) -> tuple[str | None, str | None] | None:
+    """A record's declared ``lineage`` and ``group`` (None: not declared), or None
+    (and an issue) when one is declared but is not an id."""
+    names: list[str | None] = []
+    for key in ("lineage", "group"):
+        value = record.get(key)
+        if value is None:
+            names.append(None)
+        elif isinstance(value, str) and _NAME.match(value):
+            names.append(value)
+        else:
+            issues.append(
+                TraceIssue(
+                    source=source,
+                    reason=f"declared {key} {value!r} is not an id (a string of 1-128 "
+                    "characters without whitespace): conversation not read",
+                )
+            )
+            return None
+    return names[0], names[1]
+
+
+def _whole(
+    name: str, doc: dict[str, object], messages: list[object], issues: list[TraceIssue]
+) -> list[Conversation]:
+    """The one conversation of a whole-file object, with what it declares."""
+    declared = _declared(doc, name, issues)
+    if declared is None:
+        return []
+    return [Conversation(0, messages, name, *declared)]
 
 
 # --- shapes -----------------------------------------------------------------------
@@ -126,7 +194,7 @@ def _shape(
                 f'{name}: "history" is a {type(history).__name__}, not a list of '
                 f"messages; {EXPECTED}"
             )
-        return "swe-agent", [Conversation(0, history, name)]
+        return "swe-agent", _whole(name, doc, history, issues)
     if "messages" in doc:
         messages = doc["messages"]
         if not isinstance(messages, list):
@@ -134,10 +202,16 @@ def _shape(
                 f'{name}: "messages" is a {type(messages).__name__}, not a list; '
                 f"{EXPECTED}"
             )
-        return _message_format(messages), [Conversation(0, messages, name)]
+        return _message_format(messages), _whole(name, doc, messages, issues)
     generation = doc.get("answer_generation")
     if isinstance(generation, dict):
-        return "legacy-function-call", _toolbench(name, generation, issues)
+        declared = _declared(doc, name, issues)
+        if declared is None:
+            return "legacy-function-call", []
+        found = _toolbench(name, generation, issues)
+        return "legacy-function-call", [
+            Conversation(c.index, c.messages, c.prefix, *declared) for c in found
+        ]
     raise UnknownTraceFormat(
         f"{name}: a JSON object with keys {sorted(doc)[:8]!r}, none of "
         f'"messages", "history" or "answer_generation"; {EXPECTED}'
@@ -172,6 +246,7 @@ def _jsonl(
     is an issue, provided at least one line is."""
     convs: list[Conversation] = []
     bad: list[TraceIssue] = []
+    shaped = 0  # lines that are conversation objects (read or not)
     for number, line in enumerate(text.splitlines()):
         if not line.strip():
             continue
@@ -181,8 +256,9 @@ def _jsonl(
         except json.JSONDecodeError as exc:
             bad.append(TraceIssue(source=source, reason=f"line is not JSON: {exc}"))
             continue
-        messages = record.get("messages") if isinstance(record, dict) else None
-        if not isinstance(messages, list):
+        if not isinstance(record, dict) or not isinstance(
+            messages := record.get("messages"), list
+        ):
             bad.append(
                 TraceIssue(
                     source=source,
@@ -190,15 +266,18 @@ def _jsonl(
                 )
             )
             continue
-        convs.append(Conversation(number, messages, source))
-    if not convs:
+        shaped += 1
+        declared = _declared(record, source, bad)
+        if declared is not None:
+            convs.append(Conversation(number, messages, source, *declared))
+    if not shaped:
         raise UnknownTraceFormat(
             f"{name}: not JSON ({error}) and no line is a JSONL "
             f'{{"messages": [...]}} conversation; {EXPECTED}'
         )
     issues.extend(bad)
     kinds = {_message_format(c.messages) for c in convs}
-    legacy = kinds == {"legacy-function-call"}
+    legacy = bool(kinds) and kinds == {"legacy-function-call"}
     return ("legacy-function-call" if legacy else "openai"), convs
 
 

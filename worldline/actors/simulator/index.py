@@ -2,115 +2,126 @@
 
 An index holds real action -> observation
 :class:`~worldline.protocols.messages.Transition` records taken from traces, one unit
-vector per transition, the lineage (trace or conversation family) each came from, and
-that lineage's partition ("fit" or "held-out"). It is content-addressed: the manifest
-carries the sha256 of the canonical ``transitions.jsonl`` and ``vectors.npy`` bytes, and
-its own id is the sha256 of everything else it says, so :func:`load` refuses an artifact
-that was changed.
+vector per transition, each transition's lineage, each lineage's group, and each
+group's partition ("fit" or "held-out", by a stable hash of the group's name, so the
+trials of one task never straddle the split). It is content-addressed: the manifest
+carries the sha256 of each data file and its own id is the sha256 of everything else
+it says, so :func:`load` refuses an artifact that was changed, and one written in an
+older format (naming the command that rebuilds it).
 
-Read-only by design: there is no way to add to an index. :func:`build` makes a new
-one from ``Transition`` structs only, and a ``Transition`` is real by construction (the
-type is "a real action -> observation pair taken from a trace"). Generated rollouts
-and predicted observations are different types (a session's ``Prediction``, a
-rollout artifact); :func:`build` raises ``TypeError`` for anything that is not a
-``Transition``, so the world model can never retrieve its own earlier guesses as
-precedent. The vectors array is not writeable.
+Read-only by design: there is no way to add to an index. :func:`build` (or
+:class:`~worldline.actors.simulator.builder.IndexBuilder`, which streams) makes a new
+one from ``Transition`` structs only, and a ``Transition`` is real by construction.
+Generated rollouts and predicted observations are other types; building from one
+raises ``TypeError``, so the world model never retrieves its own earlier guesses.
 
-What is embedded, for a query and for every transition alike, is
-:func:`query_text` of the task, the context and the (candidate) action, never the
-observation: retrieval looks for what happened after a similar action, it does not
-search by the consequence it is meant to predict.
+Retrieval is centred on the action (:func:`retrieve`). Candidates are of the
+action's kind only: a tool call is answered from tool results (the same tool's
+first, then other tools' when fewer than ``k`` remain), a message from user or
+environment replies; never the other kind. A row's vector and a query's embed the
+action and a bounded window of recent context
+(:func:`~worldline.actors.simulator.storage.recent`), never the observation and never
+the whole prefix, so a long system prompt cannot drown the action. Excluded lineages
+and groups and the rows of the other partition are removed *before* scoring; ranking
+is cosine similarity, ties broken by transition id. Excluding a name the index does
+not hold raises :class:`UnknownLineage`.
 
-:func:`retrieve` removes the excluded lineages and the rows of the other partition
-*before* scoring, so an evaluated episode cannot find a near-duplicate of itself in
-its own conversation; it then ranks by cosine similarity (a dot product of unit
-vectors), ties broken by transition id.
+Artifact layout (a directory), version 2 (see ``storage.py``):
 
-Artifact layout (a directory): ``manifest.json`` (:class:`IndexManifest`),
-``transitions.jsonl`` (one msgspec-JSON transition per line, sorted by id) and
-``vectors.npy`` (``np.save`` of a float32 ``[n, dimensions]`` array, row i =
-transition i).
+- ``manifest.json``: :class:`~worldline.protocols.simulator.IndexManifest`;
+- ``transitions.jsonl``: one :class:`~worldline.actors.simulator.storage.Row` per
+  line (msgspec JSON arrays), tool results first, grouped by tool, then message
+  turns, each group sorted by id;
+- ``contexts.jsonl``: one :class:`~worldline.actors.simulator.storage.Segment` per
+  line, each context's messages stored once and shared between transitions;
+- ``vectors.npy``: float32 ``[n, dimensions]``, row i embeds transition i.
 
-The embedder is the process's selected one
-(:func:`worldline.actors.belief_model.embedding.active`, ``WORLDLINE_EMBEDDER``; the
-hashing embedder by default) unless one is passed. Its id
-and size are in the manifest, and an index is only ever loaded or queried with that
-same embedder: anything else raises :class:`IndexRefused` naming both ids and the fix.
+The embedder is the process's selected one unless one is passed; an index is only
+loaded or queried with the embedder it names (else :class:`IndexRefused`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import InitVar, dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 import msgspec
 import numpy as np
 import numpy.typing as npt
 
-from worldline.actors.belief_model.embedding import ENV_EMBEDDER, active
+from worldline.actors.belief_model.embedding import active
+from worldline.actors.simulator.retrieval import (
+    Kind,
+    UnknownLineage,
+    query_vector,
+    retrieve,
+)
+from worldline.actors.simulator.storage import (
+    MANIFEST,
+    QUERY,
+    IndexRefused,
+    Row,
+    Segment,
+    context_text,
+    embedder_refused,
+    row_tool,
+)
 from worldline.protocols.messages import Transition
-from worldline.protocols.simulator import IndexManifest, TraceIssue
+from worldline.protocols.simulator import INDEX_VERSION, IndexManifest
 
 if TYPE_CHECKING:
-    from collections.abc import Collection, Iterable, Sequence
+    from collections.abc import Iterable, Iterator
     from pathlib import Path
 
     from worldline.actors.belief_model.embedding import Embedder
 
 __all__ = [
+    "CONTEXTS",
     "KIND",
     "MANIFEST",
+    "REBUILD",
     "TRANSITIONS",
     "VECTORS",
     "IndexRefused",
+    "Kind",
     "Split",
     "TransitionIndex",
+    "UnknownLineage",
     "build",
     "load",
     "manifest_id",
-    "query_text",
+    "query_vector",
     "retrieve",
     "save",
 ]
 
-MANIFEST: Final = "manifest.json"
 TRANSITIONS: Final = "transitions.jsonl"
+CONTEXTS: Final = "contexts.jsonl"
 VECTORS: Final = "vectors.npy"
 KIND: Final = "real-transitions"
+REBUILD: Final = "worldline sim index TRACES... --out NEW_DIR"
 
 Split = Literal["fit", "held-out"]
 Vectors = npt.NDArray[np.float32]
 
-_CHUNK: Final = 2048  # rows gathered per block when filtering before scoring
 _ENCODER: Final = msgspec.json.Encoder()
-_TRANSITION: Final = msgspec.json.Decoder(Transition)
+_ROW: Final = msgspec.json.Decoder(Row)
+_SEGMENT: Final = msgspec.json.Decoder(Segment)
 _MANIFEST: Final = msgspec.json.Decoder(IndexManifest)
-
-
-class IndexRefused(ValueError):
-    """An index artifact that must not be used: the message names the cause (and the
-    file, when one is at fault) and the fix."""
-
-
-def query_text(task: str, context: str, action: str) -> str:
-    """What is embedded, for a query and for each transition: the task, the context
-    and the action, never the observation."""
-    return "\n".join((task, context, action))
 
 
 def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _transitions_bytes(transitions: Iterable[Transition]) -> bytes:
-    """The canonical ``transitions.jsonl``: one msgspec-JSON transition per line."""
-    return b"".join(_ENCODER.encode(t) + b"\n" for t in transitions)
+def _lines(items: Iterable[msgspec.Struct]) -> bytes:
+    return b"".join(_ENCODER.encode(item) + b"\n" for item in items)
 
 
 def _vectors_bytes(vectors: Vectors) -> bytes:
-    """The canonical ``vectors.npy``: what ``np.save`` writes for the array."""
     buffer = io.BytesIO()
     np.save(buffer, vectors, allow_pickle=False)
     return buffer.getvalue()
@@ -124,33 +135,61 @@ def manifest_id(manifest: IndexManifest) -> str:
     return _sha256(msgspec.json.encode(msgspec.to_builtins(fields), order="sorted"))
 
 
-def _lineage_split(lineage: str, held_out: float) -> Split:
-    """A stable partition for a lineage: the first 8 bytes of its sha256, as a
-    fraction of 2**64, below ``held_out`` -> held-out."""
-    point = int.from_bytes(hashlib.sha256(lineage.encode()).digest()[:8], "big")
-    return "held-out" if point / 2.0**64 < held_out else "fit"
+def _kind_key(row: Row) -> tuple[int, str, str]:
+    """The stored order: tool results by tool, then message turns; each by id."""
+    return (1, "", row.id) if row.pairing == "turn" else (0, row_tool(row), row.id)
 
 
-@dataclass(frozen=True)
+class _Transitions(Sequence[Transition]):
+    """The index's transitions, each built from its stored row when read."""
+
+    def __init__(self, index: TransitionIndex) -> None:
+        self._index = index
+
+    def __len__(self) -> int:
+        return len(self._index.rows)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self._index.transition(j) for j in range(len(self))[i]]
+        return self._index.transition(range(len(self))[i])
+
+    def __iter__(self) -> Iterator[Transition]:
+        return (self._index.transition(i) for i in range(len(self._index.rows)))
+
+
+@dataclass(frozen=True, eq=False)
 class TransitionIndex:
-    """A read-only index: transitions sorted by id, ``vectors[i]`` embeds
-    ``transitions[i]`` (float32, unit, not writeable). Make one with :func:`build`
-    or :func:`load`. Construction checks that the parts are exactly what the
-    manifest certifies (counts, shape, order, lineages, the manifest id and both
-    content hashes), so no index can hold a row its manifest does not name.
-
-    Equality compares the manifest (which carries the vectors' sha256) and the
-    transitions.
-    """
+    """A read-only index: ``rows`` in stored order, ``contexts`` their shared
+    segments, ``vectors[i]`` embeds row i (float32, unit, not writeable). Make one
+    with :func:`build` or :func:`load`. Construction checks that the parts are
+    exactly what the manifest certifies (counts, shape, order, lineages and groups,
+    the manifest id and every content hash), so no index holds a row its manifest
+    does not name. Two indexes are equal when their manifests are (the manifest
+    carries the sha256 of every part)."""
 
     manifest: IndexManifest
-    transitions: tuple[Transition, ...]
-    vectors: Vectors = field(compare=False, repr=False)
-    _lineage: npt.NDArray[np.int32] = field(init=False, compare=False, repr=False)
-    _codes: dict[str, int] = field(init=False, compare=False, repr=False)
-    _held_out: npt.NDArray[np.bool_] = field(init=False, compare=False, repr=False)
+    rows: tuple[Row, ...]
+    contexts: tuple[Segment, ...]
+    vectors: Vectors = field(repr=False)
+    hashed: InitVar[bool] = False  # build and load checked the bytes' hashes
+    _codes: dict[str, int] = field(init=False, repr=False)
+    _group_codes: dict[str, int] = field(init=False, repr=False)
+    _lineage_group: npt.NDArray[np.int32] = field(init=False, repr=False)
+    _held: npt.NDArray[np.bool_] = field(init=False, repr=False)  # per lineage
+    _row_lineage: npt.NDArray[np.int32] = field(init=False, repr=False)
+    _rank: npt.NDArray[np.int64] = field(init=False, repr=False)  # of each row's id
+    _tools: dict[str, tuple[int, int]] = field(init=False, repr=False)
+    _spans: dict[Kind, tuple[int, int]] = field(init=False, repr=False)
 
-    def __post_init__(self) -> None:
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, TransitionIndex):
+            return NotImplemented
+        return self.manifest == other.manifest
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __post_init__(self, hashed: bool) -> None:
         m = self.manifest
         if m.kind != KIND:
             raise IndexRefused(
@@ -160,10 +199,10 @@ class TransitionIndex:
         if m.id != manifest_id(m):
             raise IndexRefused(
                 f"{MANIFEST}: its id does not match its content (changed after it was "
-                "built); rebuild the index from its traces"
+                f"built); rebuild the index from its traces ({REBUILD})"
             )
         vectors = np.ascontiguousarray(self.vectors, dtype=np.float32)
-        n = len(self.transitions)
+        n = len(self.rows)
         if vectors.shape != (n, m.dimensions):
             raise IndexRefused(
                 f"{VECTORS}: shape {vectors.shape}, manifest says {m.dimensions} "
@@ -174,129 +213,148 @@ class TransitionIndex:
                 f"{TRANSITIONS}: {n} transitions, manifest says {m.transitions}; "
                 "rebuild the index"
             )
-        codes = {lineage: i for i, lineage in enumerate(sorted(m.lineages))}
-        lineage = np.empty(n, dtype=np.int32)
-        previous = None
-        for i, t in enumerate(self.transitions):
-            if not isinstance(t, Transition):
-                raise TypeError(
-                    f"row {i} is a {type(t).__name__}, not a real Transition"
-                )
-            if previous is not None and t.id <= previous:
-                raise IndexRefused(
-                    f"{TRANSITIONS}: ids not strictly sorted at {t.id!r}; rebuild "
-                    "the index"
-                )
-            previous = t.id
-            code = codes.get(t.lineage)
-            if code is None:
-                raise IndexRefused(
-                    f"{MANIFEST}: lineage {t.lineage!r} of {t.id!r} has no "
-                    "partition; rebuild the index"
-                )
-            lineage[i] = code
-        if _sha256(_transitions_bytes(self.transitions)) != m.transitions_sha256:
+        if m.contexts != len(self.contexts):
             raise IndexRefused(
-                f"{TRANSITIONS}: sha256 does not match the manifest; an index is "
-                "never changed: build a new one"
+                f"{CONTEXTS}: {len(self.contexts)} segments, manifest says "
+                f"{m.contexts}; rebuild the index"
             )
-        if _sha256(_vectors_bytes(vectors)) != m.vectors_sha256:
-            raise IndexRefused(
-                f"{VECTORS}: sha256 does not match the manifest; an index is never "
-                "changed: build a new one"
-            )
-        held = np.array([m.lineages[name] == "held-out" for name in codes], dtype=bool)
+        if not hashed:
+            for name, data, expected in (
+                (TRANSITIONS, _lines(self.rows), m.transitions_sha256),
+                (CONTEXTS, _lines(self.contexts), m.contexts_sha256),
+                (VECTORS, _vectors_bytes(vectors), m.vectors_sha256),
+            ):
+                if _sha256(data) != expected:
+                    raise IndexRefused(
+                        f"{name}: sha256 does not match the manifest; an index is "
+                        "never changed: build a new one"
+                    )
+        self._check_segments()
+        self._derive(vectors)
+
+    def _check_segments(self) -> None:
+        for i, segment in enumerate(self.contexts):
+            if not -1 <= segment.parent < i:
+                raise IndexRefused(
+                    f"{CONTEXTS}: segment {i} names parent {segment.parent}, not an "
+                    "earlier segment; rebuild the index"
+                )
+
+    def _derive(self, vectors: Vectors) -> None:
+        m, n = self.manifest, len(self.rows)
+        groups = {name: i for i, name in enumerate(sorted(m.groups))}
+        codes = {name: i for i, name in enumerate(sorted(m.lineages))}
+        lineage_group = np.empty(len(codes), dtype=np.int32)
+        for name, code in codes.items():
+            group = groups.get(m.lineages[name])
+            if group is None:
+                raise IndexRefused(
+                    f"{MANIFEST}: lineage {name!r} names group "
+                    f"{m.lineages[name]!r}, which has no split; rebuild the index"
+                )
+            lineage_group[code] = group
+        held_group = np.array([m.groups[g] == "held-out" for g in groups], dtype=bool)
+        row_lineage = np.empty(n, dtype=np.int32)
+        tools: dict[str, tuple[int, int]] = {}
+        previous: tuple[int, str, str] | None = None
+        segments = len(self.contexts)
+        for i, row in enumerate(self.rows):
+            if not isinstance(row, Row):
+                raise TypeError(f"row {i} is a {type(row).__name__}, not a Row")
+            key = _kind_key(row)
+            if previous is not None and key <= previous:
+                raise IndexRefused(
+                    f"{TRANSITIONS}: rows not in stored order at {row.id!r}; "
+                    "rebuild the index"
+                )
+            previous = key
+            lineage_code = codes.get(row.lineage)
+            if lineage_code is None:
+                raise IndexRefused(
+                    f"{MANIFEST}: lineage {row.lineage!r} of {row.id!r} has no "
+                    "group; rebuild the index"
+                )
+            if not (-1 <= row.task < segments and -1 <= row.context < segments):
+                raise IndexRefused(
+                    f"{TRANSITIONS}: {row.id!r} names a segment {CONTEXTS} does not "
+                    "hold; rebuild the index"
+                )
+            row_lineage[i] = lineage_code
+            if key[0] == 0:
+                start, _ = tools.get(key[1], (i, i))
+                tools[key[1]] = (start, i + 1)
+        ids = [row.id for row in self.rows]
+        if len(set(ids)) != n:
+            raise IndexRefused(f"{TRANSITIONS}: an id repeats; rebuild the index")
+        rank = np.empty(n, dtype=np.int64)
+        rank[sorted(range(n), key=ids.__getitem__)] = np.arange(n)
+        first_turn = next(
+            (i for i, r in enumerate(self.rows) if r.pairing == "turn"), n
+        )
         vectors.flags.writeable = False
-        object.__setattr__(self, "vectors", vectors)
-        object.__setattr__(self, "_codes", codes)
-        object.__setattr__(self, "_lineage", lineage)
-        object.__setattr__(
-            self, "_held_out", held[lineage] if n else np.zeros(0, dtype=bool)
+        setattr_ = object.__setattr__
+        setattr_(self, "vectors", vectors)
+        setattr_(self, "_codes", codes)
+        setattr_(self, "_group_codes", groups)
+        setattr_(self, "_lineage_group", lineage_group)
+        setattr_(self, "_held", held_group[lineage_group])
+        setattr_(self, "_row_lineage", row_lineage)
+        setattr_(self, "_rank", rank)
+        setattr_(self, "_tools", tools)
+        setattr_(self, "_spans", {"tool": (0, first_turn), "message": (first_turn, n)})
+
+    @property
+    def transitions(self) -> Sequence[Transition]:
+        """Every transition, in stored order (built from its row when read)."""
+        return _Transitions(self)
+
+    def transition(self, i: int) -> Transition:
+        """Row ``i`` as the transition it was built from."""
+        row = self.rows[i]
+        return Transition(
+            id=row.id,
+            lineage=row.lineage,
+            task=context_text(self.contexts, row.task),
+            context=context_text(self.contexts, row.context),
+            action=row.action,
+            observation=row.observation,
+            pairing=row.pairing,
+            source=row.source,
+            final=row.final,
         )
 
+    def group_of(self, lineage: str) -> str:
+        """The group a lineage belongs to (``KeyError`` if the index has none)."""
+        return self.manifest.lineages[lineage]
 
-def _embed_all(transitions: Sequence[Transition], embedder: Embedder) -> Vectors:
-    """One vector per transition, each distinct text embedded once."""
-    rows: dict[str, int] = {}
-    which = [
-        rows.setdefault(query_text(t.task, t.context, t.action), len(rows))
-        for t in transitions
-    ]
-    unique = embedder.embed_many(list(rows)).astype(np.float32)
-    if unique.shape != (len(rows), embedder.dimensions):
-        raise ValueError(
-            f"embedder {embedder.id} gave shape {unique.shape} for {len(rows)} "
-            f"texts, not (n, {embedder.dimensions})"
-        )
-    return unique[np.array(which, dtype=np.intp)].reshape(
-        len(transitions), embedder.dimensions
-    )
+    def split_of(self, lineage: str) -> Split:
+        """The partition a lineage is in: its group's."""
+        return self.manifest.groups[self.group_of(lineage)]
 
-
-def _refused(index_embedder: str, embedder: str, what: str) -> IndexRefused:
-    return IndexRefused(
-        f"{what} embedded with {index_embedder!r}, not {embedder!r} (this process's "
-        "embedder); similarity across two embedding spaces means nothing: load it "
-        "with the embedder it names, or rebuild it with this one (select one with "
-        f"{ENV_EMBEDDER}=hashing, wordllama or minilm; rebuild with worldline sim "
-        "index)"
-    )
+    def tools(self) -> list[str]:
+        """The tools whose results the index holds, sorted."""
+        return sorted(self._tools)
 
 
 def build(
     transitions: Iterable[Transition],
     *,
     sources: Sequence[str] = (),
-    issues: Sequence[TraceIssue] = (),
+    issues: Sequence[Any] = (),
     held_out: float = 0.2,
     embedder: Embedder | None = None,
+    groups: dict[str, str] | None = None,
 ) -> TransitionIndex:
-    """A new index of real transitions: deduplicated by id (a repeated id must carry
-    the same pair), sorted by id, each lineage assigned to "fit" or "held-out" by a
-    stable hash (a ``held_out`` fraction of them held out). ``sources`` (trace files)
-    and ``issues`` (records the adapters could not use) are recorded in the manifest,
-    sorted so the same inputs give the same id.
+    """A new index of real transitions (see
+    :class:`~worldline.actors.simulator.builder.IndexBuilder`, which this streams
+    ``transitions`` into): ``groups`` maps a lineage to its group (a lineage not in
+    it is its own group). Raises ``ValueError`` for a ``held_out`` outside [0, 1)
+    or one that leaves no transition to fit."""
+    from worldline.actors.simulator.builder import IndexBuilder
 
-    Only :class:`~worldline.protocols.messages.Transition` is accepted: rollouts and
-    predicted observations are other types and raise ``TypeError``. ``embedder``
-    defaults to the process's selected one; its id is recorded in the manifest.
-    """
-    if not 0.0 <= held_out <= 1.0:
-        raise ValueError(f"held_out {held_out!r}: a fraction in [0, 1]")
-    unique: dict[str, Transition] = {}
-    for t in transitions:
-        if not isinstance(t, Transition):
-            raise TypeError(
-                f"{type(t).__name__} is not a Transition: an index holds only real "
-                "action -> observation pairs from traces (rollouts and predictions "
-                "are never indexed)"
-            )
-        kept = unique.setdefault(t.id, t)
-        if kept != t:
-            raise ValueError(
-                f"transition id {t.id!r} names two different pairs; ids are "
-                "content-derived, fix the adapter that made them"
-            )
-    ordered = tuple(unique[i] for i in sorted(unique))
-    embedder = embedder if embedder is not None else active()
-    vectors = _embed_all(ordered, embedder)
-    lineages: dict[str, Split] = {
-        name: _lineage_split(name, held_out)
-        for name in sorted({t.lineage for t in ordered})
-    }
-    fields: dict[str, Any] = {
-        "embedder": embedder.id,
-        "dimensions": embedder.dimensions,
-        "transitions": len(ordered),
-        "transitions_sha256": _sha256(_transitions_bytes(ordered)),
-        "vectors_sha256": _sha256(_vectors_bytes(vectors)),
-        "lineages": lineages,
-        "sources": sorted(set(sources)),
-        "issues": sorted(set(issues), key=lambda i: (i.source, i.reason)),
-    }
-    unsigned = IndexManifest(id="0" * 64, **fields)
-    manifest = IndexManifest(id=manifest_id(unsigned), **fields)
-    return TransitionIndex(manifest=manifest, transitions=ordered, vectors=vectors)
+    builder = IndexBuilder(held_out=held_out, embedder=embedder)
+    builder.add_all(transitions, groups or {})
+    return builder.finish(sources=sources, issues=issues)
 
 
 def save(index: TransitionIndex, out: Path) -> None:
@@ -308,7 +366,8 @@ def save(index: TransitionIndex, out: Path) -> None:
             "directory"
         )
     out.mkdir(parents=True, exist_ok=True)
-    (out / TRANSITIONS).write_bytes(_transitions_bytes(index.transitions))
+    (out / TRANSITIONS).write_bytes(_lines(index.rows))
+    (out / CONTEXTS).write_bytes(_lines(index.contexts))
     (out / VECTORS).write_bytes(_vectors_bytes(index.vectors))
     (out / MANIFEST).write_bytes(msgspec.json.format(_ENCODER.encode(index.manifest)))
 
@@ -319,127 +378,73 @@ def _read(path: Path, name: str) -> bytes:
     except OSError as exc:
         raise IndexRefused(
             f"{name}: cannot be read ({exc.strerror}); point at a directory written "
-            "by save()"
+            f"by save() (built with {REBUILD})"
         ) from exc
+
+
+def _verified(path: Path, name: str, expected: str) -> bytes:
+    data = _read(path, name)
+    if _sha256(data) != expected:
+        raise IndexRefused(
+            f"{name}: sha256 does not match the manifest (changed after it was "
+            f"built); rebuild the index from its traces ({REBUILD})"
+        )
+    return data
 
 
 def load(path: Path, *, embedder: Embedder | str | None = None) -> TransitionIndex:
     """Read an artifact written by :func:`save`, verifying it before use: the kind
-    is real transitions, the embedder is ``embedder`` (default: the process's
-    selected one, or the embedder id given), the manifest id matches its content
-    and both files match their sha256. Anything else raises
-    :class:`IndexRefused` naming the cause and the fix."""
+    is real transitions, the format is this version, the embedder and the query
+    recipe are this process's (``embedder``: default the selected one, or an
+    embedder id), the manifest id matches its content and every file its sha256.
+    Anything else raises :class:`IndexRefused` naming the cause and the fix."""
     raw = _read(path, MANIFEST)
     try:
         head = msgspec.json.decode(raw, type=dict[str, Any])
     except msgspec.DecodeError as exc:
-        raise IndexRefused(f"{MANIFEST}: not a manifest ({exc}); rebuild") from exc
+        raise IndexRefused(f"{MANIFEST}: not a manifest ({exc}); {REBUILD}") from exc
     kind = head.get("kind", KIND)
     if kind != KIND:
         raise IndexRefused(
             f"{MANIFEST}: kind {kind!r}, not {KIND!r}; only real transitions are "
             "indexed (rollouts and predictions are evaluation artifacts): rebuild "
-            "the index from real traces"
+            f"the index from real traces ({REBUILD})"
+        )
+    version = head.get("version", 1)
+    if version != INDEX_VERSION:
+        raise IndexRefused(
+            f"{MANIFEST}: index format version {version}, this worldline reads "
+            f"version {INDEX_VERSION} (contexts stored once, retrieval centred on the "
+            f"action); rebuild it from its traces: {REBUILD}"
         )
     if embedder is None:
         embedder = active()
     expected = embedder if isinstance(embedder, str) else embedder.id
     if head.get("embedder") != expected:
-        raise _refused(str(head.get("embedder")), expected, f"{MANIFEST}:")
+        raise embedder_refused(str(head.get("embedder")), expected, f"{MANIFEST}:")
+    if head.get("query") != QUERY:
+        raise IndexRefused(
+            f"{MANIFEST}: rows embedded as {head.get('query')!r}, this worldline "
+            f"queries as {QUERY!r}; rebuild it from its traces: {REBUILD}"
+        )
     try:
         manifest = _MANIFEST.decode(raw)
     except msgspec.DecodeError as exc:
-        raise IndexRefused(f"{MANIFEST}: invalid ({exc}); rebuild the index") from exc
+        raise IndexRefused(f"{MANIFEST}: invalid ({exc}); {REBUILD}") from exc
     if manifest.id != manifest_id(manifest):
         raise IndexRefused(
             f"{MANIFEST}: its id does not match its content (changed after it was "
-            "built); rebuild the index from its traces"
+            f"built); rebuild the index from its traces ({REBUILD})"
         )
-    lines = _read(path, TRANSITIONS)
-    if _sha256(lines) != manifest.transitions_sha256:
-        raise IndexRefused(
-            f"{TRANSITIONS}: sha256 does not match the manifest (changed after it "
-            "was built); rebuild the index from its traces"
-        )
-    blob = _read(path, VECTORS)
-    if _sha256(blob) != manifest.vectors_sha256:
-        raise IndexRefused(
-            f"{VECTORS}: sha256 does not match the manifest (changed after it was "
-            "built); rebuild the index from its traces"
-        )
+    rows = _verified(path, TRANSITIONS, manifest.transitions_sha256)
+    contexts = _verified(path, CONTEXTS, manifest.contexts_sha256)
+    blob = _verified(path, VECTORS, manifest.vectors_sha256)
     try:
-        transitions = tuple(_TRANSITION.decode(line) for line in lines.splitlines())
+        stored = tuple(_ROW.decode(line) for line in rows.splitlines())
+        segments = tuple(_SEGMENT.decode(line) for line in contexts.splitlines())
         vectors = np.load(io.BytesIO(blob), allow_pickle=False)
     except (msgspec.DecodeError, ValueError) as exc:
-        raise IndexRefused(f"unreadable index content ({exc}); rebuild") from exc
+        raise IndexRefused(f"unreadable index content ({exc}); {REBUILD}") from exc
     if vectors.dtype != np.float32:
         raise IndexRefused(f"{VECTORS}: dtype {vectors.dtype}, not float32; rebuild")
-    return TransitionIndex(manifest=manifest, transitions=transitions, vectors=vectors)
-
-
-def _eligible(
-    index: TransitionIndex,
-    exclude_lineages: Collection[str],
-    split: Literal["fit", "held-out", "all"],
-) -> npt.NDArray[np.bool_]:
-    n = len(index.transitions)
-    if split == "all":
-        keep = np.ones(n, dtype=bool)
-    elif split == "held-out":
-        keep = index._held_out.copy()
-    elif split == "fit":
-        keep = ~index._held_out
-    else:
-        raise ValueError(f"split {split!r}: one of 'fit', 'held-out', 'all'")
-    excluded = [index._codes[x] for x in set(exclude_lineages) if x in index._codes]
-    if excluded:
-        keep &= ~np.isin(index._lineage, np.array(excluded, dtype=np.int32))
-    return keep
-
-
-def retrieve(
-    index: TransitionIndex,
-    *,
-    task: str,
-    context: str,
-    action: str,
-    exclude_lineages: Collection[str] = (),
-    k: int = 5,
-    split: Literal["fit", "held-out", "all"] = "fit",
-    embedder: Embedder | None = None,
-) -> list[tuple[Transition, float]]:
-    """The ``k`` transitions most similar to the task, context and candidate action,
-    with their cosine similarity, best first (ties by id).
-
-    Excluded lineages and rows outside ``split`` are removed before any score is
-    computed: they are never scored, so they can never be returned. The query is
-    embedded with ``embedder`` (default: the process's selected one), which must be
-    the index's (else :class:`IndexRefused`).
-    """
-    if k < 0:
-        raise ValueError(f"k {k}: at least 0")
-    embedder = embedder if embedder is not None else active()
-    if index.manifest.embedder != embedder.id:
-        raise _refused(index.manifest.embedder, embedder.id, "the index was")
-    keep = _eligible(index, exclude_lineages, split)
-    if k == 0 or not keep.any():
-        return []
-    query = embedder.embed(query_text(task, context, action)).astype(np.float32)
-    rows = np.flatnonzero(keep)
-    parts = []
-    for start in range(0, len(keep), _CHUNK):
-        block = keep[start : start + _CHUNK]
-        if block.any():
-            parts.append(index.vectors[start : start + _CHUNK][block] @ query)
-    scores = np.concatenate(parts)
-    if k < len(scores):
-        # Every row scoring at least the k-th best, so ties at the edge go by id.
-        kth = np.partition(-scores, k - 1)[k - 1]
-        candidates = np.flatnonzero(-scores <= kth)
-    else:
-        candidates = np.arange(len(scores))
-    # Rows are in id order, so the row number breaks ties by id.
-    order = np.lexsort((rows[candidates], -scores[candidates]))[:k]
-    return [
-        (index.transitions[int(rows[c])], float(scores[c])) for c in candidates[order]
-    ]
+    return TransitionIndex(manifest, stored, segments, vectors, hashed=True)
