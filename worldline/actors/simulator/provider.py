@@ -14,7 +14,6 @@ conversation."""
 
 from __future__ import annotations
 
-import inspect
 from typing import TYPE_CHECKING, Final
 
 from worldline.actors.simulator.index import retrieve
@@ -32,8 +31,6 @@ if TYPE_CHECKING:
 __all__ = ["LocalProvider", "depth", "ends_here", "grounding", "kind_of", "tool_of"]
 
 _ASSISTANT: Final = "assistant: "
-# Whether retrieve() filters by kind itself (it may grow a ``kind`` parameter).
-_RETRIEVE_KIND: Final = "kind" in inspect.signature(retrieve).parameters
 
 
 def kind_of(transition: Transition) -> Kind:
@@ -69,31 +66,18 @@ def grounding(
 ) -> list[Transition]:
     """The ``k`` nearest real transitions of ``kind`` for ``action`` in ``session``
     (for a tool call, those of the same tool first), best first; [] when none is
-    left. Rows of another kind are never returned: if the nearest ones are all of
-    the other kind, retrieval looks further (up to the whole index)."""
-    context = session.text()
-    extra = {"kind": kind} if _RETRIEVE_KIND else {}
-    total = len(index.transitions)
-    want = max(k, 1)
-    fetch = min(total, max(64, 8 * want))
-    while True:
-        found = retrieve(
-            index,
-            task=session.task,
-            context=context,
-            action=action,
-            exclude_lineages=session.exclude_lineages,
-            k=fetch,
-            **extra,  # type: ignore[arg-type]
-        )
-        right = [t for t, _ in found if kind_of(t) == kind]
-        if len(right) >= want or len(found) < fetch or fetch >= total:
-            break
-        fetch = min(total, fetch * 8)
-    if kind == "tool":
-        tool = tool_of(action)
-        right.sort(key=lambda t: tool_of(t.action) != tool)  # stable: keeps rank
-    return right[:k]
+    left. Rows of another kind are never returned."""
+    found = retrieve(
+        index,
+        task=session.task,
+        context=session.text(),
+        action=action,
+        exclude_lineages=session.exclude_lineages,
+        k=k,
+        kind=kind,
+    )
+    # retrieve() already keeps the kind; the filter makes the rule local and plain.
+    return [t for t, _ in found if kind_of(t) == kind]
 
 
 class LocalProvider:
