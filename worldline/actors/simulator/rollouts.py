@@ -57,7 +57,7 @@ class Step(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Failure(msgspec.Struct, frozen=True, kw_only=True):
-    name: str  # stable: tools_unsupported, budget_exhausted, or a session refusal
+    name: str  # stable: budget_exhausted, or a session refusal (no_grounding, ...)
     message: str
 
 
