@@ -88,7 +88,7 @@ __all__ = [
     "Config",
     "Results",
     "Scored",
-    "group_of",
+    "Traces",
     "groups",
     "main",
     "read_traces",
@@ -121,15 +121,21 @@ class Config:
 # --- data -----------------------------------------------------------------------
 
 
-def read_traces(
-    folders: Sequence[Path],
-) -> tuple[list[Transition], list[str], list[TraceIssue]]:
-    """Every transition of every trace file under ``folders``, the files read and the
-    adapters' issues; a file in no trace format (a predictions file beside the
-    trajectories) is an issue too, counted in the report."""
-    transitions: list[Transition] = []
-    names: list[str] = []
-    issues: list[TraceIssue] = []
+@dataclass
+class Traces:
+    """What the trace files under ``--traces`` hold."""
+
+    transitions: list[Transition] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)  # the files read
+    issues: list[TraceIssue] = field(default_factory=list)
+    declared: dict[str, str] = field(default_factory=dict)  # lineage -> its group
+
+
+def read_traces(folders: Sequence[Path]) -> Traces:
+    """Every transition of every trace file under ``folders``, the files read, the
+    adapters' issues (a file in no trace format, such as a predictions file beside
+    trajectories, is one too) and each lineage's group as the adapters give it."""
+    found = Traces()
     for folder in folders:
         if any(name in str(folder.resolve()).lower() for name in HELD_OUT_NAMES):
             raise SystemExit(f"{folder}: tau-bench traces are held out; never fit them")
@@ -140,26 +146,25 @@ def read_traces(
                 parsed = parse_trace(path.name, path.read_bytes())
             except UnknownTraceFormat as exc:
                 reason = str(exc).split(";")[0]
-                issues.append(TraceIssue(source=str(path), reason=reason))
+                found.issues.append(TraceIssue(source=str(path), reason=reason))
                 continue
-            transitions += parsed.transitions
-            issues += parsed.issues
-            names.append(str(path.relative_to(folder)))
-    return transitions, names, issues
+            found.transitions += parsed.transitions
+            found.issues += parsed.issues
+            found.declared.update(getattr(parsed, "groups", {}))
+            found.names.append(str(path.relative_to(folder)))
+    return found
 
 
-def group_of(t: Transition) -> str:
-    """A transition's declared lineage group, else its lineage (the adapters'
-    conversation, or the declared one)."""
-    return str(getattr(t, "group", "") or t.lineage)
-
-
-def groups(transitions: Sequence[Transition], by: str) -> dict[str, str]:
-    """Each lineage's group for the split. ``lineage``: :func:`group_of`.
+def groups(
+    transitions: Sequence[Transition], by: str, declared: dict[str, str] | None = None
+) -> dict[str, str]:
+    """Each lineage's group for the split. ``lineage``: its group as the adapters
+    give it (``declared``: the trace's ``"group"``, else the lineage itself).
     ``family`` (the default): those groups joined when they share a task (first user
     message) or a conversation source (a trace file, or a JSONL line): trials and
     replays of one task then never straddle the split."""
-    base = {t.lineage: group_of(t) for t in transitions}
+    declared = declared or {}
+    base = {t.lineage: declared.get(t.lineage, t.lineage) for t in transitions}
     parent = {g: g for g in base.values()}
 
     def find(g: str) -> str:
@@ -179,12 +184,15 @@ def groups(transitions: Sequence[Transition], by: str) -> dict[str, str]:
 
 
 def split(
-    transitions: Sequence[Transition], fraction: float, by: str = "family"
+    transitions: Sequence[Transition],
+    fraction: float,
+    by: str = "family",
+    declared: dict[str, str] | None = None,
 ) -> tuple[list[Transition], list[Transition]]:
     """(fit, held out) by lineage group (:func:`groups`): groups ordered by the
     sha256 of their name, the first ``round(fraction * groups)`` held out (at least
     one, never all)."""
-    group = groups(transitions, by)
+    group = groups(transitions, by, declared)
     names = sorted(
         set(group.values()), key=lambda g: hashlib.sha256(g.encode()).hexdigest()
     )
@@ -458,18 +466,26 @@ class Results:
 
 
 async def measure(config: Config) -> Results:
-    transitions, names, issues = read_traces(config.traces)
-    fit, held = split(transitions, config.held_out, config.group_by)
-    group = groups(transitions, config.group_by)
+    traces = read_traces(config.traces)
+    transitions, declared = traces.transitions, traces.declared
+    fit, held = split(transitions, config.held_out, config.group_by, declared)
+    group = groups(transitions, config.group_by, declared)
     asked = held if config.limit is None else held[: config.limit]
     with tempfile.TemporaryDirectory(prefix="wl-scorecard-index-") as tmp:
-        built = transition_index.build(fit, sources=names, issues=issues, held_out=0.0)
+        lineages = {t.lineage for t in fit}
+        built = transition_index.build(
+            fit,
+            sources=traces.names,
+            issues=traces.issues,
+            held_out=0.0,
+            groups={k: v for k, v in declared.items() if k in lineages},
+        )
         transition_index.save(built, Path(tmp) / "index")
         results = Results(
             traces=[_shown(p) for p in config.traces],
-            files=len(names),
+            files=len(traces.names),
             transitions=len(transitions),
-            issues=len(issues),
+            issues=len(traces.issues),
             groups=(
                 len({group[t.lineage] for t in fit}),
                 len({group[t.lineage] for t in held}),

@@ -111,8 +111,8 @@ def test_scorecard_reports_rates_and_a_twin_of_a_fit_transition_scores_one(
                     assert 0.0 <= values[metric] <= 1.0, (kind, system, metric)
     # The held-out twins of fit transitions: same task, context and action, so the
     # nearest fit transition is a copy and its observation is the real one.
-    transitions, _, _ = sim_scorecard.read_traces([tmp_path])
-    fit, held = sim_scorecard.split(transitions, 0.4, "lineage")
+    traces = sim_scorecard.read_traces([tmp_path])
+    fit, held = sim_scorecard.split(traces.transitions, 0.4, "lineage", traces.declared)
     seen = {(t.task, t.context, t.action): t.observation for t in fit}
     twins = {
         t.id for t in held if seen.get((t.task, t.context, t.action)) == t.observation
