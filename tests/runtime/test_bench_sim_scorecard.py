@@ -127,3 +127,18 @@ def test_scorecard_reports_rates_and_a_twin_of_a_fit_transition_scores_one(
         assert record.terminal == 1.0, record
         assert record.same_tool in (None, 1.0), record
     assert not any(r.error for r in by_system["simulator"])
+
+
+def test_family_split_keeps_the_copies_of_one_task_on_one_side(tmp_path: Path) -> None:
+    _tiny_traces(tmp_path)
+    traces = sim_scorecard.read_traces([tmp_path])
+    lineages = {t.lineage for t in traces.transitions}
+    assert len(lineages) == 5  # one per line
+    family = sim_scorecard.groups(traces.transitions, "family", traces.declared)
+    assert len(set(family.values())) == 2  # the four copies share their task
+    fit, held = sim_scorecard.split(traces.transitions, 0.4, "family", traces.declared)
+    assert fit
+    assert held
+    assert {family[t.lineage] for t in fit}.isdisjoint(family[t.lineage] for t in held)
+    again = sim_scorecard.split(traces.transitions, 0.4, "family", traces.declared)
+    assert again == (fit, held)  # deterministic
