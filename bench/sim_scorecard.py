@@ -53,6 +53,7 @@ import argparse
 import contextlib
 import hashlib
 import json
+import math
 import os
 import random
 import re
@@ -592,8 +593,14 @@ def main(argv: Sequence[str] | None = None) -> Results:
     config, as_json = parse(argv)
     results = run(config)
     if as_json:
-        encoded = {**asdict(results), "summary": results.summary()}
-        print(json.dumps(encoded, default=str))
+        summary = {
+            kind: {
+                system: {k: None if math.isnan(v) else v for k, v in values.items()}
+                for system, values in systems.items()
+            }
+            for kind, systems in results.summary().items()
+        }
+        print(json.dumps({**asdict(results), "summary": summary}, allow_nan=False))
     else:
         report(results)
     return results
