@@ -117,8 +117,19 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _lines(items: Iterable[msgspec.Struct]) -> bytes:
-    return b"".join(_ENCODER.encode(item) + b"\n" for item in items)
+def _lines_sha256(items: Iterable[msgspec.Struct]) -> str:
+    """The sha256 of the JSONL of ``items`` (one msgspec-JSON value a line), hashed
+    line by line, never held whole."""
+    digest = hashlib.sha256()
+    for item in items:
+        digest.update(_ENCODER.encode(item) + b"\n")
+    return digest.hexdigest()
+
+
+def _write_lines(path: Path, items: Iterable[msgspec.Struct]) -> None:
+    with path.open("wb") as f:
+        for item in items:
+            f.write(_ENCODER.encode(item) + b"\n")
 
 
 def _vectors_bytes(vectors: Vectors) -> bytes:
@@ -219,12 +230,12 @@ class TransitionIndex:
                 f"{m.contexts}; rebuild the index"
             )
         if not hashed:
-            for name, data, expected in (
-                (TRANSITIONS, _lines(self.rows), m.transitions_sha256),
-                (CONTEXTS, _lines(self.contexts), m.contexts_sha256),
-                (VECTORS, _vectors_bytes(vectors), m.vectors_sha256),
+            for name, found, expected in (
+                (TRANSITIONS, _lines_sha256(self.rows), m.transitions_sha256),
+                (CONTEXTS, _lines_sha256(self.contexts), m.contexts_sha256),
+                (VECTORS, _sha256(_vectors_bytes(vectors)), m.vectors_sha256),
             ):
-                if _sha256(data) != expected:
+                if found != expected:
                     raise IndexRefused(
                         f"{name}: sha256 does not match the manifest; an index is "
                         "never changed: build a new one"
@@ -366,8 +377,8 @@ def save(index: TransitionIndex, out: Path) -> None:
             "directory"
         )
     out.mkdir(parents=True, exist_ok=True)
-    (out / TRANSITIONS).write_bytes(_lines(index.rows))
-    (out / CONTEXTS).write_bytes(_lines(index.contexts))
+    _write_lines(out / TRANSITIONS, index.rows)
+    _write_lines(out / CONTEXTS, index.contexts)
     (out / VECTORS).write_bytes(_vectors_bytes(index.vectors))
     (out / MANIFEST).write_bytes(msgspec.json.format(_ENCODER.encode(index.manifest)))
 
@@ -384,12 +395,40 @@ def _read(path: Path, name: str) -> bytes:
 
 def _verified(path: Path, name: str, expected: str) -> bytes:
     data = _read(path, name)
-    if _sha256(data) != expected:
+    _check(name, _sha256(data), expected)
+    return data
+
+
+def _check(name: str, found: str, expected: str) -> None:
+    if found != expected:
         raise IndexRefused(
             f"{name}: sha256 does not match the manifest (changed after it was "
             f"built); rebuild the index from its traces ({REBUILD})"
         )
-    return data
+
+
+def _decoded_lines(
+    path: Path, name: str, decoder: msgspec.json.Decoder[Any], expected: str
+) -> tuple[Any, ...]:
+    """Each line of a JSONL file decoded, the file hashed as it is read (never held
+    whole); a sha256 other than ``expected`` is refused."""
+    digest = hashlib.sha256()
+    found = []
+    try:
+        with (path / name).open("rb") as f:
+            for line in f:
+                digest.update(line)
+                found.append(decoder.decode(line))
+    except OSError as exc:
+        raise IndexRefused(
+            f"{name}: cannot be read ({exc.strerror}); point at a directory written "
+            f"by save() (built with {REBUILD})"
+        ) from exc
+    except msgspec.DecodeError as exc:
+        _verified(path, name, expected)  # a changed file is refused as changed
+        raise IndexRefused(f"{name}: unreadable ({exc}); {REBUILD}") from exc
+    _check(name, digest.hexdigest(), expected)
+    return tuple(found)
 
 
 def load(path: Path, *, embedder: Embedder | str | None = None) -> TransitionIndex:
@@ -436,12 +475,10 @@ def load(path: Path, *, embedder: Embedder | str | None = None) -> TransitionInd
             f"{MANIFEST}: its id does not match its content (changed after it was "
             f"built); rebuild the index from its traces ({REBUILD})"
         )
-    rows = _verified(path, TRANSITIONS, manifest.transitions_sha256)
-    contexts = _verified(path, CONTEXTS, manifest.contexts_sha256)
+    stored = _decoded_lines(path, TRANSITIONS, _ROW, manifest.transitions_sha256)
+    segments = _decoded_lines(path, CONTEXTS, _SEGMENT, manifest.contexts_sha256)
     blob = _verified(path, VECTORS, manifest.vectors_sha256)
     try:
-        stored = tuple(_ROW.decode(line) for line in rows.splitlines())
-        segments = tuple(_SEGMENT.decode(line) for line in contexts.splitlines())
         vectors = np.load(io.BytesIO(blob), allow_pickle=False)
     except (msgspec.DecodeError, ValueError) as exc:
         raise IndexRefused(f"unreadable index content ({exc}); {REBUILD}") from exc
