@@ -410,3 +410,96 @@ def test_unknown_formats_raise(data: bytes) -> None:
     for expected in ("OpenAI", "function_call", "SWE-agent", "history", "messages"):
         assert expected in message
     assert isinstance(info.value, ValueError)
+
+
+# --- declared lineage and group ------------------------------------------------------
+
+
+def _conversation(text: str) -> list[dict[str, object]]:
+    return [
+        {"role": "user", "content": f"please {text}"},
+        {"role": "assistant", "content": f"doing {text}"},
+        {"role": "user", "content": f"thanks for {text}"},
+    ]
+
+
+def test_jsonl_lines_declare_lineage_and_group() -> None:
+    lines = [
+        {"lineage": "task-1", "group": "g-1", "messages": _conversation("a")},
+        {"lineage": "task-1", "group": "g-1", "messages": _conversation("b")},
+        {"lineage": "task-2", "messages": _conversation("c")},
+        {"messages": _conversation("d")},
+    ]
+    data = "\n".join(json.dumps(line) for line in lines).encode()
+    parsed = parse_trace("runs.jsonl", data)
+    assert [t.lineage for t in parsed.transitions] == [
+        "task-1",
+        "task-1",
+        "task-2",
+        "lin-" + _sha("runs.jsonl#3")[:16],  # none declared: one per line, as before
+    ]
+    assert (
+        parsed.groups
+        == {
+            "task-1": "g-1",
+            "task-2": "task-2",  # no group declared: the lineage is its own
+            "lin-" + _sha("runs.jsonl#3")[:16]: "lin-" + _sha("runs.jsonl#3")[:16],
+        }
+    )
+    assert not parsed.issues
+
+
+@pytest.mark.parametrize(
+    "wrap",
+    [
+        lambda m: {"lineage": "L", "group": "G", "messages": m},
+        lambda m: {"lineage": "L", "group": "G", "history": m},
+        lambda m: {
+            "lineage": "L",
+            "group": "G",
+            "answer_generation": {"train_messages": [m]},
+        },
+    ],
+    ids=["messages", "swe-agent", "toolbench"],
+)
+def test_whole_file_traces_declare_lineage_and_group(wrap: object) -> None:
+    assert callable(wrap)
+    parsed = parse_trace("one.json", json.dumps(wrap(_conversation("x"))).encode())
+    assert [t.lineage for t in parsed.transitions] == ["L"]
+    assert parsed.groups == {"L": "G"}
+
+
+@pytest.mark.parametrize("bad", [7, "", "two words", "x" * 129])
+def test_a_declared_name_that_is_not_an_id_is_an_issue(bad: object) -> None:
+    lines = [
+        {"lineage": bad, "messages": _conversation("a")},
+        {"group": bad, "messages": _conversation("b")},
+        {"lineage": "ok", "messages": _conversation("c")},
+    ]
+    data = "\n".join(json.dumps(line) for line in lines).encode()
+    parsed = parse_trace("runs.jsonl", data)
+    assert [t.lineage for t in parsed.transitions] == ["ok"]
+    assert [i.source for i in parsed.issues] == ["runs.jsonl:0", "runs.jsonl:1"]
+    assert all("is not an id" in i.reason for i in parsed.issues)
+
+
+def test_one_lineage_in_two_groups_is_an_issue() -> None:
+    lines = [
+        {"lineage": "L", "group": "g1", "messages": _conversation("a")},
+        {"lineage": "L", "group": "g2", "messages": _conversation("b")},
+    ]
+    data = "\n".join(json.dumps(line) for line in lines).encode()
+    parsed = parse_trace("runs.jsonl", data)
+    assert len(parsed.transitions) == 1
+    assert parsed.groups == {"L": "g1"}
+    [issue] = parsed.issues
+    assert issue.source == "runs.jsonl:1"
+    assert "one lineage has one group" in issue.reason
+
+
+def test_real_traces_derive_one_lineage_per_file_in_its_own_group() -> None:
+    for rel in EXPECTED:
+        parsed = _parse(rel)
+        lineages = {t.lineage for t in parsed.transitions}
+        assert lineages <= {"lin-" + _sha(f"{Path(rel).name}#0")[:16]}
+        assert parsed.groups == {name: name for name in lineages}
