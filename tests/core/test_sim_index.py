@@ -23,6 +23,7 @@ from worldline.actors.simulator.index import (
     TransitionIndex,
     UnknownLineage,
     build,
+    check_exclusions,
     load,
     retrieve,
     save,
@@ -515,6 +516,9 @@ def test_excluding_a_name_the_index_does_not_hold_is_a_named_error() -> None:
     assert "'gone', 'nope'" in message
     assert index.manifest.id[:12] in message
     assert f'{MANIFEST} lists them ("lineages"' in message
+    with pytest.raises(UnknownLineage, match="'nope'"):
+        check_exclusions(index, ["lin0", "nope"])
+    check_exclusions(index, ["lin0"], ["lin1"])  # held: nothing raised
     grouped = build(corpus(), held_out=0.0, groups={"lin0": "g0"})
     with pytest.raises(UnknownLineage, match="'lin0'"):  # a lineage, not a group
         retrieve(grouped, **q, exclude_groups=["lin0"])

@@ -56,6 +56,7 @@ from worldline.actors.belief_model.embedding import active
 from worldline.actors.simulator.retrieval import (
     Kind,
     UnknownLineage,
+    check_exclusions,
     query_vector,
     retrieve,
 )
@@ -91,6 +92,7 @@ __all__ = [
     "TransitionIndex",
     "UnknownLineage",
     "build",
+    "check_exclusions",
     "load",
     "manifest_id",
     "query_vector",

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from worldline.actors.simulator.storage import Vectors
     from worldline.protocols.messages import Transition
 
-__all__ = ["Kind", "UnknownLineage", "query_vector", "retrieve"]
+__all__ = ["Kind", "UnknownLineage", "check_exclusions", "query_vector", "retrieve"]
 
 Kind = Literal["tool", "message"]
 
@@ -96,6 +96,17 @@ def _allowed(
     if unknown:
         raise UnknownLineage(index, sorted(set(unknown)))
     return ok
+
+
+def check_exclusions(
+    index: TransitionIndex,
+    exclude_lineages: Collection[str] = (),
+    exclude_groups: Collection[str] = (),
+) -> None:
+    """Raise :class:`UnknownLineage` if an exclusion names a lineage or group the
+    index does not hold (what :func:`retrieve` would raise), e.g. when a session
+    starts rather than at its first step."""
+    _allowed(index, exclude_lineages, exclude_groups, "all")
 
 
 def _top(
