@@ -535,3 +535,38 @@ def test_sim_session_exclude_does_not_swallow_the_task(
 
     args = parser().parse_args(["sim", "session", *argv])
     assert (args.task, args.exclude) == (task, exclude)
+
+
+def test_sim_index_refuses_a_split_that_leaves_nothing_to_fit(tmp_path: Path) -> None:
+    traces = sorted((Path(__file__).parents[1] / "data" / "traces").glob("*/*.traj"))
+    assert traces
+    refused = subprocess.run(
+        [
+            WORLDLINE,
+            "sim",
+            "index",
+            *map(str, traces),
+            "--out",
+            str(tmp_path / "a"),
+            "--held-out",
+            "1.0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert refused.returncode == 2, refused.stderr
+    assert "--held-out" in refused.stderr
+    assert not (tmp_path / "a").exists()
+    built = subprocess.run(
+        [WORLDLINE, "sim", "index", *map(str, traces), "--out", str(tmp_path / "b")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert built.returncode == 0, built.stderr
+    # Progress into a pipe: one line per trace file, no carriage returns.
+    assert "\r" not in built.stderr
+    assert built.stderr.count("\n") >= len(traces)

@@ -128,6 +128,24 @@ async def test_without_an_index_sessions_are_refused_by_name(
     assert caught.value.name == "no_index"
 
 
+async def test_an_exclusion_the_index_does_not_hold_is_refused_at_start(
+    nats_url: str, tmp_path: Path
+) -> None:
+    world = unique_world("exclude")
+    simulator = build("simulator", sim_index=make_index(tmp_path))
+    async with (
+        running([simulator], url=nats_url, data=tmp_path),
+        worldline.connect(nats_url, world=world, agent="eval") as w,
+    ):
+        with pytest.raises(worldline.SimulationError) as caught:
+            await w.sim_start("book a flight", exclude_lineages=["lin-nope"])
+        kept = await w.sim_start("book a flight", exclude_lineages=["lin-a"])
+        reply = await w.sim_step(kept.session_id, ASK)
+        assert reply.message["content"] == "Madrid."  # lin-a's answer is out
+    assert caught.value.name == "unknown_lineage"
+    assert "lin-nope" in str(caught.value)
+
+
 async def test_one_agent_cannot_take_every_session(
     nats_url: str, tmp_path: Path
 ) -> None:

@@ -29,8 +29,12 @@ def run_index(args: argparse.Namespace) -> int:
     """Read traces, pair their transitions, and write a read-only index artifact."""
     from worldline.actors.extractor.traces import UnknownTraceFormat, parse_trace
     from worldline.actors.simulator import index as transition_index
+    from worldline.actors.simulator.builder import IndexBuilder
 
-    transitions = []
+    try:
+        builder = IndexBuilder(held_out=args.held_out)
+    except ValueError as exc:
+        raise BadRequest(str(exc)) from exc
     issues = []
     names = []
     total = len(args.traces)
@@ -41,7 +45,11 @@ def run_index(args: argparse.Namespace) -> int:
             raise BadRequest(f"cannot read {path}: {exc}") from exc
         except UnknownTraceFormat as exc:
             raise BadRequest(f"{path}: {exc}") from exc
-        transitions += parsed.transitions
+        try:
+            # Streamed: each file's transitions are embedded and released in batches.
+            builder.add_all(parsed.transitions, parsed.groups)
+        except ValueError as exc:
+            raise BadRequest(f"{path}: {exc}") from exc
         issues += parsed.issues
         names.append(path.name)
         bar = "#" * (20 * number // total)
@@ -49,11 +57,15 @@ def run_index(args: argparse.Namespace) -> int:
             f"[{bar:<20}] {number}/{total} {path.name}: {parsed.format}, "
             f"{len(parsed.transitions)} transitions, {len(parsed.issues)} issues"
         )
-        sys.stderr.write(f"\r{line:<120}")
-        sys.stderr.write("\n" if number == total else "")
-    built = transition_index.build(
-        transitions, sources=names, issues=issues, held_out=args.held_out
-    )
+        if sys.stderr.isatty():
+            sys.stderr.write(f"\r{line:<120}")
+            sys.stderr.write("\n" if number == total else "")
+        else:  # a pipe or a log: one line per file, no carriage returns
+            sys.stderr.write(line + "\n")
+    try:
+        built = builder.finish(sources=names, issues=issues)
+    except ValueError as exc:
+        raise BadRequest(str(exc)) from exc
     try:
         transition_index.save(built, args.out)
     except (OSError, ValueError) as exc:

@@ -29,6 +29,7 @@ from worldline.actors.simulator import core
 from worldline.actors.simulator.http_provider import HttpConfig, HttpProvider
 from worldline.actors.simulator.index import load
 from worldline.actors.simulator.provider import LocalProvider
+from worldline.actors.simulator.retrieval import check_exclusions
 from worldline.actors.simulator.sessions import (
     DEFAULT_PER_CLIENT,
     Provider,
@@ -107,6 +108,9 @@ class SessionService:
                         "this simulator has no index; start it with --index DIR "
                         "(build one with `worldline sim index TRACES... --out DIR`)",
                     )
+                # An exclusion the index does not hold is named now, not at the
+                # first step.
+                check_exclusions(self.index, request.exclude_lineages)
                 session = self.sessions.start(
                     world,
                     request.task,
