@@ -56,6 +56,7 @@ from worldline.protocols.rpc import (
     Before,
     BeliefListReply,
     BeliefReply,
+    ForecastOutcome,
     GetBelief,
     GetView,
     ListBeliefs,
@@ -69,6 +70,8 @@ from worldline.protocols.rpc import (
     SimEnd,
     SimEnded,
     SimError,
+    SimForecast,
+    SimForecastReply,
     SimStart,
     SimStarted,
     SimStatus,
@@ -134,6 +137,7 @@ __all__ = [
     "EntityChanged",
     "EvidenceKind",
     "ExtractorInbox",
+    "ForecastOutcome",
     "FusionInbox",
     "GetBelief",
     "GetView",
@@ -172,6 +176,8 @@ __all__ = [
     "SimEnd",
     "SimEnded",
     "SimError",
+    "SimForecast",
+    "SimForecastReply",
     "SimStart",
     "SimStarted",
     "SimStatus",
@@ -241,9 +247,15 @@ ProjectorReply = (
 )
 MaterializerRpc = StateHash | OpStatus
 MaterializerReply = StateHashReply | OpStatusReply | RpcError
-SimulatorRpc = SimStatus | SimStart | SimStep | SimEnd
+SimulatorRpc = SimStatus | SimStart | SimStep | SimEnd | SimForecast
 SimulatorReply = (
-    SimStatusReply | SimStarted | SimStepReply | SimEnded | SimError | RpcError
+    SimStatusReply
+    | SimStarted
+    | SimStepReply
+    | SimEnded
+    | SimForecastReply
+    | SimError
+    | RpcError
 )
 
 

@@ -23,6 +23,7 @@ __all__ = [
     "Before",
     "BeliefListReply",
     "BeliefReply",
+    "ForecastOutcome",
     "GetBelief",
     "GetView",
     "ListBeliefs",
@@ -36,6 +37,8 @@ __all__ = [
     "SimEnd",
     "SimEnded",
     "SimError",
+    "SimForecast",
+    "SimForecastReply",
     "SimStart",
     "SimStarted",
     "SimStatus",
@@ -185,6 +188,45 @@ class SimError(Message, tag="rpc.sim_error.v1", kw_only=True, frozen=True):
 
     name: str
     message: str
+
+
+class SimForecast(Message, tag="rpc.sim_forecast.v1", kw_only=True, frozen=True):
+    """Ask what really followed actions like ``move``: a call written
+    ``name(arguments)`` is a tool call (answered from tool results), anything else
+    a message (answered from user or environment replies). ``context`` is the
+    conversation before the move (its recent window is scored with it)."""
+
+    move: Annotated[str, msgspec.Meta(min_length=1, max_length=4096)]
+    context: Annotated[str, msgspec.Meta(max_length=262_144)] = ""
+    k: Annotated[int, msgspec.Meta(ge=1, le=10)] = 5  # neighbours retrieved
+    exclude_lineages: list[str] = msgspec.field(default_factory=list)
+
+
+class ForecastOutcome(msgspec.Struct, frozen=True, kw_only=True):
+    """One distinct real observation that followed actions like the move."""
+
+    observation: str  # as recorded, whitespace normalised
+    support: int  # how many of the retrieved neighbours gave it
+    lineages: tuple[str, ...] = ()  # theirs, sorted, distinct
+    transitions: tuple[str, ...] = ()  # their ids, best first
+    similarity: float = 0.0  # the best neighbour's retrieval score
+
+
+class SimForecastReply(
+    Message, tag="rpc.sim_forecast_reply.v1", kw_only=True, frozen=True
+):
+    """A forecast grounded in real transitions, or none: ``grounded`` is False and
+    ``outcomes`` empty when no neighbour scores above ``floor`` (``note`` says
+    "no grounding: ..." and why). Outcomes are ordered by support, then by their
+    best similarity."""
+
+    move: str
+    grounded: bool
+    outcomes: tuple[ForecastOutcome, ...] = ()
+    index: str = ""  # the index manifest's id
+    note: str = ""
+    move_kind: Literal["tool", "message"] = "message"  # what the move was read as
+    floor: float = 0.0  # a neighbour counts only above this retrieval score
 
 
 class SimStatusReply(Message, tag="rpc.sim_status_reply.v1", kw_only=True, frozen=True):

@@ -161,6 +161,7 @@ RpcVerb = Literal[
     "sim.start",
     "sim.step",
     "sim.end",
+    "sim.forecast",
 ]
 
 

@@ -189,6 +189,8 @@ class SyncWorld:
     sim_start = _Blocking(World.sim_start)
     sim_step = _Blocking(World.sim_step)
     sim_end = _Blocking(World.sim_end)
+    forecast = _Blocking(World.forecast)
+    before_with_forecasts = _Blocking(World.before_with_forecasts)
 
     def release(self, items: Sequence[InboxItem]) -> None:
         """Hand inbox items back unacknowledged: the next ``inbox()`` sees them."""

@@ -2,7 +2,9 @@
 
 Inbox: ``wl.*.derived.transition.*`` through durable ``simulator``. Accepts:
 ``Transition`` (counted per world). Serves (queue group ``simulator``):
-``wl.<world>.rpc.sim.status``, ``sim.start``, ``sim.step`` and ``sim.end``.
+``wl.<world>.rpc.sim.status``, ``sim.start``, ``sim.step``, ``sim.end`` and
+``sim.forecast`` (the real outcomes of the nearest transitions after actions like a
+move, or "no grounding"; see ``forecast.py``).
 
 A step takes an assistant text message (answered with the user's reply) or an
 assistant message with ``tool_calls`` (answered with one tool result per call, keyed
@@ -26,6 +28,7 @@ from typing import TYPE_CHECKING
 from worldline.actors.runtime.consume import Clock, utcnow
 from worldline.actors.runtime.spec import ActorSpec, Input, Reader, Service
 from worldline.actors.simulator import core
+from worldline.actors.simulator.forecast import forecast
 from worldline.actors.simulator.http_provider import HttpConfig, HttpProvider
 from worldline.actors.simulator.index import load
 from worldline.actors.simulator.provider import LocalProvider
@@ -43,6 +46,7 @@ from worldline.protocols.messages import (
     SimEnd,
     SimEnded,
     SimError,
+    SimForecast,
     SimStart,
     SimStarted,
     SimStatus,
@@ -88,15 +92,34 @@ class SessionService:
     def serve(
         self,
         reader: Reader,
-        request: SimStatus | SimStart | SimStep | SimEnd,
+        request: SimStatus | SimStart | SimStep | SimEnd | SimForecast,
         world: str,
     ) -> Message:
         if isinstance(request, SimStatus):
             return core.serve(reader, request, world)
         try:
+            if isinstance(request, SimForecast):
+                return self._forecast(request)
             return self._sessions(request, world)
         except SessionError as exc:
             return SimError(name=exc.name, message=exc.message)
+
+    def _forecast(self, request: SimForecast) -> Message:
+        """The grounded forecast for a move: stateless, no session needed."""
+        if self.index is None:
+            raise SessionError(
+                "no_index",
+                "this simulator has no index, so it has nothing to ground a forecast "
+                "on; start it with --index DIR (build one with `worldline sim index "
+                "TRACES... --out DIR`)",
+            )
+        return forecast(
+            self.index,
+            request.move,
+            context=request.context,
+            k=request.k,
+            exclude_lineages=request.exclude_lineages,
+        )
 
     def _sessions(self, request: SimStart | SimStep | SimEnd, world: str) -> Message:
         now = self.clock()
@@ -151,7 +174,7 @@ def spec(index: Path | None = None) -> ActorSpec:
     sessions = SessionService(None if index is None else load(index))
     services = tuple(
         Service(rpc_pattern(verb), "simulator", SIMULATOR_RPC, sessions.serve)
-        for verb in ("sim.status", "sim.start", "sim.step", "sim.end")
+        for verb in ("sim.status", "sim.start", "sim.step", "sim.end", "sim.forecast")
     )
     return ActorSpec(
         name="simulator",
