@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from worldline.cli.common import emit
+from worldline.cli.sim import forecast_lines
 from worldline.sdk.errors import BadRequest
 from worldline.sdk.paging import LIST_PAGE
 
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
 
     from worldline.protocols.messages import Belief, SearchHit
     from worldline.sdk.client import World
+    from worldline.sdk.sim import WorldviewForecasts
 
 
 __all__ = ["VERBS"]
@@ -159,6 +161,15 @@ def _read(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
 
 def _before(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
     async def run(world: World) -> None:
+        if getattr(args, "forecast", False):
+            annotated = await world.before_with_forecasts(args.query, at=args.at)
+            if args.json:  # {"view": ..., "forecasts": [...]}, sorted keys
+                text = msgspec.json.encode(annotated, order="sorted").decode()
+                sys.stdout.write(text + "\n")
+                return
+            sys.stdout.write(annotated.view.prompt)
+            sys.stdout.write("\n".join(["", "", *_forecasts(annotated)]) + "\n")
+            return
         view = await world.before(args.query, at=args.at)
         if args.json:  # canonical: sorted keys, so equal views are equal bytes
             sys.stdout.write(msgspec.json.encode(view, order="sorted").decode() + "\n")
@@ -166,6 +177,17 @@ def _before(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
             sys.stdout.write(view.prompt)
 
     return run
+
+
+def _forecasts(annotated: WorldviewForecasts) -> list[str]:
+    """The top moves, each with what really followed actions like it."""
+    if not annotated.forecasts:
+        return ["Forecasts: no moves to forecast."]
+    lines = ["Forecasts for the top moves (real outcomes from the simulator's index):"]
+    for n, item in enumerate(annotated.forecasts, start=1):
+        lines.append(f"{n}. {item.move.text}")
+        lines += forecast_lines(item.forecast, "   ")
+    return lines
 
 
 def _get(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:

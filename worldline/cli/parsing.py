@@ -268,6 +268,12 @@ def parser() -> argparse.ArgumentParser:
     )
     before.add_argument("query", help="the move about to be made")
     before.add_argument("--at", type=_instant, default=None, help="evaluate at")
+    before.add_argument(
+        "--forecast",
+        action="store_true",
+        help="under the moves, the real outcomes the simulator's index holds for the "
+        "top 3 (or no grounding)",
+    )
 
     watch = verbs.add_parser(
         "watch", parents=[client], help="stream this agent's view as it changes"
@@ -389,6 +395,31 @@ def parser() -> argparse.ArgumentParser:
         default=[],
         metavar="LINEAGE",
         help="a lineage to keep out of retrieval (repeat for more)",
+    )
+
+    forecast = verbs.add_parser(
+        "forecast",
+        parents=[client],
+        help="what really followed actions like a move (the simulator's index)",
+        description="The distinct real observations of the nearest transitions after "
+        "actions like MOVE (written name(arguments): a tool call; else a message), "
+        "each with how many transitions support it, their lineages and the best "
+        "similarity; 'no grounding' (exit 0) when none scores above the floor. "
+        "Needs a simulator serving an index (worldline up --sim-index DIR).",
+    )
+    forecast.add_argument("move", help="the action: a message, or name(arguments)")
+    forecast.add_argument(
+        "--context", default="", help="the conversation before the move"
+    )
+    forecast.add_argument(
+        "--k", type=_count(1, 10), default=5, help="neighbours retrieved, 1-10"
+    )
+    forecast.add_argument(
+        "--exclude",
+        action="append",
+        default=[],
+        metavar="LINEAGE",
+        help="a lineage (or group) to keep out of retrieval (repeat for more)",
     )
 
     status = verbs.add_parser(

@@ -1,8 +1,9 @@
 """The simulator verbs: ``sim index`` (pair transitions from traces into an index),
-``sim run`` (an evaluation plan) and ``sim session`` (a session on the bus, assistant
+``sim run`` (an evaluation plan), ``sim session`` (a session on the bus, assistant
 messages on stdin: one per line, plain text, or a JSON object such as ``{"role":
 "assistant", "tool_calls": [...]}``; each reply message is printed, a tool result as
-``tool[<call id>]: ...``)."""
+``tool[<call id>]: ...``) and ``forecast`` (the real outcomes after actions like a
+move, each with its support, lineages and similarity, or "no grounding")."""
 
 from __future__ import annotations
 
@@ -19,10 +20,11 @@ if TYPE_CHECKING:
     import argparse
     from collections.abc import Awaitable, Callable
 
+    from worldline.protocols.messages import SimForecastReply
     from worldline.sdk.client import World
 
 
-__all__ = ["VERBS", "run_evaluation", "run_index"]
+__all__ = ["VERBS", "forecast_lines", "run_evaluation", "run_index"]
 
 
 def run_index(args: argparse.Namespace) -> int:
@@ -142,6 +144,35 @@ def run_evaluation(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def forecast_lines(reply: SimForecastReply, indent: str = "") -> list[str]:
+    """A forecast for people: each outcome with its support, similarity and
+    lineages, best first; or the "no grounding" note."""
+    if not reply.grounded:
+        return [f"{indent}{reply.note}"]
+    lines = []
+    for outcome in reply.outcomes:
+        lines.append(f"{indent}{outcome.support}x  {outcome.observation}")
+        lines.append(
+            f"{indent}    similarity {outcome.similarity:.3f}, lineages: "
+            + ", ".join(outcome.lineages)
+        )
+    lines.append(f"{indent}({reply.note}; index {reply.index[:12]})")
+    return lines
+
+
+def _forecast(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
+    async def run(world: World) -> None:
+        reply = await world.forecast(
+            args.move, context=args.context, k=args.k, exclude_lineages=args.exclude
+        )
+        kind = "tool call" if reply.move_kind == "tool" else "message"
+        head = f"forecast for the {kind} {reply.move!r}:"
+        emit(args, reply, "\n".join([head, *forecast_lines(reply, "  ")]))
+
+    return run
+
+
 VERBS: dict[str, Callable[[argparse.Namespace], Callable[[World], Any]]] = {
     "sim.session": _sim_session,
+    "forecast": _forecast,
 }

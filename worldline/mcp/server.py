@@ -3,10 +3,11 @@
 An MCP-capable agent (a coding agent, a desktop assistant) starts this process, and
 gets tools for the turn loop (``before`` at the start of a turn, ``after`` with its
 output at the end) and for the belief state and crew world (``observe``, ``add``,
-``evidence``, ``search``, ``trace``, ``read``, ``write``, ``inbox``). Each tool calls
-the async SDK (:class:`worldline.sdk.client.World`) over one NATS connection held for
-the server's lifetime; input schemas come from the SDK's own types (belief types,
-evidence kinds, confidence 0-1...).
+``evidence``, ``search``, ``trace``, ``read``, ``write``, ``inbox``), and
+``forecast``: what really followed actions like a move, from the simulator's index.
+Each tool calls the async SDK (:class:`worldline.sdk.client.World`) over one NATS
+connection held for the server's lifetime; input schemas come from the SDK's own
+types (belief types, evidence kinds, confidence 0-1...).
 
 An SDK error (a bad id, a rejected write, an unreachable bus) becomes an MCP tool error
 carrying the SDK's message, and the server keeps serving. stdout is the protocol: logs
@@ -42,6 +43,7 @@ from worldline.sdk.errors import (
 )
 from worldline.sdk.hooks import Extracted, observed, reported
 from worldline.sdk.paging import SEARCH_PAGE
+from worldline.sdk.sim import FORECAST_MOVES
 
 __all__ = ["TOOLS", "build_server", "serve"]
 
@@ -58,6 +60,7 @@ TOOLS = (
     "read",
     "write",
     "inbox",
+    "forecast",
 )
 
 INSTRUCTIONS = """\
@@ -68,7 +71,9 @@ claims, risks and open questions become beliefs the whole crew reads. Use `searc
 find the beliefs that answer a question (ranked, each with its scores and evidence),
 `evidence` to support or refute a belief by id, `trace` to see why a belief reads as it
 does, `write` for crew fields (with the version you read), and `inbox` for work
-addressed to you."""
+addressed to you. `forecast` (and `before` with `forecast: true` for its top moves)
+returns what really followed actions like a move in recorded traces, with how many
+transitions support each outcome, or "no grounding": it never guesses."""
 
 BeliefId = Annotated[str, Field(description="a belief id, e.g. b-3f2a...")]
 Confidence = Annotated[
@@ -150,18 +155,35 @@ def build_server(world: World) -> MCPServer:
         at: Annotated[
             datetime | None, Field(description="evaluate at this ISO time")
         ] = None,
+        forecast: Annotated[
+            bool,
+            Field(
+                description=f"also forecast the top {FORECAST_MOVES} moves from real "
+                "transitions (the simulator's index), or say 'no grounding'"
+            ),
+        ] = False,
     ) -> CallToolResult:
         """Read the bounded worldview before a move: beliefs in play, goals, gaps,
         policy, allowed actions and ranked next moves, each traced to belief ids.
-        Returns the prompt text, then the worldview as canonical JSON."""
+        Returns the prompt text, then the worldview as canonical JSON; with
+        ``forecast``, also ``forecasts``: for each top move, the real outcomes
+        that followed actions like it (support, lineages) or "no grounding"."""
         with _tool_errors("before"):
-            view = await world.before(query, at=at)
+            if forecast:
+                annotated = await world.before_with_forecasts(query, at=at)
+                view = annotated.view
+            else:
+                view = await world.before(query, at=at)
         canonical = msgspec.json.encode(view, order="sorted").decode()
-        return _result(
-            {"prompt": view.prompt, "worldview": msgspec.json.decode(canonical)},
-            view.prompt,
-            canonical,
-        )
+        data: dict[str, Any] = {
+            "prompt": view.prompt,
+            "worldview": msgspec.json.decode(canonical),
+        }
+        if not forecast:
+            return _result(data, view.prompt, canonical)
+        data["forecasts"] = _json(annotated.forecasts)
+        forecasts = msgspec.json.encode(data["forecasts"]).decode()
+        return _result(data, view.prompt, canonical, forecasts)
 
     @server.tool()
     async def after(
@@ -311,6 +333,39 @@ def build_server(world: World) -> MCPServer:
                     for item in items:
                         await item.release()
         return _result({"messages": messages, "acked": ack})
+
+    @server.tool()
+    async def forecast(
+        move: Annotated[
+            str,
+            Field(
+                min_length=1,
+                max_length=4096,
+                description="the action: a message, or a tool call name(arguments)",
+            ),
+        ],
+        context: Annotated[
+            str,
+            Field(max_length=262_144, description="the conversation before the move"),
+        ] = "",
+        k: Annotated[int, Field(ge=1, le=10, description="neighbours retrieved")] = 5,
+        exclude_lineages: Annotated[
+            list[Annotated[str, Field(min_length=1, max_length=128)]],
+            Field(max_length=64, description="lineages or groups to keep out"),
+        ] = [],  # noqa: B006  (pydantic copies defaults; the schema shows [])
+    ) -> CallToolResult:
+        """What really followed actions like ``move`` in recorded traces: each
+        distinct real observation with its ``support`` (how many of the nearest
+        transitions gave it), ``lineages``, ``transitions`` and best
+        ``similarity``; or ``grounded`` false and a ``note`` "no grounding: ..."
+        when nothing is close enough. Never a guess."""
+        with _tool_errors("forecast"):
+            reply = await world.forecast(
+                move, context=context, k=k, exclude_lineages=exclude_lineages
+            )
+        data = _json(reply)
+        data.setdefault("outcomes", [])  # "no grounding" says so with an empty list
+        return _result(data)
 
     return server
 
