@@ -81,9 +81,17 @@ async def test_the_forecast_verb_and_before_forecast(
     assert unknown.returncode == 3
     assert "unknown_lineage" in unknown.stderr
     assert before.returncode == 0, before.stderr
-    section = before.stdout.split("Forecasts for the top moves")[1]
-    assert f"1. Answer the open question: {ASK}" in section
-    assert "2x  To Lisbon, please." in section
+    section = before.stdout.split("\n\nForecasts for the top moves")[1]
+    assert section.splitlines()[1:6] == [
+        f"1. Answer the open question: {ASK}",
+        "   2x  To Lisbon, please.",
+        "       similarity 1.000, lineages: lin-a, lin-c",
+        "   1x  Madrid.",
+        "       similarity 1.000, lineages: lin-b",
+    ]
+    assert section.splitlines()[6].startswith(
+        "   (3 of 3 nearest real transitions score above 0.50: 2 distinct outcomes;"
+    )
     annotated = json.loads(before_json.stdout)
     assert annotated["view"]["moves"][0]["text"].endswith(ASK)
     assert annotated["forecasts"][0]["forecast"]["grounded"] is True

@@ -167,8 +167,8 @@ def _before(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
                 text = msgspec.json.encode(annotated, order="sorted").decode()
                 sys.stdout.write(text + "\n")
                 return
-            sys.stdout.write(annotated.view.prompt)
-            sys.stdout.write("\n".join(["", "", *_forecasts(annotated)]) + "\n")
+            prompt = annotated.view.prompt.rstrip("\n")
+            sys.stdout.write("\n".join([prompt, "", *_forecasts(annotated)]) + "\n")
             return
         view = await world.before(args.query, at=args.at)
         if args.json:  # canonical: sorted keys, so equal views are equal bytes
