@@ -59,6 +59,7 @@ _REPLIES: dict[str, Any] = {
     "sim.start": SIMULATOR_REPLY,
     "sim.step": SIMULATOR_REPLY,
     "sim.end": SIMULATOR_REPLY,
+    "sim.forecast": SIMULATOR_REPLY,
 }
 
 
