@@ -5,6 +5,7 @@ outcomes group real observations with their support and lineages."""
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 import pytest
 
 from worldline.actors.simulator import index as transition_index
@@ -13,8 +14,9 @@ from worldline.actors.simulator.storage import ACTION_WEIGHT, CONTEXT_WEIGHT, co
 from worldline.protocols.messages import Transition
 
 
-def _unit(v: np.ndarray) -> np.ndarray:
-    return (v / np.linalg.norm(v)).astype(np.float32)
+def _unit(v: np.ndarray) -> npt.NDArray[np.float32]:
+    unit: npt.NDArray[np.float32] = (v / np.linalg.norm(v)).astype(np.float32)
+    return unit
 
 
 def test_an_action_sharing_nothing_with_the_query_never_clears_the_floor() -> None:
@@ -24,8 +26,8 @@ def test_an_action_sharing_nothing_with_the_query_never_clears_the_floor() -> No
     best = -1.0
     for _ in range(20_000):
         q = _unit(rng.normal(size=dims))
-        a = rng.normal(size=dims)
-        a = _unit(a - (a @ q) * q)  # the row's action: orthogonal to the query
+        raw = rng.normal(size=dims)
+        a = _unit(raw - (raw @ q) * q)  # the row's action: orthogonal to the query
         w = _unit(rng.normal(size=dims) + 3 * rng.random() * q)  # context near q
         row = combine(a[None, :], w[None, :])[0]
         best = max(best, float(row @ q))

@@ -94,7 +94,8 @@ def ids(results: list[tuple[Transition, float]]) -> list[str]:
 def vector(action: str, context: str) -> np.ndarray:
     a = embed(action).astype(np.float32)[None]
     w = embed(recent(context)).astype(np.float32)[None]
-    return combine(a, w)[0]
+    row: np.ndarray = combine(a, w)[0]
+    return row
 
 
 # --- build ---------------------------------------------------------------------------
