@@ -29,7 +29,7 @@ from worldline.actors.simulator.index import (
     save,
 )
 from worldline.actors.simulator.sessions import SessionError
-from worldline.actors.simulator.storage import combine, recent
+from worldline.actors.simulator.storage import combine, command_of, recent
 from worldline.protocols.messages import Transition
 from worldline.protocols.simulator import INDEX_VERSION, TraceIssue
 
@@ -653,3 +653,30 @@ def test_a_long_system_prompt_does_not_drown_the_action() -> None:
         index, task="t", context=prompt, action="Could you give me your user id?"
     )
     assert ids(found)[0] == "p-2"
+
+
+def test_a_text_command_is_answered_by_replies_to_the_same_command_first() -> None:
+    fence = "```"
+    discussion = "We should look at the failing test in the fields module now."
+
+    def issuing(command: str, words: str = discussion) -> str:
+        return f"{words}\n{fence}\n{command}\n{fence}"
+
+    built = build(
+        [
+            # Worded like the query, but it ran another command.
+            tr("t-search", "lin-a", "fix", issuing("search_dir fields"), "3 matches"),
+            tr("t-open", "lin-b", "fix", issuing("open a.py", "Show me."), "[File]"),
+            tr("t-plain", "lin-c", "fix", discussion, "Sure."),
+        ],
+        held_out=0.0,
+    )
+    query = issuing("open fields.py")
+    found = retrieve(built, task="fix", context="", action=query, k=3)
+    assert ids(found)[0] == "t-open"  # the same command, though worded least alike
+    assert set(ids(found)) == {"t-open", "t-search", "t-plain"}
+    assert command_of(query) == "open"
+    assert command_of(discussion) is None
+    # No command: the most similar reply, as before.
+    plain = retrieve(built, task="fix", context="", action=discussion, k=1)
+    assert ids(plain) == ["t-plain"]

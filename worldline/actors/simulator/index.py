@@ -66,6 +66,7 @@ from worldline.actors.simulator.storage import (
     IndexRefused,
     Row,
     Segment,
+    command_of,
     context_text,
     embedder_refused,
     row_tool,
@@ -194,6 +195,8 @@ class TransitionIndex:
     _rank: npt.NDArray[np.int64] = field(init=False, repr=False)  # of each row's id
     _tools: dict[str, tuple[int, int]] = field(init=False, repr=False)
     _spans: dict[Kind, tuple[int, int]] = field(init=False, repr=False)
+    # message rows by the command their action issues (storage.command_of)
+    _commands: dict[str, npt.NDArray[np.int64]] = field(init=False, repr=False)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, TransitionIndex):
@@ -315,6 +318,16 @@ class TransitionIndex:
         setattr_(self, "_rank", rank)
         setattr_(self, "_tools", tools)
         setattr_(self, "_spans", {"tool": (0, first_turn), "message": (first_turn, n)})
+        commands: dict[str, list[int]] = {}
+        for i in range(first_turn, n):
+            command = command_of(self.rows[i].action)
+            if command is not None:
+                commands.setdefault(command, []).append(i)
+        setattr_(
+            self,
+            "_commands",
+            {c: np.array(rows, dtype=np.int64) for c, rows in commands.items()},
+        )
 
     @property
     def transitions(self) -> Sequence[Transition]:

@@ -2,7 +2,9 @@
 
 Candidates are of the action's kind only: a tool call is answered from tool results,
 the same tool's first (best first), then other tools' when fewer than ``k`` remain;
-a message from the replies to messages; never the other kind. A query is scored on
+a message from the replies to messages, those to the same command first when the
+message issues one in a code block (a text agent's command: ``storage.command_of``);
+never the other kind. A query is scored on
 the action and a bounded window of recent context, as every row was
 (:func:`~worldline.actors.simulator.storage.recent`). Excluded lineages and groups,
 and the rows of the other partition, are removed before any score is computed;
@@ -23,6 +25,7 @@ from worldline.actors.simulator.sessions import SessionError
 from worldline.actors.simulator.storage import (
     MANIFEST,
     call_tool,
+    command_of,
     embed_pairs,
     embedder_refused,
 )
@@ -113,15 +116,13 @@ def _top(
     index: TransitionIndex,
     query: Vectors,
     ok: npt.NDArray[np.bool_],
-    spans: Sequence[tuple[int, int]],
+    rows: npt.NDArray[np.int64],
     k: int,
 ) -> list[tuple[int, float]]:
-    """The ``k`` best eligible rows of the spans (row, score), ties by id."""
-    spans = [(a, b) for a, b in spans if b > a]
-    if k <= 0 or not spans:
+    """The ``k`` best eligible ``rows`` (row, score), ties by id."""
+    if k <= 0 or not len(rows):
         return []
-    rows = np.concatenate([np.arange(a, b) for a, b in spans])
-    scores = np.concatenate([index.vectors[a:b] @ query for a, b in spans])
+    scores = index.vectors[rows] @ query
     keep = ok[index._row_lineage[rows]]
     rows, scores = rows[keep], scores[keep]
     if k < len(scores):
@@ -131,6 +132,23 @@ def _top(
         rows, scores = rows[chosen], scores[chosen]
     order = np.lexsort((index._rank[rows], -scores))[:k]
     return [(int(rows[i]), float(scores[i])) for i in order]
+
+
+def _span(start: int, stop: int) -> npt.NDArray[np.int64]:
+    return np.arange(start, max(start, stop), dtype=np.int64)
+
+
+def _first(
+    index: TransitionIndex,
+    query: Vectors,
+    ok: npt.NDArray[np.bool_],
+    same: npt.NDArray[np.int64],
+    rest: npt.NDArray[np.int64],
+    k: int,
+) -> list[tuple[int, float]]:
+    """The best of ``same`` first, then of ``rest`` while fewer than ``k``."""
+    found = _top(index, query, ok, same, k)
+    return found + _top(index, query, ok, rest, k - len(found))
 
 
 def retrieve(
@@ -149,8 +167,9 @@ def retrieve(
     """Up to ``k`` real transitions after an action like this one, with their cosine
     similarity: for a tool call, tool results (the same tool's first, best first,
     then other tools' if fewer than ``k`` remain); for a message, replies to
-    messages. ``kind`` says which; left None, an action written as a call to a tool
-    the index holds (``name(arguments)``) is a tool call, anything else a message.
+    messages (to the same command first, when the message issues one). ``kind``
+    says which; left None, an action written as a call to a tool the index holds
+    (``name(arguments)``) is a tool call, anything else a message.
 
     Scored on the action and the recent window of ``context`` (``task`` is kept for
     callers; it is not scored). Excluded lineages (a name may also be a group: all
@@ -174,10 +193,17 @@ def retrieve(
         return []
     query = query_vector(context, action, embedder)
     if kind == "message":
-        found = _top(index, query, ok, [(start, stop)], k)
+        # A text action that issues a command (its last code block's first word)
+        # is answered from replies to the same command first, as a call is from
+        # its tool's results.
+        command = command_of(action)
+        same = index._commands.get(command or "", _span(0, 0))
+        others = np.ones(stop - start, dtype=bool)
+        others[same - start] = False
+        rest = _span(start, stop)[others]
     else:
-        same = index._tools.get(tool or "", (start, start))
-        found = _top(index, query, ok, [same], k)
-        rest = [(start, same[0]), (same[1], stop)]
-        found += _top(index, query, ok, rest, k - len(found))
+        a, b = index._tools.get(tool or "", (start, start))
+        same = _span(a, b)
+        rest = np.concatenate([_span(start, a), _span(b, stop)])
+    found = _first(index, query, ok, same, rest, k)
     return [(index.transition(row), score) for row, score in found]

@@ -48,6 +48,7 @@ __all__ = [
     "call_action",
     "call_tool",
     "combine",
+    "command_of",
     "context_text",
     "embed_pairs",
     "embedder_refused",
@@ -71,6 +72,7 @@ QUERY: Final = (
 _BOUNDARY: Final = re.compile(r"\n(?=[A-Za-z_][A-Za-z0-9_-]*: )")
 _ROLE: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*: ")
 _CALL: Final = re.compile(r"\s*([A-Za-z_][\w.\-]*)\((.*)\)\s*\Z", re.DOTALL)
+_FENCE: Final = re.compile(r"```[^\n]*\n(.*?)```", re.DOTALL)
 
 Vectors = npt.NDArray[np.float32]
 
@@ -135,6 +137,15 @@ def call_tool(action: str) -> str | None:
     """The tool an action written as a call (``name(arguments)``) names, else None."""
     match = _CALL.match(action)
     return match.group(1) if match else None
+
+
+def command_of(action: str) -> str | None:
+    """The command a text action issues: the first word of its last fenced code
+    block (how text agents, SWE-agent's for one, write a command), else None. For a
+    message it plays the part a tool's name plays for a call."""
+    blocks = _FENCE.findall(action)
+    words = blocks[-1].split() if blocks else []
+    return words[0] if words else None
 
 
 def row_tool(row: Row) -> str:
