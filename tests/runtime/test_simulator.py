@@ -5,13 +5,22 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import nats
 import pytest
 
 import worldline
 from tests.support import running, unique_world
 from worldline.actors.registry import build
 from worldline.actors.simulator import index as transition_index
-from worldline.protocols.messages import Transition
+from worldline.protocols.messages import (
+    SIMULATOR_REPLY,
+    SimError,
+    SimStart,
+    SimStarted,
+    Transition,
+    encode,
+)
+from worldline.protocols.subjects import rpc
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -170,3 +179,31 @@ async def test_one_agent_cannot_take_every_session(
         await other.sim_start("book a flight")
         await greedy.sim_end(opened.pop())
         await greedy.sim_start("book a flight")
+
+
+async def test_the_quota_counts_who_asks_not_the_agent_the_body_names(
+    nats_url: str, tmp_path: Path
+) -> None:
+    world = unique_world("spoof")
+    simulator = build("simulator", sim_index=make_index(tmp_path))
+    async with running([simulator], url=nats_url, data=tmp_path):
+        raw = await nats.connect(nats_url)
+        try:
+            names: list[str] = []
+            for i in range(64):
+                # Each start claims another agent's name, "victim"'s first.
+                start = SimStart(task="book a flight", agent=f"victim{i or ''}")
+                msg = await raw.request(rpc(world, "sim.start"), encode(start), 5)
+                reply = SIMULATOR_REPLY.decode(msg.data)
+                if isinstance(reply, SimError):
+                    names.append(reply.name)
+                    break
+                assert isinstance(reply, SimStarted)
+                names.append("started")
+        finally:
+            await raw.close()
+        # One connection, however many names it claims, holds one client's quota.
+        assert names[-1] == "session_quota"
+        assert names.count("started") < 64
+        async with worldline.connect(nats_url, world=world, agent="victim") as victim:
+            await victim.sim_start("book a flight")  # not locked out by the spoofer

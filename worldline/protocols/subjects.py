@@ -60,6 +60,7 @@ __all__ = [
     "ops",
     "partition_of",
     "projector_in",
+    "requester_of",
     "rpc",
     "rpc_pattern",
     "slot_of",
@@ -190,6 +191,15 @@ def is_reply_subject(subject: str) -> bool:
     if root != REPLY_ROOT or not rest:
         return False
     return all(_REPLY_TOKEN.fullmatch(token) for token in rest.split("."))
+
+
+def requester_of(reply: str) -> str:
+    """Who asked, as far as the bus can tell: the first token after ``_INBOX.`` of a
+    reply subject. With per-agent credentials a user can only receive under
+    ``_INBOX.<its public key>``, so it is the caller's key; on an open server it is
+    the requester's connection inbox. Never a name the request's body declares."""
+    root, _, rest = reply.partition(".")
+    return rest.partition(".")[0] if root == REPLY_ROOT else ""
 
 
 def world_of(subject: str) -> str:

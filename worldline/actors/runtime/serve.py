@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import weakref
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -20,7 +21,7 @@ import nats.errors
 
 from worldline.actors.runtime.bus import SHUTDOWN_GRACE, valid_subject
 from worldline.protocols.messages import Message, RpcError, encode
-from worldline.protocols.subjects import is_reply_subject, world_of
+from worldline.protocols.subjects import is_reply_subject, requester_of, world_of
 
 if TYPE_CHECKING:
     from anyio.abc import TaskStatus
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
     from worldline.actors.runtime.spec import Service
     from worldline.actors.runtime.store import Store
 
-__all__ = ["READ_THREADS", "serve", "serve_while_active"]
+__all__ = ["READ_THREADS", "requester", "serve", "serve_while_active"]
 
 log = logging.getLogger("worldline.actor")
 
@@ -130,7 +131,13 @@ async def _reply(
     holds up neither the actor's consuming nor its lease renewals."""
     try:
         data = await anyio.to_thread.run_sync(
-            _answer_bytes, store, service, msg.subject, msg.data, limiter=threads
+            _answer_bytes,
+            store,
+            service,
+            msg.subject,
+            msg.data,
+            requester_of(msg.reply),
+            limiter=threads,
         )
         if data is not None:
             await _respond(msg, data)
@@ -155,11 +162,27 @@ async def _respond(msg: Msg, data: bytes) -> None:
         await msg.respond(encode(error))
 
 
+# Who asked the request being answered in this thread (``requester_of`` its reply
+# subject): for a service that must bound what one caller may hold (the simulator's
+# sessions). Read it with :func:`requester`.
+_REQUESTER: ContextVar[str] = ContextVar("worldline_requester", default="")
+
+
+def requester() -> str:
+    """Who asked the request being answered ("" outside one): the caller's public
+    key under per-agent credentials, else its connection's reply inbox."""
+    return _REQUESTER.get()
+
+
 def _answer_bytes(
-    store: Store, service: Service[Any], subject: str, data: bytes
+    store: Store, service: Service[Any], subject: str, data: bytes, asker: str = ""
 ) -> bytes | None:
     """The encoded answer, if any (in a worker thread)."""
-    reply = _answer(store, service, subject, data)
+    token = _REQUESTER.set(asker)
+    try:
+        reply = _answer(store, service, subject, data)
+    finally:
+        _REQUESTER.reset(token)
     return None if reply is None else encode(reply)
 
 

@@ -26,6 +26,7 @@ import random
 from typing import TYPE_CHECKING
 
 from worldline.actors.runtime.consume import Clock, utcnow
+from worldline.actors.runtime.serve import requester
 from worldline.actors.runtime.spec import ActorSpec, Input, Reader, Service
 from worldline.actors.simulator import core
 from worldline.actors.simulator.forecast import forecast
@@ -140,7 +141,10 @@ class SessionService:
                     request.context,
                     now,
                     tuple(request.exclude_lineages),
-                    client=request.agent,
+                    # The quota binds who asked as the bus tells it (a credential's
+                    # key, else the connection), never the agent the body names.
+                    client=requester() or request.agent,
+                    agent=request.agent,
                 )
                 return SimStarted(
                     session_id=session.id,

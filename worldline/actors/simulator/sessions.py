@@ -10,7 +10,8 @@ comes next, then appends both, or fails by name without changing anything:
 
 Ending or expiring a session removes its transcript; a session that expired answers
 ``session_expired`` (for a while: the last ``4 x sessions`` expired ids are kept).
-Each client (the agent name a start declares) may hold at most ``per_client`` open
+Each client (who asks, as the bus tells it: the credential's key, else the
+connection; never the agent name a start declares) may hold at most ``per_client`` open
 sessions, so one client cannot take every slot. The clock and the random source are
 arguments.
 """
@@ -156,9 +157,11 @@ class Sessions:
         now: datetime,
         exclude_lineages: tuple[str, ...] = (),
         client: str = "",
+        agent: str = "",
     ) -> Session:
         """Open a session; refuse oversized task or context, one over the client's
-        quota, or one too many."""
+        quota, or one too many. ``client`` is who holds the quota (the service
+        passes who asked, as the bus tells it); ``agent`` only names it."""
         self.expire(now)
         if _size(task) > self.limits.task_bytes:
             raise SessionError(
@@ -174,7 +177,8 @@ class Sessions:
         if held >= self.per_client:
             raise SessionError(
                 "session_quota",
-                f"client {client or '(anonymous)'!r} holds {held} open sessions, the "
+                f"client {agent or client or '(anonymous)'!r} holds {held} open "
+                "sessions (counted by the credential or connection that asks), the "
                 f"most one client may hold (quota {self.per_client} of "
                 f"{self.limits.sessions}); end one (sim_end, or let `worldline sim "
                 "session` finish) or wait until one has been idle for "
