@@ -28,12 +28,15 @@ from worldline.sdk.errors import (
     SimulationError,
     WorldlineError,
 )
+from worldline.sdk.sim import MoveForecast, NoSimulator, WorldviewForecasts
 
 __all__ = [
     "BadRequest",
     "Belief",
     "BusRefused",
     "BusUnavailable",
+    "MoveForecast",
+    "NoSimulator",
     "NoWorldline",
     "NotApplied",
     "PermissionDenied",
@@ -44,5 +47,6 @@ __all__ = [
     "SimulationError",
     "World",
     "WorldlineError",
+    "WorldviewForecasts",
     "connect",
 ]
