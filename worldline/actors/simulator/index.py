@@ -66,7 +66,7 @@ from worldline.actors.simulator.storage import (
     IndexRefused,
     Row,
     Segment,
-    command_of,
+    commands,
     context_text,
     embedder_refused,
     row_tool,
@@ -318,16 +318,7 @@ class TransitionIndex:
         setattr_(self, "_rank", rank)
         setattr_(self, "_tools", tools)
         setattr_(self, "_spans", {"tool": (0, first_turn), "message": (first_turn, n)})
-        commands: dict[str, list[int]] = {}
-        for i in range(first_turn, n):
-            command = command_of(self.rows[i].action)
-            if command is not None:
-                commands.setdefault(command, []).append(i)
-        setattr_(
-            self,
-            "_commands",
-            {c: np.array(rows, dtype=np.int64) for c, rows in commands.items()},
-        )
+        setattr_(self, "_commands", commands(self.rows, first_turn))
 
     @property
     def transitions(self) -> Sequence[Transition]:

@@ -30,7 +30,7 @@ import numpy.typing as npt
 from worldline.actors.belief_model.embedding import ENV_EMBEDDER
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Iterable, Mapping, Sequence
 
     from worldline.actors.belief_model.embedding import Embedder
 
@@ -49,6 +49,7 @@ __all__ = [
     "call_tool",
     "combine",
     "command_of",
+    "commands",
     "context_text",
     "embed_pairs",
     "embedder_refused",
@@ -146,6 +147,17 @@ def command_of(action: str) -> str | None:
     blocks = _FENCE.findall(action)
     words = blocks[-1].split() if blocks else []
     return words[0] if words else None
+
+
+def commands(rows: Sequence[Row], first: int) -> dict[str, npt.NDArray[np.int64]]:
+    """The rows from ``first`` on (the message turns) by the command their action
+    issues (:func:`command_of`), each set in stored order."""
+    found: dict[str, list[int]] = {}
+    for i in range(first, len(rows)):
+        command = command_of(rows[i].action)
+        if command is not None:
+            found.setdefault(command, []).append(i)
+    return {c: np.array(held, dtype=np.int64) for c, held in found.items()}
 
 
 def row_tool(row: Row) -> str:
