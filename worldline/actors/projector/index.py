@@ -16,15 +16,15 @@ projector can keep current from the edges that touch one belief.
 Keys are bounded by construction, whatever the text: LMDB refuses a key over 511 bytes
 (``MDB_BAD_VALSIZE``), and one such key once made the projector retry a batch forever.
 Each variable part (world, stem, belief id) longer than its budget is written as a
-readable prefix, a space and a digest of the whole (:func:`key_part`); a space occurs
-in no world, stem or id, so a shortened part never equals a written-out one. Rank keys
-hold their belief id as their value, so the id is read back whole.
+readable prefix, a space and a digest of the whole
+(:func:`worldline.actors.runtime.keys.key_part`, shared with fusion's source index); a
+space occurs in no world, stem or id, so a shortened part never equals a written-out
+one. Rank keys hold their belief id as their value, so the id is read back whole.
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
 from typing import TYPE_CHECKING, Final
 
 import msgspec
@@ -32,6 +32,7 @@ import numpy as np
 
 from worldline.actors.belief_model import embedding
 from worldline.actors.projector import lexical
+from worldline.actors.runtime.keys import key_part
 from worldline.protocols.messages import Belief, encode
 
 if TYPE_CHECKING:
@@ -64,7 +65,6 @@ RECENT: Final = 3  # recent changes a decision view considers
 WORLD_BYTES: Final = 64
 STEM_BYTES: Final = 64
 ID_BYTES: Final = 128
-_DIGEST_HEX: Final = 16  # hex digits of sha256 kept in a shortened part
 
 
 class Card(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag="card.v1"):
@@ -97,21 +97,6 @@ def _rank(score: float) -> str:
 
 def _doubt(belief: Belief) -> float:
     return 0.5 if belief.uncertainty is None else belief.uncertainty
-
-
-def key_part(text: str, budget: int) -> str:
-    """``text`` as one part of an index key: itself when it fits ``budget`` bytes,
-    else a readable prefix, a space and a digest of the whole (``budget`` bytes at
-    most; same text, same part)."""
-    if len(text) * 4 <= budget:  # fits whatever it holds (UTF-8: 4 bytes at most)
-        return text
-    raw = text.encode()
-    if len(raw) <= budget:
-        return text
-    digest = hashlib.sha256(raw).hexdigest()[:_DIGEST_HEX]
-    room = max(budget - _DIGEST_HEX - 1, 0)
-    prefix = raw[:room].decode(errors="ignore").replace("/", "_")
-    return f"{prefix} {digest}"
 
 
 def _w(world: str) -> str:
