@@ -11,7 +11,10 @@ and ignores the rest; trust settings apply in every shard. Any split of the work
 the same posteriors as one instance.
 
 State keys: ``belief/<world>/<id>`` -> :class:`FusedBelief`;
-``trust/<world>/<source>`` -> :class:`TrustSetting`.
+``trust/<world>/<source>`` -> :class:`TrustSetting`; ``bysrc/<world>/<source>/<id>``
+-> the belief id, for every source and ``agent:<author>`` of its evidence (the index
+by source, :mod:`worldline.actors.fusion.sources`): a trust change re-reads only the
+beliefs its source bears on.
 Output: :class:`PosteriorUpdate` on ``wl.<world>.derived.posterior.<shard>``, and on
 the same subject an :class:`OpVerdict` for an op that changed no belief: refused (a
 client mistake: an unknown or closed belief, a taken id, a locked trust setting...),
@@ -31,6 +34,7 @@ import msgspec
 from worldline.actors.belief_model import posterior
 from worldline.actors.belief_model.posterior import NO_PROBABILITY
 from worldline.actors.belief_model.text import normalize
+from worldline.actors.fusion import sources
 from worldline.actors.runtime.errors import InvalidInput
 from worldline.actors.runtime.memory import Overlay
 from worldline.actors.runtime.spec import Context, Outgoing, Reader, Step
@@ -58,6 +62,7 @@ __all__ = [
     "FusedBelief",
     "TrustSetting",
     "belief_key",
+    "decode_fused",
     "handle",
     "shard_of",
 ]
@@ -101,6 +106,11 @@ class _Refused(Exception):
 
 _FUSED = msgspec.msgpack.Decoder(FusedBelief)
 _TRUST = msgspec.msgpack.Decoder(TrustSetting)
+
+
+def decode_fused(raw: bytes) -> FusedBelief:
+    """A stored :class:`FusedBelief`."""
+    return _FUSED.decode(raw)
 
 
 def belief_key(world: str, belief_id: str) -> bytes:
@@ -274,6 +284,12 @@ def _emit(
     )
 
 
+def _indexed(step: Step, ctx: Context, item: Evidence) -> Step:
+    """``step`` with ``item`` recorded in the index by source."""
+    step.writes.update(sources.index_writes(ctx.world, item.belief_id, [item]))
+    return step
+
+
 def _new_belief(op: AddBelief | Statement, confidence: float | None) -> FusedBelief:
     belief = Belief(
         id=op.belief_id,
@@ -352,7 +368,7 @@ def _evidence(
     updated = _with_evidence(reader, ctx, fused, item)
     if updated is None:
         return Step()
-    return _emit(reader, ctx, updated, op.op_id, op.at, shard)
+    return _indexed(_emit(reader, ctx, updated, op.op_id, op.at, shard), ctx, item)
 
 
 def _statement(
@@ -372,7 +388,7 @@ def _statement(
     updated = _with_evidence(reader, ctx, fused, item)
     if updated is None:
         return Step()
-    return _emit(reader, ctx, updated, op.op_id, op.at, shard)
+    return _indexed(_emit(reader, ctx, updated, op.op_id, op.at, shard), ctx, item)
 
 
 def _close(
@@ -424,11 +440,14 @@ def _set_trust(
             )
     setting = TrustSetting(trust=op.trust, locked=op.lock, author=op.author)
     step = Step(writes={key: encode(setting)})
-    # Re-read every belief of this shard that the source (or agent) contributed to.
+    # Re-read every belief of this shard that the source (or agent) contributed to:
+    # the index by source names them, so the cost is theirs, not the world's.
     overlay_reader = Overlay(reader, step.writes)
-    for _, raw_fused in reader.scan(f"belief/{ctx.world}/".encode()):
-        fused = _FUSED.decode(raw_fused)
-        if any(op.source in (e.source, f"agent:{e.author}") for e in fused.evidence):
+    for belief_id in sources.bearing(reader, ctx.world, op.source):
+        fused = _load(reader, ctx.world, belief_id)
+        if fused is None:
+            continue  # pragma: no cover - the index is written with the belief
+        if any(op.source in sources.names(e) for e in fused.evidence):
             more = _emit(overlay_reader, ctx, fused, op.op_id, op.at, shard)
             step.writes.update(more.writes)
             step.out.extend(more.out)

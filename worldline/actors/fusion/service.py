@@ -6,13 +6,15 @@ to it). Accepts the belief ops (``AddBelief``, ``AddEvidence``, ``Statement``,
 ``SetTrust``, ``CloseBelief``); crew ops are ignored. Outputs: ``PosteriorUpdate`` on
 ``wl.<world>.derived.posterior.<shard>``. State: see ``worldline.actors.fusion.core``.
 Ack policy: after the LMDB commit; rejected ops are terminated and dead-lettered.
+Upgrade: a store written before the index by source is indexed at start-up
+(:mod:`worldline.actors.fusion.upgrade`).
 """
 
 from __future__ import annotations
 
 from functools import partial
 
-from worldline.actors.fusion import core
+from worldline.actors.fusion import core, upgrade
 from worldline.actors.runtime.spec import ActorSpec, Input, parse_part
 from worldline.protocols.messages import FUSION_INBOX
 from worldline.protocols.subjects import fusion_in
@@ -38,4 +40,5 @@ def spec(shard: str = "0/1") -> ActorSpec:
                 partial(core.handle, shard=(index, count)),
             ),
         ),
+        upgrade=upgrade.upgrade,  # indexes a store written before the source index
     )
