@@ -13,7 +13,10 @@ Model (docs/belief-math.md has the formulas and the reasons for each default):
   item counts. Ten paraphrases from one source weigh as one; ten sources as ten.
 - alpha = alpha0 + sum(supporting groups), beta = beta0 + sum(refuting groups);
   neutral groups add to the evidence weight only. confidence = alpha / (alpha + beta);
-  uncertainty = the Beta standard deviation.
+  uncertainty = the Beta standard deviation, with the weight on which the two sides
+  disagree counted once on neither side: disagreement widens it (see :func:`spread`).
+- ``stable`` is never on a disputed claim: one whose minority side carries at least
+  CONTRADICTION_MIN and DISPUTE_RATIO of the majority's weight.
 - Inputs are sorted by evidence id before any sum, so every permutation of the same
   evidence gives byte-identical floats (what lets fusion shard).
 """
@@ -34,6 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CONTRADICTION_RATIO",
+    "DISPUTE_RATIO",
     "HALF_LIFE_DAYS",
     "KIND_WEIGHT",
     "NO_PROBABILITY",
@@ -42,10 +46,12 @@ __all__ = [
     "Reading",
     "beta_sd",
     "decay",
+    "disputed",
     "effective_confidence",
     "influence",
     "local_influence",
     "read",
+    "spread",
     "trajectory",
 ]
 
@@ -76,6 +82,7 @@ CONTRADICTION_MIN: Final = 1.0  # ... and carries at least one unit of weight
 UNCERTAIN_SD: Final = 0.15  # uncertain when the posterior sd is at least this
 STABLE_SHIFT: Final = 0.1  # stable when no single source moves it more than this
 STABLE_WEIGHT: Final = 2.0  # ... and it rests on at least this much evidence
+DISPUTE_RATIO: Final = 0.1  # disputed (never stable) when the minority side is a tenth
 DAY: Final = 86_400.0
 
 
@@ -87,6 +94,32 @@ def decay(age_seconds: float, kind: str) -> float:
 def beta_sd(alpha: float, beta: float) -> float:
     total = alpha + beta
     return math.sqrt(alpha * beta / (total * total * (total + 1.0)))
+
+
+def spread(alpha: float, beta: float, support: float, refute: float) -> float:
+    """The posterior sd, widened by disagreement: a Beta with the posterior's mean
+    ``alpha / (alpha + beta)`` whose concentration counts only the net evidence,
+    ``alpha + beta - 2 * min(support, refute)``. Weight on which sources disagree
+    moves the mean toward the split but adds no precision, so evidence against the
+    leading side never narrows the sd, and an even split is as wide as the prior.
+    One-sided evidence gives exactly :func:`beta_sd`."""
+    conflict = min(support, refute)
+    if conflict <= 0.0:
+        return beta_sd(alpha, beta)
+    total = alpha + beta
+    mean = alpha / total
+    concentration = total - 2.0 * conflict
+    return math.sqrt(mean * (1.0 - mean) / (concentration + 1.0))
+
+
+def disputed(support: float, refute: float) -> bool:
+    """Evidence on both sides worth a dispute: the minority side carries at least
+    ``CONTRADICTION_MIN`` and ``DISPUTE_RATIO`` of the majority's weight. A disputed
+    belief is never ``stable``; ``contradicted`` (an even-ish split) implies it."""
+    minority = min(support, refute)
+    return minority >= CONTRADICTION_MIN and minority >= DISPUTE_RATIO * max(
+        support, refute
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,14 +210,18 @@ def read(
         stale = ("stale",) if _stale(weight, raw_total) else ()
         return Reading(None, 0.0, 0.0, weight, None, 0.0, support, refute, stale)
     conf = alpha / (alpha + beta)
-    sd = beta_sd(alpha, beta)
+    sd = spread(alpha, beta, support, refute)
     flags: list[str] = []
     if _stale(weight, raw_total):
         flags.append("stale")
     contradicted = min(support, refute) >= CONTRADICTION_MIN and min(
         support, refute
     ) >= CONTRADICTION_RATIO * max(support, refute)
-    if weight >= STABLE_WEIGHT and fragility < STABLE_SHIFT and not contradicted:
+    if (
+        weight >= STABLE_WEIGHT
+        and fragility < STABLE_SHIFT
+        and not disputed(support, refute)
+    ):
         flags.append("stable")
     if contradicted:
         flags.append("contradicted")

@@ -3,12 +3,20 @@ belief edges, read at a clock the caller passes in. It selects, orders and bound
 every number comes from :mod:`worldline.actors.belief_model.posterior`.
 
 State keys: ``belief/<w>/<id>`` -> ``BeliefChanged`` (belief, evidence, trust);
-``bedge/<w>/<id>`` -> ``BeliefEdge``.
+``bedge/<w>/<id>`` -> ``BeliefEdge``; ``bclock/<w>`` -> the newest ``updated_at`` of
+any belief change applied (the world's clock).
+
+A read without ``at`` is read at one clock for the whole answer, the world's clock
+(:func:`world_clock`): the same for ``get``, ``list``, ``read`` and ``before``, and a
+function of the replica's state only, so a reply is the same whenever it is asked
+for, and two beliefs with the same evidence read the same whatever order they were
+loaded in (docs/belief-math.md, "Clocks").
 """
 
 from __future__ import annotations
 
 import dataclasses
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -30,8 +38,6 @@ from worldline.protocols.messages import (
 )
 
 if TYPE_CHECKING:
-    from datetime import datetime
-
     from worldline.actors.runtime.spec import Context, Reader
     from worldline.protocols.messages import AgentView
     from worldline.protocols.world import WorldDecl
@@ -45,10 +51,13 @@ __all__ = [
     "evidence",
     "get",
     "trace",
+    "visible",
     "world_beliefs",
+    "world_clock",
 ]
 
 _RECORD = msgspec.msgpack.Decoder(BeliefChanged)
+_CLOCK = msgspec.msgpack.Decoder(datetime)
 _EDGE = msgspec.msgpack.Decoder(BeliefEdge)
 LOAD_BEARING: int = 2  # beliefs resting on it (depends_on, derived_from)
 
@@ -61,6 +70,36 @@ def _edge_key(world: str, edge_id: str) -> bytes:
     return f"bedge/{world}/{edge_id}".encode()
 
 
+def _clock_key(world: str) -> bytes:
+    return f"bclock/{world}".encode()
+
+
+class _Stamp(msgspec.Struct):
+    updated_at: datetime
+
+
+class _StampedHead(msgspec.Struct):
+    belief: _Stamp
+
+
+_STAMP = msgspec.msgpack.Decoder(_StampedHead)
+
+
+def world_clock(reader: Reader, world: str) -> datetime | None:
+    """The clock a read without ``at`` uses: the newest ``updated_at`` among the
+    world's belief changes (None for a world without beliefs). Kept under
+    ``bclock/<w>`` as changes arrive; a replica written before that key existed
+    finds it by one scan of the records' heads."""
+    raw = reader.get(_clock_key(world))
+    if raw is not None:
+        return _CLOCK.decode(raw)
+    stamps = [
+        _STAMP.decode(value).belief.updated_at
+        for _, value in reader.scan(_key(world, ""))
+    ]
+    return max(stamps, default=None)
+
+
 def apply_belief(
     reader: Reader, change: BeliefChanged, ctx: Context
 ) -> dict[bytes, bytes | None]:
@@ -71,6 +110,9 @@ def apply_belief(
     if raw is not None and belief_version(raw) >= change.belief.version:
         return {}
     writes: dict[bytes, bytes | None] = {key: encode(change)}
+    clock = reader.get(_clock_key(ctx.world))
+    if clock is None or _CLOCK.decode(clock) < change.belief.updated_at:
+        writes[_clock_key(ctx.world)] = msgspec.msgpack.encode(change.belief.updated_at)
     _reindex(reader, ctx.world, change.belief, writes, lazy=ctx.pending > 0)
     return writes
 
@@ -154,12 +196,16 @@ def belief_edges(reader: Reader, world: str) -> list[BeliefEdge]:
     return [e for e in found if not e.removed]
 
 
-def _at_clock(record: BeliefChanged, at: datetime | None) -> Belief:
-    """The belief as of ``at``: the stored reading, or the evidence re-read there."""
+def _at_clock(
+    record: BeliefChanged, at: datetime | None, *, dated: bool = True
+) -> Belief:
+    """The belief re-read at ``at`` (None: the stored reading). ``dated``: only the
+    evidence observed by then counts (a caller's ``at``); otherwise (the world's
+    clock) every recorded item counts, as fusion counts it."""
     belief = record.belief
-    if at is None:
-        return belief
-    evidence = [e for e in record.evidence if e.observed_at <= at]
+    if at is None or (not dated and belief.updated_at == at):
+        return belief  # fusion read it at this very clock
+    evidence = [e for e in record.evidence if not dated or e.observed_at <= at]
     reading = posterior.read(
         belief.prior,
         evidence,
@@ -179,19 +225,25 @@ def _at_clock(record: BeliefChanged, at: datetime | None) -> Belief:
 
 
 class _Reads:
-    """Beliefs read at one clock, each at most once per request."""
+    """Beliefs read at one clock, each at most once per request: the caller's
+    ``at``, else the world's clock (:func:`world_clock`) for the whole answer."""
 
     def __init__(self, reader: Reader, world: str, at: datetime | None) -> None:
         self.reader = reader
         self.world = world
-        self.at = at
+        self.at = at  # the caller's clock (None: none given)
+        self.clock = at if at is not None else world_clock(reader, world)
         self.memo: dict[str, Belief | None] = {}
 
     def belief(self, belief_id: str) -> Belief | None:
         if belief_id not in self.memo:
             raw = self.reader.get(_key(self.world, belief_id))
             self.memo[belief_id] = (
-                None if raw is None else _at_clock(_RECORD.decode(raw), self.at)
+                None
+                if raw is None
+                else _at_clock(
+                    _RECORD.decode(raw), self.clock, dated=self.at is not None
+                )
             )
         return self.memo[belief_id]
 
@@ -233,7 +285,10 @@ def _annotate(reads: _Reads, belief_id: str) -> Belief | None:
     if "contradicted" not in flags and any(
         e.type == "contradicts" and e.confidence >= 0.5 for e in outgoing + incoming
     ):
-        flags.append("contradicted")
+        # A contradicted claim is disputed, and a disputed claim is never stable.
+        flags = [f for f in flags if f != "stable"]
+        flags.insert(flags.index("uncertain") if "uncertain" in flags else len(flags),
+                     "contradicted")  # fmt: skip
     dependents = sum(e.type in ("depends_on", "derived_from") for e in incoming)
     label = belief.label
     if not label and dependents >= LOAD_BEARING:
@@ -254,10 +309,10 @@ def _annotate(reads: _Reads, belief_id: str) -> Belief | None:
 
 
 def world_beliefs(reader: Reader, world: str, at: datetime | None) -> list[Belief]:
-    """Every belief of ``world`` read at ``at``, annotated (see :func:`_annotate`)."""
+    """Every belief of ``world`` as ``get`` reads it at ``at`` (see :func:`visible`)."""
     reads = _Reads(reader, world, at)
     ids = [key.decode().rsplit("/", 1)[1] for key, _ in reader.scan(_key(world, ""))]
-    return [b for i in ids if (b := _annotate(reads, i)) is not None]
+    return [b for i in ids if (b := visible(reads, i)) is not None]
 
 
 def as_of(belief: Belief, at: datetime) -> Belief:
@@ -268,9 +323,21 @@ def as_of(belief: Belief, at: datetime) -> Belief:
     return belief
 
 
+def visible(reads: _Reads, belief_id: str) -> Belief | None:
+    """The belief as ``get``, ``list`` and ``read`` report it: annotated at the
+    clock and, with a caller's ``at``, as it stood then (None if it did not exist
+    yet)."""
+    belief = _annotate(reads, belief_id)
+    if belief is None or reads.at is None:
+        return belief
+    if belief.created_at > reads.at:
+        return None
+    return as_of(belief, reads.at)
+
+
 def get(reader: Reader, world: str, belief_id: str, at: datetime | None) -> BeliefReply:
     """One belief, annotated, reading only its own neighbourhood."""
-    return BeliefReply(belief=_annotate(_Reads(reader, world, at), belief_id))
+    return BeliefReply(belief=visible(_Reads(reader, world, at), belief_id))
 
 
 def evidence(reader: Reader, world: str, belief_id: str) -> list[Evidence]:
@@ -283,7 +350,11 @@ def contradictions(
     reader: Reader, world: str, beliefs: list[Belief], at: datetime | None = None
 ) -> list[Contradiction]:
     """Explicit ``contradicts`` edges and split evidence, as first-class objects."""
-    return _contradictions(reader, world, beliefs, belief_edges(reader, world), at)
+    dated = at is not None
+    if at is None:
+        at = world_clock(reader, world)
+    edges = belief_edges(reader, world)
+    return _contradictions(reader, world, beliefs, edges, at, dated=dated)
 
 
 def _contradictions(
@@ -292,6 +363,8 @@ def _contradictions(
     beliefs: list[Belief],
     edges: list[BeliefEdge],
     at: datetime | None,
+    *,
+    dated: bool = True,
 ) -> list[Contradiction]:
     active = {b.id for b in beliefs if b.status == "active"}
     found = [
@@ -308,7 +381,7 @@ def _contradictions(
         if b.id in active and b.confidence is not None and "contradicted" in b.flags:
             record = _RECORD.decode(reader.get(_key(world, b.id)) or b"")
             clock = at or b.updated_at
-            seen = [e for e in record.evidence if e.observed_at <= clock]
+            seen = [e for e in record.evidence if not dated or e.observed_at <= clock]
             reading = posterior.read(b.prior, seen, record.trust, clock)
             total = reading.support + reading.refute
             if total > 0 and min(reading.support, reading.refute) > 0:
@@ -375,7 +448,14 @@ def decision_scene(
             for e in _touching(reader, world, end, belief_id):
                 edges[e.id] = e
     shown = [c.belief for c in cards]
-    found = _contradictions(reader, world, shown, list(edges.values()), at)
+    found = _contradictions(
+        reader,
+        world,
+        shown,
+        list(edges.values()),
+        at or world_clock(reader, world),
+        dated=at is not None,
+    )
     goals = {c.belief.id for c in cards if c.belief.type == "goal"}
     near = frozenset(
         end

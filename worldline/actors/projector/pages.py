@@ -160,14 +160,7 @@ class _ReadPage:
     def _read(self, belief_id: str) -> Belief | None:
         """The belief as the page reports it: annotated, as of the clock; None if
         it did not exist yet then."""
-        belief = beliefs._annotate(self.reads, belief_id)
-        if belief is None:
-            return None
-        if self.at is not None:
-            if belief.created_at > self.at:
-                return None
-            belief = beliefs.as_of(belief, self.at)
-        return belief
+        return beliefs.visible(self.reads, belief_id)
 
     def _is_active(self, belief_id: str) -> bool:
         if belief_id not in self._status:
@@ -189,7 +182,12 @@ class _ReadPage:
                 self.active.append(belief)
             last = key
         self.splits = beliefs._contradictions(
-            self.reader, self.world, self.active, [], self.at
+            self.reader,
+            self.world,
+            self.active,
+            [],
+            self.reads.clock,
+            dated=self.at is not None,
         )
 
     def fill_edges(self, after: bytes) -> None:
@@ -274,7 +272,12 @@ def list_beliefs(
         head = _HEAD.decode(raw).belief
         if (
             (request.type is None or head.type == request.type)
-            and (request.status == "any" or head.status == request.status)
+            # With ``at`` the status is the one it had then: matched once read.
+            and (
+                request.status == "any"
+                or request.at is not None
+                or head.status == request.status
+            )
             and (request.at is None or head.created_at <= request.at)
         ):
             heads.append((head.created_at, head.id))
@@ -282,7 +285,11 @@ def list_beliefs(
     position = 0 if start is None else bisect_right(heads, start)
     # Label and flag are read at the clock, with the belief's neighbourhood: only
     # an annotated belief says whether it matches.
-    filtered = request.label is not None or request.flag is not None
+    filtered = (
+        request.label is not None
+        or request.flag is not None
+        or (request.at is not None and request.status != "any")
+    )
     if total < 0 and not filtered:
         total = len(heads)
     reads = beliefs._Reads(reader, world, request.at)
@@ -291,7 +298,7 @@ def list_beliefs(
     more = False
     counted = 0
     for _, belief_id in heads[position:]:
-        belief = beliefs._annotate(reads, belief_id)
+        belief = beliefs.visible(reads, belief_id)
         if belief is None or not _matches(belief, request):
             continue
         counted += 1
@@ -315,6 +322,8 @@ def list_beliefs(
 
 
 def _matches(belief: Belief, request: ListBeliefs) -> bool:
-    return (request.label is None or belief.label == request.label) and (
-        request.flag is None or request.flag in belief.flags
+    return (
+        (request.label is None or belief.label == request.label)
+        and (request.flag is None or request.flag in belief.flags)
+        and (request.status == "any" or belief.status == request.status)
     )
