@@ -13,6 +13,10 @@ from typing import Final, Literal
 from worldline.actors.belief_model.text import HEDGES, WORD, belief_id, normalize
 
 __all__ = [
+    "RISKS",
+    "TERM_AFTER",
+    "TERM_BEFORE",
+    "TYPING_HEDGES",
     "Reading",
     "belief_id",
     "classify",
@@ -53,8 +57,82 @@ RISKS: Final = frozenset(
         "loss",
         "churn",
         "blocker",
+        # Harm verbs and nouns (added with the typing set, tests/data/typing/).
+        "attack",
+        "attacker",
+        "attackers",
+        "collapse",
+        "corrupt",
+        "corruption",
+        "crash",
+        "crashes",
+        "damage",
+        "downtime",
+        "exploit",
+        "hazard",
+        "jeopardize",
+        "lawsuit",
+        "miss",
+        "shortage",
+        "shortages",
+        "stall",
+        "stalls",
+        "undercut",
     ]
 )
+
+# A risk word that names a thing, not a harm, in the words around it: "stop loss"
+# and "loss prevention" are products, "loss function" and "training loss" are
+# metrics, "risk team" and "threat model" are a team and a document.
+TERM_BEFORE: Final = frozenset(
+    ["stop", "weight", "hair", "hearing", "training", "validation", "test", "eval"]
+)
+TERM_AFTER: Final = frozenset(
+    [
+        "appetite",
+        "detection",
+        "even",
+        "function",
+        "functions",
+        "intelligence",
+        "leader",
+        "leaders",
+        "management",
+        "manager",
+        "managers",
+        "model",
+        "modeling",
+        "models",
+        "officer",
+        "prevention",
+        "ratio",
+        "register",
+        "room",
+        "score",
+        "team",
+        "teams",
+    ]
+)
+# Harm said in a phrase rather than a word.
+_HARM = re.compile(r"\b(?:takes?|taking|brings?|bringing) down\b|\bfills? up\b"
+                   r"|\bruns? out of\b")  # fmt: skip
+# A report of the past ("last month", "in March", "2 days ago") with no modal or
+# condition is a claim about what happened, whatever words it uses.
+_PAST = re.compile(r"\b(?:last|yesterday|ago|lasted|(?:in|since) (?:19|20)\d\d)\b")
+_MODAL = re.compile(r"\b(?:can|could|may|might|will|would|should|if|unless)\b")
+# Stated ignorance: an open question written as a statement.
+_GAP = re.compile(
+    r"^(?:unknown|unclear|tbd|todo|open question)\b"
+    r"|\b(?:is|are|remains?) (?:still |yet )?(?:unknown|unclear|undecided)\b"
+    r"|\bnot (?:yet )?known\b|\b(?:do|does|did) not know\b"
+    r"|\bremains? to be seen\b|\bto be determined\b"
+    r"|\bno (?:data|idea|evidence) (?:on|about|whether|if)\b"
+    r"|\b(?:nobody|no one) (?:knows|has)\b"
+    r"|\b(?:need|needs) to (?:find out|check|confirm|determine)\b"
+)
+_MONTH = re.compile(r"(?<=\S)(\s+)May\b")
+# Hedges for typing only: not in the shared HEDGES, which also shape belief keys.
+TYPING_HEDGES: Final = frozenset(["assumption", "expect", "expects", "supposedly"])
 
 BeliefKind = Literal["claim", "assumption", "risk", "gap"]
 
@@ -90,17 +168,37 @@ def statements(text: str) -> list[str]:
     return found
 
 
+def _risky(lower: str, tokens: list[str]) -> bool:
+    """Risk language in context: a risk word that is not part of a term (see
+    ``TERM_BEFORE``/``TERM_AFTER``), or a harm phrase; a plain report of the past
+    is a claim."""
+    if _PAST.search(lower) and not _MODAL.search(lower):
+        return False
+    for i, word in enumerate(tokens):
+        if word not in RISKS:
+            continue
+        before = tokens[i - 1] if i > 0 else ""
+        after = tokens[i + 1] if i + 1 < len(tokens) else ""
+        if before not in TERM_BEFORE and after not in TERM_AFTER:
+            return True
+    return bool(_HARM.search(lower))
+
+
 def classify(sentence: str) -> Reading:
-    """Type and polarity of one statement: a question is a gap, risk language a risk,
-    a hedge an assumption, anything else a claim."""
+    """Type and polarity of one statement: a question or stated ignorance is a gap,
+    risk language in context a risk, a hedge an assumption, anything else a claim
+    (measured on tests/data/typing/, see docs/belief-math.md)."""
     key, negated = normalize(sentence)
-    words = {w.rstrip(".'-") for w in WORD.findall(sentence.lower())}
+    # "May" inside a sentence is the month, not the hedge.
+    lower = _MONTH.sub(r"\1month", sentence).lower().replace("n't", " not")
+    tokens = [w.rstrip(".'-:,") for w in WORD.findall(lower)]
+    words = set(tokens)
     kind: BeliefKind
-    if sentence.rstrip().endswith("?"):
+    if sentence.rstrip().endswith("?") or _GAP.search(lower):
         kind = "gap"
-    elif words & RISKS:
+    elif _risky(lower, tokens):
         kind = "risk"
-    elif words & HEDGES or sentence.lower().startswith(("i think", "we assume")):
+    elif words & (HEDGES | TYPING_HEDGES) or lower.startswith(("i think", "we assume")):
         kind = "assumption"
     else:
         kind = "claim"
