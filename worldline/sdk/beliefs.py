@@ -189,7 +189,19 @@ class BeliefMixin(CrewMixin):
 
     async def trust(self, source: str, value: float, *, lock: bool = False) -> int:
         """Scale ``source``'s contribution (``agent:<name>`` for an agent's) by
-        ``value``; ``lock`` keeps others from changing it. Returns the op sequence."""
+        ``value``; ``lock`` keeps others from changing it. Returns the op sequence
+        once fusion applied it: the posteriors it changed are then readable (fusion
+        sends its verdict after them, and the materializer keeps both in order).
+
+        One wait, on fusion's verdict through ``op_status``, polled with a backoff
+        (20 ms up to 250 ms): a burst of calls in flight at once must not flood the
+        materializer with status requests while fusion works through the burst.
+
+        Raises:
+            Rejected: fusion refused it (code ``locked``: another agent locked this
+                source's trust), with fusion's reason.
+            NotApplied: recorded, but fusion did not answer within the timeout.
+        """
         op = SetTrust(
             op_id=new_id("op"),
             author=self.agent,
@@ -198,18 +210,30 @@ class BeliefMixin(CrewMixin):
             trust=value,
             lock=lock,
         )
-        seq = await self._submit(op)  # the materializer has seen it
+        seq = await self._publish_op(validated(op))
+        delay = 0.02
         with anyio.move_on_after(self.timeout):
             while True:  # fusion answers every trust setting: applied or refused
-                verdict = await self._verdict(seq, op.op_id)
-                if verdict is not None and verdict.outcome == "rejected":
-                    raise Rejected(
-                        f"{verdict.code}: {verdict.reason}",
-                        code=verdict.code or "rejected",
-                    )
-                if verdict is not None:
-                    return seq
-                await anyio.sleep(0.02)
+                try:
+                    reply = await self._request("op_status", OpStatus(seq=seq))
+                except BusUnavailable:  # a materializer takeover: not yet
+                    reply = None
+                if isinstance(reply, OpStatusReply):
+                    if reply.rejection is not None:
+                        r = reply.rejection
+                        raise Rejected(f"{r.code}: {r.reason}", code=r.code)
+                    verdict = reply.verdict
+                    if verdict is not None and verdict.op_id == op.op_id:
+                        if verdict.outcome == "rejected":
+                            raise Rejected(
+                                f"{verdict.code}: {verdict.reason}",
+                                code=verdict.code or "rejected",
+                            )
+                        if reply.state != "pending":
+                            self._fence = max(self._fence, reply.fence)
+                            return seq
+                await anyio.sleep(delay)
+                delay = min(delay * 1.5, 0.25)
         raise NotApplied(
             f"trust setting {op.op_id} is recorded (seq {seq}) but fusion did not "
             f"answer it within {self.timeout:g}s; is fusion running (`worldline "
