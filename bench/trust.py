@@ -1,10 +1,11 @@
 """Trust bursts (issue 18, part 4): what a burst of ``trust`` changes costs over a
 world of thousands of beliefs, beside the raw bus in the same run.
 
-(a) load: ``--beliefs`` beliefs (default 4,200), each with one citation from one of
-    ``--sources`` sources (default 877; belief ``i`` cites ``store-<i mod S>``, and
-    every third one a second store too), published pipelined on the OPS record as the
-    SDK would send them, then waited for until the last belief reads back applied;
+(a) load: ``--beliefs`` beliefs (default 4,200), each cited by ``--citations``
+    distinct sources of ``--sources`` (defaults 8 and 877: belief ``i`` is cited by
+    ``store-<(i + 109 j) mod S>``, j < 8, about 38 beliefs a source, the size of the
+    bookstore set the issue loaded), published pipelined on the OPS record as the SDK
+    would send them, then waited for until the last belief reads back applied;
 (b) burst: one ``trust`` per source through the SDK (``World.trust``, which waits
     for fusion's verdict), ``--in-flight`` at a time, timed from the first call to
     the last trust applied and the posteriors of the last source read back (each
@@ -64,6 +65,7 @@ _SLOW = re.compile(r"slow consumer|maxpending", re.IGNORECASE)
 class Config:
     beliefs: int = 4200
     sources: int = 877
+    citations: int = 8  # per belief, each from another source
     in_flight: int = 32  # trust calls in flight at once
     timeout: float = 10.0  # the SDK's timeout per call (its default)
 
@@ -88,9 +90,20 @@ def source(i: int) -> str:
     return f"store-{i}"
 
 
-def load_ops(world: str, beliefs: int, sources: int) -> list[tuple[str, bytes]]:
-    """(msg id, payload) of every load op: an add and one or two citations each."""
+def cited_by(i: int, config: Config) -> list[int]:
+    """The sources that cite belief ``i``: distinct, in order."""
+    found: dict[int, None] = {}
+    for j in range(config.citations * 4):
+        found[(i + 109 * j) % config.sources] = None
+        if len(found) == min(config.citations, config.sources):
+            break
+    return list(found)
+
+
+def load_ops(world: str, config: Config) -> list[tuple[str, bytes]]:
+    """(msg id, payload) of every load op: an add and its citations, each belief."""
     out = []
+    beliefs = config.beliefs
     for i in range(beliefs):
         belief_id = f"bk-{i:05d}"
         op = AddBelief(
@@ -102,8 +115,7 @@ def load_ops(world: str, beliefs: int, sources: int) -> list[tuple[str, bytes]]:
             type="claim",
         )
         out.append((f"{world}:{op.op_id}", encode(op)))
-        cited = [i % sources] + ([(i * 7 + 1) % sources] if i % 3 == 0 else [])
-        for n, s in enumerate(cited):
+        for n, s in enumerate(cited_by(i, config)):
             item = Evidence(
                 id=f"ev-{i}-{n}",
                 belief_id=belief_id,
@@ -176,7 +188,7 @@ async def measure(url: str, config: Config) -> Results:
     nc = await nats.connect(url, name="bench-trust")
     js = nc.jetstream()
     await ensure_streams(js, STREAMS)
-    loads = load_ops(world, config.beliefs, config.sources)
+    loads = load_ops(world, config)
     start = time.perf_counter()
     last_seq = await publish_all(js, ops(world, AGENT), loads)
     async with worldline.connect(
@@ -208,7 +220,9 @@ async def measure(url: str, config: Config) -> Results:
                 tg.start_soon(one, s)
         if seqs:
             s, seq = max(seqs.items(), key=lambda item: item[1])
-            bears = [f"bk-{i:05d}" for i in range(s, config.beliefs, config.sources)]
+            bears = [
+                f"bk-{i:05d}" for i in range(config.beliefs) if s in cited_by(i, config)
+            ]
             await wait_applied(client, bears, seq, 600.0)
         burst_seconds = time.perf_counter() - start
         derived_mib = (await derived_bytes(js) - before) / 2**20
@@ -306,6 +320,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--beliefs", type=int, default=Config.beliefs)
     parser.add_argument("--sources", type=int, default=Config.sources)
+    parser.add_argument("--citations", type=int, default=Config.citations)
     parser.add_argument("--in-flight", type=int, default=Config.in_flight)
     parser.add_argument("--timeout", type=float, default=Config.timeout)
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
@@ -313,6 +328,7 @@ def main(argv: list[str] | None = None) -> None:
     config = Config(
         beliefs=args.beliefs,
         sources=args.sources,
+        citations=args.citations,
         in_flight=args.in_flight,
         timeout=args.timeout,
     )
@@ -323,7 +339,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"machine: {os.cpu_count()} cores")
     print(
         f"load: {result.load_ops:,} ops ({result.beliefs:,} beliefs over "
-        f"{result.sources:,} sources) applied in {result.load_seconds:.1f} s"
+        f"{result.sources:,} sources, {config.citations} citations each) applied "
+        f"in {result.load_seconds:.1f} s"
     )
     print(
         f"burst: {result.burst_calls:,} trust changes ({config.in_flight} in flight) "
