@@ -7,10 +7,11 @@ State keys: ``belief/<w>/<id>`` -> ``BeliefChanged`` (belief, evidence, trust);
 any belief change applied (the world's clock).
 
 A read without ``at`` is read at one clock for the whole answer, the world's clock
-(:func:`world_clock`): the same for ``get``, ``list``, ``read`` and ``before``, and a
-function of the replica's state only, so a reply is the same whenever it is asked
-for, and two beliefs with the same evidence read the same whatever order they were
-loaded in (docs/belief-math.md, "Clocks").
+(:func:`world_clock`): the same for ``get``, ``list`` and ``read``, and a function
+of the replica's state only, so a reply is the same whenever it is asked for, and
+two beliefs with the same evidence read the same whatever order they were loaded in
+(docs/belief-math.md, "Clocks"). Decision views without ``at`` (``before``, standing
+views) keep the stored readings.
 """
 
 from __future__ import annotations
@@ -228,11 +229,20 @@ class _Reads:
     """Beliefs read at one clock, each at most once per request: the caller's
     ``at``, else the world's clock (:func:`world_clock`) for the whole answer."""
 
-    def __init__(self, reader: Reader, world: str, at: datetime | None) -> None:
+    def __init__(
+        self,
+        reader: Reader,
+        world: str,
+        at: datetime | None,
+        *,
+        one_clock: bool = True,
+    ) -> None:
         self.reader = reader
         self.world = world
         self.at = at  # the caller's clock (None: none given)
-        self.clock = at if at is not None else world_clock(reader, world)
+        self.clock = at
+        if at is None and one_clock:
+            self.clock = world_clock(reader, world)
         self.memo: dict[str, Belief | None] = {}
 
     def belief(self, belief_id: str) -> Belief | None:
@@ -323,21 +333,23 @@ def as_of(belief: Belief, at: datetime) -> Belief:
     return belief
 
 
-def visible(reads: _Reads, belief_id: str) -> Belief | None:
+def visible(reads: _Reads, belief_id: str, *, created: bool = True) -> Belief | None:
     """The belief as ``get``, ``list`` and ``read`` report it: annotated at the
-    clock and, with a caller's ``at``, as it stood then (None if it did not exist
-    yet)."""
+    clock and, with a caller's ``at``, with the status it had then. ``created``:
+    None if it was created after ``at`` (``list`` and ``read``; ``get`` still
+    answers, its ``at`` serving as a decay clock, see docs/belief-math.md)."""
     belief = _annotate(reads, belief_id)
     if belief is None or reads.at is None:
         return belief
-    if belief.created_at > reads.at:
+    if created and belief.created_at > reads.at:
         return None
     return as_of(belief, reads.at)
 
 
 def get(reader: Reader, world: str, belief_id: str, at: datetime | None) -> BeliefReply:
     """One belief, annotated, reading only its own neighbourhood."""
-    return BeliefReply(belief=visible(_Reads(reader, world, at), belief_id))
+    reads = _Reads(reader, world, at)
+    return BeliefReply(belief=visible(reads, belief_id, created=False))
 
 
 def evidence(reader: Reader, world: str, belief_id: str) -> list[Evidence]:
@@ -448,14 +460,7 @@ def decision_scene(
             for e in _touching(reader, world, end, belief_id):
                 edges[e.id] = e
     shown = [c.belief for c in cards]
-    found = _contradictions(
-        reader,
-        world,
-        shown,
-        list(edges.values()),
-        at or world_clock(reader, world),
-        dated=at is not None,
-    )
+    found = _contradictions(reader, world, shown, list(edges.values()), at)
     goals = {c.belief.id for c in cards if c.belief.type == "goal"}
     near = frozenset(
         end
@@ -479,7 +484,9 @@ def decision_scene(
     )
     first = worldview_model.scaled(first, query)
     kept = worldview_model.kept_beliefs(first, query, focus)
-    reads = _Reads(reader, world, at)
+    # Without ``at``, the stored readings: a standing view changes only when a
+    # belief it shows does (docs/worldview.md), not whenever the world's clock moves.
+    reads = _Reads(reader, world, at, one_clock=False)
     survivors = [b for i in sorted(kept) if (b := _annotate(reads, i)) is not None]
     return dataclasses.replace(
         first, beliefs=[b for b in survivors if b.status == "active"]
