@@ -84,6 +84,7 @@ class Results:
     raw_publish: float  # same messages, msgs/s
     derived_mib: float  # WL_DERIVED growth during the burst
     slow_consumers: int  # lines in the actors' and server's logs
+    cpu: dict[str, float]  # CPU seconds each process spent during the burst
 
 
 def source(i: int) -> str:
@@ -183,7 +184,20 @@ async def wait_applied(
                 await anyio.sleep(0.05)
 
 
-async def measure(url: str, config: Config) -> Results:
+def cpu_seconds(pids: dict[str, int]) -> dict[str, float]:
+    """CPU time (user + system) each process has used so far; empty off Linux."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    times = {}
+    for name, pid in pids.items():
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        times[name] = (int(fields[11]) + int(fields[12])) / ticks
+    return times
+
+
+async def measure(url: str, config: Config, pids: dict[str, int]) -> Results:
     world = f"trust-{uuid.uuid4().hex[:6]}"
     nc = await nats.connect(url, name="bench-trust")
     js = nc.jetstream()
@@ -214,6 +228,7 @@ async def measure(url: str, config: Config) -> Results:
                 except Rejected:
                     counts["refused"] += 1
 
+        cpu_before = cpu_seconds(pids)
         start = time.perf_counter()
         async with anyio.create_task_group() as tg:
             for s in range(config.sources):
@@ -225,6 +240,7 @@ async def measure(url: str, config: Config) -> Results:
             ]
             await wait_applied(client, bears, seq, 600.0)
         burst_seconds = time.perf_counter() - start
+        cpu_after = cpu_seconds(pids)
         derived_mib = (await derived_bytes(js) - before) / 2**20
 
     burst = [
@@ -254,6 +270,7 @@ async def measure(url: str, config: Config) -> Results:
         raw_publish=raw,
         derived_mib=derived_mib,
         slow_consumers=0,
+        cpu={k: cpu_after[k] - cpu_before[k] for k in cpu_after if k in cpu_before},
     )
 
 
@@ -307,8 +324,13 @@ def run(config: Config) -> Results:
         logs = tmp / "logs"
         logs.mkdir()
         procs = start_actors(server.url, tmp / "actors", logs)
+        names = ("fusion", "materializer", "projector")
+        pids = {name: proc.pid for name, proc in zip(names, procs, strict=True)}
+        pids["bench (SDK)"] = os.getpid()
+        if server.pid is not None:
+            pids["nats-server"] = server.pid
         try:
-            result = anyio.run(measure, server.url, config, backend="asyncio")
+            result = anyio.run(measure, server.url, config, pids, backend="asyncio")
         finally:
             stop_actors(procs)
         paths = [*logs.glob("*.log"), server.log_path]
@@ -350,6 +372,8 @@ def main(argv: list[str] | None = None) -> None:
     )
     print(f"raw bus publish of the same messages: {result.raw_publish:,.0f} msgs/s")
     print(f"WL_DERIVED growth during the burst: {result.derived_mib:.1f} MiB")
+    spent = ", ".join(f"{k} {v:.1f}" for k, v in result.cpu.items())
+    print(f"CPU seconds during the burst: {spent}")
     print(
         f"slow-consumer lines in the actors' and server's logs: {result.slow_consumers}"
     )
