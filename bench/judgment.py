@@ -4,6 +4,7 @@ reliability core (``worldline.actors.belief_model.reliability``), in one run, th
 same with K copies of one bad source added.
 
     python bench/judgment.py [--data bench/data/population] [--copies 20]
+                             [--rounds 50] [--copy-prior P]
 
 Offline: the claims never go through the bus. "worldline posterior" is the belief math
 fusion applies (``posterior.read``), run here directly: one belief per (question,
@@ -29,6 +30,8 @@ from collections import defaultdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from worldline.actors.belief_model import posterior, reliability
 from worldline.actors.belief_model.reliability import Claim, Params
@@ -133,7 +136,9 @@ def _row(
     )
 
 
-def _scenario(title: str, claims: list[Claim], gold: Mapping[str, str]) -> None:
+def _scenario(
+    title: str, claims: list[Claim], gold: Mapping[str, str], base: Params
+) -> None:
     sources = len({c.source for c in claims})
     print(
         f"{title}: {len(claims)} claims, {sources} sources, {len(gold)} gold questions"
@@ -145,8 +150,11 @@ def _scenario(title: str, claims: list[Claim], gold: Mapping[str, str]) -> None:
         gold,
     )
     for label, params in (
-        ("reliability core, no copy detection", Params(detect_copies=False)),
-        ("reliability core (with copy detection)", Params()),
+        (
+            "reliability core, no copy detection",
+            msgspec.structs.replace(base, detect_copies=False),
+        ),
+        ("reliability core (with copy detection)", base),
     ):
 
         def run(params: Params = params) -> Mapping[str, str]:
@@ -164,12 +172,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--copies", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=Params().max_rounds)
+    parser.add_argument(
+        "--copy-prior", type=float, default=None, help="default: 1 / source pairs"
+    )
     args = parser.parse_args()
+    base = Params(max_rounds=args.rounds, copy_prior=args.copy_prior)
     claims, gold = load(args.data)
     missing = sorted(q for q in gold if q not in {c.question for c in claims})
     if missing:
         sys.exit(f"gold questions without claims: {missing[:5]}")
-    _scenario("as published", claims, gold)
+    _scenario("as published", claims, gold, base)
     bad = bad_source(claims, gold)
     asked = [c for c in set(claims) if c.source == bad and c.question in gold]
     right = sum(c.answer == gold[c.question] for c in asked)
@@ -178,7 +191,10 @@ def main() -> None:
         added = copies(claims, bad, args.copies, partial=partial)
         kind = "partial" if partial else "exact"
         _scenario(
-            f"+ {args.copies} {kind} copies of the bad source", claims + added, gold
+            f"+ {args.copies} {kind} copies of the bad source",
+            claims + added,
+            gold,
+            base,
         )
 
 
