@@ -59,7 +59,9 @@ class GetBelief(Message, tag="rpc.get.v1", kw_only=True, frozen=True):
     """Ask for one belief by id, read at clock ``at`` (decay is evaluated there)."""
 
     belief_id: Ident
-    at: datetime | None = None  # None: as of its last change
+    # None: at the world's one read clock, its newest belief change (docs/belief-math.md,
+    # "Clocks")
+    at: datetime | None = None
 
 
 class ListBeliefs(Message, tag="rpc.list.v1", kw_only=True, frozen=True):
@@ -83,7 +85,7 @@ class SearchBeliefs(Message, tag="rpc.search.v1", kw_only=True, frozen=True):
     query: Annotated[str, msgspec.Meta(min_length=1, max_length=4096)]
     limit: Annotated[int, msgspec.Meta(ge=1, le=200)] = 10
     type: BeliefType | None = None
-    at: datetime | None = None  # None: each belief as of its last change
+    at: datetime | None = None  # None: the world's one read clock, as ``get``
     # Opaque: the previous page's ``next_cursor`` ("" for the first page)
     cursor: Cursor = ""
 

@@ -301,7 +301,8 @@ class BeliefMixin(CrewMixin):
     # --- reads ----------------------------------------------------------------------
 
     async def get(self, belief_id: str, *, at: datetime | None = None) -> Belief | None:
-        """One belief by id, read at clock ``at`` (default: as of its last change)."""
+        """One belief by id, read at clock ``at`` (default: the world's one read
+        clock, its newest belief change; docs/belief-math.md, "Clocks")."""
         reply = await self._request("get", GetBelief(belief_id=belief_id, at=at))
         if not isinstance(reply, BeliefReply):
             raise BadRequest(f"unexpected reply to get: {reply!r}")
