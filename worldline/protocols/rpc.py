@@ -59,8 +59,8 @@ class GetBelief(Message, tag="rpc.get.v1", kw_only=True, frozen=True):
     """Ask for one belief by id, read at clock ``at`` (decay is evaluated there)."""
 
     belief_id: Ident
-    # None: at the world's one read clock, its newest belief change (docs/belief-math.md,
-    # "Clocks")
+    # None: at the world's one read clock, its newest belief change
+    # (docs/belief-math.md, "Clocks")
     at: datetime | None = None
 
 
