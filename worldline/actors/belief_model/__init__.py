@@ -5,7 +5,11 @@
 - :mod:`~worldline.actors.belief_model.text`: text normalisation, the key that makes a
   restatement meet the belief it restates, and belief ids.
 - :mod:`~worldline.actors.belief_model.embedding`: the embedders (hashing by default,
-  MiniLM with the ``semantic`` extra) and cosine similarity.
+  WordLlama with the ``semantic`` extra, MiniLM where its package is installed) and
+  cosine similarity.
+- :mod:`~worldline.actors.belief_model.reliability`: source reliability learned from
+  agreement, rival answers and copy detection (a pure core, measured by
+  ``bench/judgment.py``; not yet wired into fusion).
 
 Actors import from here, never from one another (``tests/test_layout.py`` checks).
 """
