@@ -8,6 +8,8 @@ from collections import Counter
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final
 
+import msgspec
+
 from worldline.actors.fusion import core as fusion
 from worldline.actors.fusion import sources
 from worldline.actors.fusion import upgrade as fusion_upgrade
@@ -273,3 +275,29 @@ def test_sharded_fusion_indexes_only_its_own_beliefs() -> None:
         for k, v in whole.data.items()
         if k.startswith(sources.source_prefix(W, "store-2"))
     )
+
+
+def test_trust_keys_are_bounded_and_the_upgrade_moves_an_overlong_one() -> None:
+    long_source = "ü" * 256  # a valid source name of 512 bytes
+    state = MemoryState()
+    world(state, [add("b1"), cite("b1", long_source, 0)])
+    step = fusion.handle(state, trust(long_source, 0.25), ctx("ada", 3))
+    assert all(len(key) <= 511 for key in step.writes)
+    state.apply(step)
+    (emitted,) = posteriors(list(step.out)).values()
+    assert emitted.trust == {long_source: 0.25}
+    # A store written before keys were bounded kept a 450-byte source whole.
+    old_source = "s" * 450
+    old_key = f"trust/{W}/{old_source}".encode()
+    raw = msgspec.msgpack.encode(
+        fusion.TrustSetting(trust=0.5, locked=True, author="x")
+    )
+    old = MemoryState()
+    old.data = {old_key: raw}
+    writes = fusion_upgrade.upgrade(old)
+    assert writes is not None
+    assert writes[old_key] is None
+    assert writes[fusion.trust_key(W, old_source)] == raw
+    assert len(fusion.trust_key(W, old_source)) <= 511
+    # A short source keeps its key: stores written before need nothing moved.
+    assert fusion.trust_key(W, "lab") == f"trust/{W}/lab".encode()

@@ -36,6 +36,7 @@ from worldline.actors.belief_model.posterior import NO_PROBABILITY
 from worldline.actors.belief_model.text import normalize
 from worldline.actors.fusion import sources
 from worldline.actors.runtime.errors import InvalidInput
+from worldline.actors.runtime.keys import key_part
 from worldline.actors.runtime.memory import Overlay
 from worldline.actors.runtime.spec import Context, Outgoing, Reader, Step
 from worldline.protocols.beliefs import Evidence
@@ -65,11 +66,15 @@ __all__ = [
     "decode_fused",
     "handle",
     "shard_of",
+    "trust_key",
 ]
 
 PRIOR_STRENGTH: Final = posterior.PRIOR_STRENGTH
 """Belief types firewalled from the posterior math: intent, not claims about truth."""
 
+# 6 + 64 (a world is a token) + 1 + 400 = 471 bytes a trust key at most; any source
+# that fits (every one written before keys were bounded, but the longest) is kept whole.
+TRUST_SOURCE_BYTES: Final = 400
 MAX_EVIDENCE: Final = 10_000  # per belief; more is refused, never silently cut
 
 
@@ -117,8 +122,10 @@ def belief_key(world: str, belief_id: str) -> bytes:
     return f"belief/{world}/{belief_id}".encode()
 
 
-def _trust_key(world: str, source: str) -> bytes:
-    return f"trust/{world}/{source}".encode()
+def trust_key(world: str, source: str) -> bytes:
+    """Where ``source``'s trust setting is kept: bounded whatever the source (a
+    source name of 256 characters may take 1,024 bytes; LMDB refuses keys over 511)."""
+    return f"trust/{world}/{key_part(source, TRUST_SOURCE_BYTES)}".encode()
 
 
 def shard_of(belief_id: str, shards: int) -> int:
@@ -224,12 +231,12 @@ def _load(reader: Reader, world: str, belief_id: str) -> FusedBelief | None:
 
 def _trust(reader: Reader, world: str, evidence: list[Evidence]) -> dict[str, float]:
     """The trust multipliers that apply to ``evidence`` (only those set, != 1)."""
-    if next(reader.scan(_trust_key(world, "")), None) is None:
+    if next(reader.scan(trust_key(world, "")), None) is None:
         return {}  # the usual case: nothing set in this world
     names = {e.source for e in evidence} | {f"agent:{e.author}" for e in evidence}
     found = {}
     for name in sorted(names):
-        raw = reader.get(_trust_key(world, name))
+        raw = reader.get(trust_key(world, name))
         if raw is not None:
             found[name] = _TRUST.decode(raw).trust
     return found
@@ -426,7 +433,7 @@ def _close(
 def _set_trust(
     reader: Reader, op: SetTrust, ctx: Context, shard: tuple[int, int]
 ) -> Step:
-    key = _trust_key(ctx.world, op.source)
+    key = trust_key(ctx.world, op.source)
     raw = reader.get(key)
     if raw is not None:
         current = _TRUST.decode(raw)

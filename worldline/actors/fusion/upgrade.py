@@ -2,10 +2,13 @@
 (:mod:`worldline.actors.fusion.sources`) to the current format, at start-up, before
 fusion consumes.
 
-Each step indexes the evidence of the next beliefs in key order (at most
-:data:`CHUNK` index keys a transaction, whole beliefs) and records the last belief key
-done under :data:`CURSOR_KEY`; the last step records :data:`FORMAT` and drops the
-cursor. A crash in between resumes after the cursor (index writes repeat harmlessly).
+The first step also moves a trust setting whose key is longer than
+:func:`worldline.actors.fusion.core.trust_key` now writes (a source over 400 bytes)
+to its bounded key. Each step indexes the evidence of the next beliefs in key order
+(at most :data:`CHUNK` index keys a transaction, whole beliefs) and records the last
+belief key done under :data:`CURSOR_KEY`; the last step records :data:`FORMAT` and
+drops the cursor. A crash in between resumes after the cursor (index writes repeat
+harmlessly).
 """
 
 from __future__ import annotations
@@ -32,6 +35,13 @@ def upgrade(reader: Reader) -> dict[bytes, bytes | None] | None:
         return None
     cursor = reader.get(CURSOR_KEY) or b""
     writes: dict[bytes, bytes | None] = {}
+    if not cursor:  # the first step: trust keys too long for LMDB's bound
+        for key, raw in reader.scan(b"trust/"):
+            world, source = key.decode().split("/", 2)[1:]
+            bounded = core.trust_key(world, source)
+            if bounded != key:
+                writes[key] = None
+                writes[bounded] = raw
     for key, raw in reader.scan(b"belief/"):
         if key <= cursor:
             continue
