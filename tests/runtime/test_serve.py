@@ -114,6 +114,9 @@ async def test_a_request_whose_subject_is_not_text_is_refused_and_serving_goes_o
     try:
         async with anyio.create_task_group() as tg:
             await tg.start(partial(serve, nc, store, service))
+            # The service's SUB must reach the server before the raw PUB does (a
+            # publish nobody is subscribed to yet is dropped, and the wait times out).
+            await nc.flush()
             host, port = nats_url.removeprefix("nats://").rsplit(":", 1)
             async with await anyio.connect_tcp(host, int(port)) as sock:
                 await sock.receive()  # INFO
