@@ -498,12 +498,16 @@ def start_actor_processes(
     return procs
 
 
-def stop_actor_processes(procs: list[subprocess.Popen[str]]) -> None:
+def stop_actor_processes(
+    procs: Sequence[subprocess.Popen[Any]], timeout: float = 30
+) -> None:
+    """SIGINT every actor process still running, then wait for each (and close its
+    stdout pipe, if it has one)."""
     for proc in procs:
         if proc.poll() is None:
             proc.send_signal(signal.SIGINT)
     for proc in procs:
-        proc.wait(timeout=30)
+        proc.wait(timeout=timeout)
         if proc.stdout:
             proc.stdout.close()
 

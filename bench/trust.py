@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import signal
 import subprocess
 import sys
 import tempfile
@@ -41,6 +40,7 @@ import anyio
 import msgspec
 import nats
 from nats.js import api
+from pipeline import stop_actor_processes
 
 import worldline
 from worldline.actors.runtime.declare import ensure_streams
@@ -293,18 +293,10 @@ def start_actors(url: str, data: Path, logs: Path) -> list[subprocess.Popen[byte
     for name, proc in zip(("fusion", "materializer", "projector"), procs, strict=True):
         while "consuming" not in (logs / f"{name}.log").read_text(errors="replace"):
             if proc.poll() is not None or time.monotonic() > deadline:
-                stop_actors(procs)
+                stop_actor_processes(procs, timeout=60)
                 raise RuntimeError(f"actor {name} did not start")
             time.sleep(0.1)
     return procs
-
-
-def stop_actors(procs: list[subprocess.Popen[bytes]]) -> None:
-    for proc in procs:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-    for proc in procs:
-        proc.wait(timeout=60)
 
 
 def slow_consumer_lines(paths: list[Path]) -> int:
@@ -332,7 +324,7 @@ def run(config: Config) -> Results:
         try:
             result = anyio.run(measure, server.url, config, pids, backend="asyncio")
         finally:
-            stop_actors(procs)
+            stop_actor_processes(procs, timeout=60)
         paths = [*logs.glob("*.log"), server.log_path]
         result.slow_consumers = slow_consumer_lines(paths)
         return result
