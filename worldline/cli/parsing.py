@@ -12,12 +12,14 @@ from typing import TYPE_CHECKING
 from worldline.actors.registry import ACTORS
 from worldline.actors.runtime.auth import CREDS_ENV
 from worldline.actors.runtime.declare import MAX_REPLICAS, REPLICAS_ENV
+from worldline.cli import load as load_verb
 from worldline.cli import mcp as mcp_verb
 from worldline.cli import operate
 from worldline.cli import sim as sim_verb
 from worldline.cli.common import default_agent, default_data
 from worldline.protocols.beliefs import DIRECTIONS, EDGE_TYPES, EVIDENCE_KINDS
 from worldline.protocols.messages import BELIEF_TYPES
+from worldline.sdk.batch import CHUNK
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -307,6 +309,24 @@ def parser() -> argparse.ArgumentParser:
     trust.add_argument("source")
     trust.add_argument("value", type=float)
     trust.add_argument("--lock", action="store_true")
+
+    bulk = verbs.add_parser(
+        "load",
+        parents=[client],
+        help="many adds and evidence items from JSON lines, in chunks",
+        description='Each line: {"add": {"text", "confidence"?, "type"?, "id"?}} or '
+        '{"evidence": {"belief_id", "direction", "kind", "source", "text"?}}. Every '
+        "line is checked first: a bad one refuses the file (exit 2) before anything "
+        "is published. Exit 3 if fusion refused any item.",
+    )
+    bulk.add_argument("file", help="a JSON-lines file, or - for standard input")
+    bulk.add_argument(
+        "--chunk",
+        type=_count(1, 4000),
+        default=CHUNK,
+        help=f"ops published together before one wait (default {CHUNK})",
+    )
+    bulk.set_defaults(run=load_verb.run)
 
     observe = verbs.add_parser(
         "observe", parents=[client], help="hand an artifact to the extractor"

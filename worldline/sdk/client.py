@@ -29,6 +29,7 @@ from worldline.protocols.messages import (
     encode,
 )
 from worldline.protocols.subjects import RpcVerb, check_name, rpc
+from worldline.sdk.batch import LoadMixin
 from worldline.sdk.crew import validated
 from worldline.sdk.errors import (
     BadRequest,
@@ -134,7 +135,7 @@ def _credentials_label(creds: str | os.PathLike[str] | None) -> str:
     return f"the user in {auth.path}"
 
 
-class World(SimMixin):
+class World(SimMixin, LoadMixin):
     """One agent's handle on one world. Build it with :func:`connect`."""
 
     def __init__(

@@ -152,6 +152,7 @@ class SyncWorld:
     retract = _Blocking(World.retract)
     resolve = _Blocking(World.resolve)
     trust = _Blocking(World.trust)
+    load = _Blocking(World.load)  # worldline.sdk.batch: many adds and evidence
     relate = _Blocking(World.relate)
     observe = _Blocking(World.observe)
     after = _Blocking(World.after)
