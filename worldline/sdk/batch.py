@@ -52,7 +52,7 @@ __all__ = [
 ]
 
 CHUNK = 500  # ops one chunk publishes before it waits
-_READS = 32  # status reads in flight at once while a chunk is resolved
+_READS = 64  # status reads in flight at once while a chunk is resolved
 
 Outcome = Literal["applied", "unchanged", "rejected", "not_applied"]
 
@@ -127,10 +127,17 @@ class LoadMixin(BeliefMixin):
             except BadRequest as exc:
                 raise BadRequest(f"item {index}: {exc}") from exc
         results: list[Loaded] = []
+        # The next chunk is published before the previous one is waited for: fusion
+        # works on one while the other is read back (two chunks in flight at most).
+        previous: tuple[list[AddBelief | AddEvidence], list[int], int] | None = None
         for start in range(0, len(built), chunk):
             part = built[start : start + chunk]
             seqs = await self._publish_many(part)
-            results += await self._resolve(part, seqs, start)
+            if previous is not None:
+                results += await self._resolve(*previous)
+            previous = (part, seqs, start)
+        if previous is not None:
+            results += await self._resolve(*previous)
         return results
 
     async def _publish_many(self, part: Sequence[AddBelief | AddEvidence]) -> list[int]:
