@@ -19,7 +19,8 @@ import pytest
 
 import worldline
 from tests.support import all_actors, running, unique_world
-from worldline.protocols.subjects import OPS
+from worldline.actors.runtime.declare import ensure_streams
+from worldline.protocols.subjects import OPS, STREAMS
 from worldline.sdk.batch import AddItem, EvidenceItem
 
 pytestmark = pytest.mark.nats
@@ -187,3 +188,23 @@ async def test_cli_load_refuses_a_bad_file_before_publishing_and_reads_stdin(
             (2, "rejected"),
         ]
         assert records[1]["reason"]
+
+
+async def test_with_no_actors_every_item_comes_back_not_applied(nats_url: str) -> None:
+    """Recorded but never answered (no fusion, no projector): the wait ends at the
+    timeout with one ``not_applied`` per item, not an error for the whole call."""
+    nc = await nats.connect(nats_url)
+    try:
+        await ensure_streams(nc.jetstream(), STREAMS)
+    finally:
+        await nc.close()
+    world = unique_world("loadidle")
+    items: list[AddItem | EvidenceItem] = [AddItem(text=f"claim {k}") for k in range(5)]
+    async with worldline.connect(
+        nats_url, world=world, agent="ada", request_timeout=1.0
+    ) as ada:
+        with anyio.fail_after(10):
+            results = await ada.load(items)
+    assert [r.outcome for r in results] == ["not_applied"] * 5
+    assert all(r.seq > 0 for r in results)
+    assert "worldline status" in results[0].reason

@@ -175,25 +175,33 @@ class LoadMixin(BeliefMixin):
         found: dict[int, Loaded] = {}
         order = sorted(range(len(part)), key=lambda i: seqs[i])
         delay = 0.02
+        limit = anyio.Semaphore(_READS)
+        failed: list[Exception] = []
+
+        async def read(i: int) -> None:
+            try:
+                async with limit:
+                    outcome = await self._outcome(part, seqs, i, start)
+            except Exception as exc:  # raised below, not as a group
+                failed.append(exc)
+                return
+            if outcome is not None:
+                found[i] = outcome
+
         with anyio.move_on_after(self.timeout):
-            # Fusion answers in log order: wait on the last op alone, then read all.
+            # A fusion answers the log in order: wait on the chunk's last op alone,
+            # then read every item; any still open (a sharded fusion) is read again.
             while order and await self._outcome(part, seqs, order[-1], start) is None:
                 await anyio.sleep(delay)
                 delay = min(delay * 1.5, 0.25)
             delay = 0.02
             while len(found) < len(part):
                 waiting = [i for i in range(len(part)) if i not in found]
-                limit = anyio.Semaphore(_READS)
-
-                async def read(i: int, limit: anyio.Semaphore = limit) -> None:
-                    async with limit:
-                        outcome = await self._outcome(part, seqs, i, start)
-                    if outcome is not None:
-                        found[i] = outcome
-
                 async with anyio.create_task_group() as group:
                     for i in waiting:
                         group.start_soon(read, i)
+                if failed:
+                    raise failed[0]
                 if len(found) < len(part):
                     await anyio.sleep(delay)
                     delay = min(delay * 1.5, 0.25)
@@ -210,6 +218,14 @@ class LoadMixin(BeliefMixin):
             )
             for i, op in enumerate(part)
         ]
+
+    async def _read_back(self, belief_id: str) -> Belief | None:
+        """The belief as a projector reads it; None while no projector answers (a
+        takeover, or no actors: the wait then ends in ``not_applied``)."""
+        try:
+            return await self.get(belief_id)
+        except BusUnavailable:
+            return None
 
     async def _outcome(
         self,
@@ -254,9 +270,9 @@ class LoadMixin(BeliefMixin):
                 if verdict.outcome == "rejected":
                     code = verdict.code or "rejected"
                     return result("rejected", code=code, why=verdict.reason)
-                belief = await self.get(named)
+                belief = await self._read_back(named)
                 return None if belief is None else result("unchanged", belief)
-        belief = await self.get(named)
+        belief = await self._read_back(named)
         if belief is not None and belief.version >= seq:
             return result("applied", belief)
         return None
