@@ -15,6 +15,7 @@ the ``worldline`` command over all three.
 
 from worldline import hooks as hooks  # ``worldline.hooks`` after ``import worldline``
 from worldline.protocols.messages import Belief, SearchHit, SearchReply
+from worldline.sdk.batch import AddItem, EvidenceItem, Loaded
 from worldline.sdk.client import World, connect
 from worldline.sdk.errors import (
     BadRequest,
@@ -31,10 +32,13 @@ from worldline.sdk.errors import (
 from worldline.sdk.sim import MoveForecast, NoSimulator, WorldviewForecasts
 
 __all__ = [
+    "AddItem",
     "BadRequest",
     "Belief",
     "BusRefused",
     "BusUnavailable",
+    "EvidenceItem",
+    "Loaded",
     "MoveForecast",
     "NoSimulator",
     "NoWorldline",
