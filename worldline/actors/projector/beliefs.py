@@ -48,6 +48,7 @@ __all__ = [
     "apply_edge",
     "as_of",
     "belief_edges",
+    "clock_key",
     "contradictions",
     "evidence",
     "get",
@@ -71,7 +72,7 @@ def _edge_key(world: str, edge_id: str) -> bytes:
     return f"bedge/{world}/{edge_id}".encode()
 
 
-def _clock_key(world: str) -> bytes:
+def clock_key(world: str) -> bytes:
     return f"bclock/{world}".encode()
 
 
@@ -90,15 +91,10 @@ def world_clock(reader: Reader, world: str) -> datetime | None:
     """The clock a read without ``at`` uses: the newest ``updated_at`` among the
     world's belief changes (None for a world without beliefs). Kept under
     ``bclock/<w>`` as changes arrive; a replica written before that key existed
-    finds it by one scan of the records' heads."""
-    raw = reader.get(_clock_key(world))
-    if raw is not None:
-        return _CLOCK.decode(raw)
-    stamps = [
-        _STAMP.decode(value).belief.updated_at
-        for _, value in reader.scan(_key(world, ""))
-    ]
-    return max(stamps, default=None)
+    gets it from the start-up upgrade (``upgrade.py``), never from a scan on a
+    read."""
+    raw = reader.get(clock_key(world))
+    return None if raw is None else _CLOCK.decode(raw)
 
 
 def apply_belief(
@@ -111,9 +107,9 @@ def apply_belief(
     if raw is not None and belief_version(raw) >= change.belief.version:
         return {}
     writes: dict[bytes, bytes | None] = {key: encode(change)}
-    clock = reader.get(_clock_key(ctx.world))
+    clock = reader.get(clock_key(ctx.world))
     if clock is None or _CLOCK.decode(clock) < change.belief.updated_at:
-        writes[_clock_key(ctx.world)] = msgspec.msgpack.encode(change.belief.updated_at)
+        writes[clock_key(ctx.world)] = msgspec.msgpack.encode(change.belief.updated_at)
     _reindex(reader, ctx.world, change.belief, writes, lazy=ctx.pending > 0)
     return writes
 

@@ -4,17 +4,19 @@ current index format, at start-up, before the projector consumes or serves.
 Such a store has ``tok/`` keys (a stem index by influence) and cards without a
 length. The upgrade deletes the ``tok/`` keys, then gives each such card its terms,
 postings and counters (:func:`worldline.actors.projector.index.index_writes`, which
-keeps the card's vector), :data:`CHUNK` cards per transaction, and last records
-:data:`FORMAT`. A crash in between resumes: every step finds what is left.
+keeps the card's vector), :data:`CHUNK` cards per transaction, then each world's
+read clock (``bclock/<w>``, the newest ``updated_at`` of its belief records), and last
+records :data:`FORMAT`. A crash in between resumes: every step finds what is left.
 """
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import TYPE_CHECKING, Final
 
 import msgspec
 
-from worldline.actors.projector import index
+from worldline.actors.projector import beliefs, index
 from worldline.actors.runtime.memory import Overlay
 
 if TYPE_CHECKING:
@@ -23,7 +25,7 @@ if TYPE_CHECKING:
 __all__ = ["CHUNK", "FORMAT", "FORMAT_KEY", "upgrade"]
 
 FORMAT_KEY: Final = b"format/projector-index"
-FORMAT: Final = b"lexical-v1"
+FORMAT: Final = b"lexical-v2"  # v2: each world's read clock (bclock/<w>) kept
 CHUNK: Final = 2000  # cards re-indexed per transaction
 _DELETES: Final = 20_000  # old keys deleted per transaction
 
@@ -33,7 +35,34 @@ class _Length(msgspec.Struct, tag_field="kind", tag="card.v1"):
 
 
 _LENGTH = msgspec.msgpack.Decoder(_Length)
+
+
+class _Stamp(msgspec.Struct):
+    updated_at: datetime
+
+
+class _Head(msgspec.Struct):
+    belief: _Stamp
+
+
+_HEAD = msgspec.msgpack.Decoder(_Head)
 _CARD = msgspec.msgpack.Decoder(index.Card)
+
+
+def _missing_clocks(reader: Reader) -> dict[bytes, bytes | None]:
+    """The ``bclock/<w>`` writes a replica written before the key existed lacks:
+    one pass over every belief record's head."""
+    newest: dict[str, datetime] = {}
+    for key, value in reader.scan(b"belief/"):
+        world = key.decode().split("/", 2)[1]
+        stamp = _HEAD.decode(value).belief.updated_at
+        if world not in newest or newest[world] < stamp:
+            newest[world] = stamp
+    return {
+        beliefs.clock_key(world): msgspec.msgpack.encode(stamp)
+        for world, stamp in sorted(newest.items())
+        if reader.get(beliefs.clock_key(world)) is None
+    }
 
 
 def upgrade(reader: Reader) -> dict[bytes, bytes | None] | None:
@@ -61,5 +90,6 @@ def upgrade(reader: Reader) -> dict[bytes, bytes | None] | None:
         done += 1
         if done >= CHUNK:
             return writes
+    writes.update(_missing_clocks(reader))  # from belief records: no card touches
     writes[FORMAT_KEY] = FORMAT
     return writes
