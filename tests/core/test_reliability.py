@@ -60,14 +60,17 @@ def test_a_duplicate_claim_is_one_witness(
 
 
 @settings(max_examples=80, deadline=None)
-@given(_claims, st.data(), st.booleans())
+@given(_claims, st.data())
 def test_an_agreeing_source_never_lowers_the_answer(
-    claims: list[Claim], data: st.DataObject, copies: bool
+    claims: list[Claim], data: st.DataObject
 ) -> None:
     """Adding a new source that gives an answer does not lower that answer's
-    confidence, and rivals' confidences do not rise together above it."""
+    confidence, and rivals' confidences do not rise together above it. Without copy
+    detection only: with it, hypothesis found a newcomer that agrees with a source
+    on its one claim judged that source's likely copy, and the pair's discount then
+    cost the answer a little (3.7e-4 -> 2.7e-4; docs/belief-math.md)."""
     target = data.draw(st.sampled_from(claims))
-    params = Params(detect_copies=copies)
+    params = Params(detect_copies=False)
     before = estimate(claims, params)
     after = estimate([*claims, Claim(target.question, target.answer, "new")], params)
     assert (
