@@ -267,3 +267,46 @@ def test_a_hand_entered_negation_is_supported_by_its_restatement() -> None:
     (update,) = _fuse(state, extract(observe(text)), 2)
     assert update.belief.confidence is not None
     assert update.belief.confidence > 0.5
+
+
+def _trust(state: MemoryState, source: str, trust: float, seq: int) -> list[str]:
+    """Set ``source``'s trust (as bob) and return the ids of the beliefs fusion
+    re-read, with their new confidences, as ``id=confidence`` strings."""
+    from worldline.protocols.messages import SetTrust
+
+    op = SetTrust(op_id=f"op-t{seq}", author="bob", at=T0, source=source, trust=trust)
+    ctx = Context(world=W, author="bob", subject=ops(W, "bob"), seq=seq, now=T0)
+    changed = []
+    for out in state.apply(fusion.handle(state, op, ctx)):
+        if isinstance(out.message, PosteriorUpdate):
+            changed.append(f"{out.message.belief.id}={out.message.belief.confidence}")
+        else:
+            assert isinstance(out.message, OpVerdict)
+            assert out.message.outcome == "applied", out.message.reason
+    return changed
+
+
+def test_extracted_evidence_is_the_observing_agents() -> None:
+    (statement,) = extract(observe("The cache is cold.", source="docs"))
+    assert statement.author == extractor.AUTHOR  # the op: the extractor's subject
+    assert statement.evidence.author == "alice"  # the evidence: who observed it
+    assert statement.evidence.source == "docs"
+
+
+def test_trust_in_the_observing_agent_weighs_what_it_observed() -> None:
+    state = MemoryState()
+    found = extract(observe("The cache is cold.", source="docs"))
+    (update,) = _fuse(state, found, 1)
+    believed = update.belief.confidence
+    assert believed is not None
+    assert believed > 0.5
+    # The extractor is no witness: its trust reaches no extracted belief.
+    assert _trust(state, "agent:extractor", 0.0, 2) == []
+    # The agent that observed it is: silencing it takes its citation back out.
+    (changed,) = _trust(state, "agent:alice", 0.0, 3)
+    belief, confidence = changed.split("=")
+    assert belief == update.belief.id
+    assert float(confidence) == pytest.approx(0.5)
+    assert float(confidence) < believed
+    # Another agent's trust does not touch it.
+    assert _trust(state, "agent:carol", 0.0, 4) == []

@@ -20,6 +20,13 @@ reading and counts one fallback under ``llm/fallbacks`` (model readings under
 ``llm/used``). Every evidence names what read it in ``extracted_by``: the model id, or
 ``deterministic``.
 
+Each op is the extractor's (published on its own subject), but the evidence it
+carries is the observing agent's: its ``author`` is the authenticated author of the
+observation (the subject's token, never a name inside the body), so ``trust
+agent:<name>`` applies to what that agent observed, and ``trust agent:extractor``
+weighs nothing extracted. The source stays what the observation names (default: the
+agent).
+
 Ids derive from the observation id and position (and the model, for a model's
 reading), and observation ids from content, so observing the same artifact twice
 changes nothing. Stateless but for those two counters: replicas share one durable on
@@ -272,7 +279,10 @@ def _statement(
             observed_at=obs.at,
             text=item.note or item.text,
             artifact=obs.obs_id,
-            author=AUTHOR,
+            # The agent that observed it, as the bus authenticated it (the subject,
+            # checked equal to the body's author in :func:`handle`): ``trust
+            # agent:<name>`` weighs what that agent saw. The op stays the extractor's.
+            author=ctx.author,
             extracted_by=by[:256],
         ),
     )
