@@ -15,6 +15,7 @@ import nats.errors
 from worldline.actors.runtime.auth import CREDS_ENV, load_credentials
 from worldline.actors.runtime.errors import ActorError
 from worldline.actors.runtime.errors import BusUnavailable as RuntimeBusUnavailable
+from worldline.actors.runtime.logs import setup_logging
 from worldline.cli import beliefs, crew, operate, sim
 from worldline.cli.common import (
     EXIT_FAILED,
@@ -112,12 +113,14 @@ def _leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``worldline`` console script."""
     args = parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="worldline %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    logging.getLogger("nats").setLevel(logging.CRITICAL)
+    try:  # `up` and `actor`: time, level and actor on each line (or JSON)
+        setup_logging(
+            verbose=args.verbose,
+            fmt=getattr(args, "log_format", None),
+            actors=args.verb in ("up", "actor"),
+        )
+    except ValueError as exc:  # a bad WORLDLINE_LOG_FORMAT
+        _fail(EXIT_USAGE, str(exc))
     verb_name = args.verb
     if verb_name == "world":
         verb_name = f"world.{args.world_verb}"

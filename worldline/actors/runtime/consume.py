@@ -43,6 +43,7 @@ from worldline.actors.runtime.fence import StartFence
 from worldline.actors.runtime.heartbeat import run_heartbeat
 from worldline.actors.runtime.lease import LeaseGate
 from worldline.actors.runtime.lock import FolderLock
+from worldline.actors.runtime.logs import bind_actor
 from worldline.actors.runtime.metrics import Registry
 from worldline.actors.runtime.pace import Pace
 from worldline.actors.runtime.prepare import prepared_input
@@ -110,6 +111,7 @@ async def run_actor(
         ConfigDrift: a stream or durable differs from its declaration and cannot be
             updated.
     """
+    bind_actor(spec.instance)  # every line this task and its children log names it
     # One process per store: a second one would apply the same log a second time.
     lock = FolderLock(
         data / f"{spec.instance}.lock",
