@@ -1,4 +1,5 @@
-"""The Prometheus endpoint: counters the consume loop keeps, served on GET /metrics.
+"""The Prometheus endpoint: counters and latency histograms the runtime keeps, served
+on GET /metrics beside the /healthz and /readyz probes.
 
 Scrapes are parsed (the text exposition format), not grepped: every sample is read
 into ``{(name, labels): value}`` and checked against the HELP/TYPE lines.
@@ -24,7 +25,13 @@ import pytest
 import worldline
 from tests.support import all_actors, unique_world
 from worldline.actors.registry import build
-from worldline.actors.runtime.metrics import RateWindow, Registry, answer, render
+from worldline.actors.runtime.endpoint import answer, serve_metrics
+from worldline.actors.runtime.metrics import (
+    RateWindow,
+    Registry,
+    published_at,
+    render,
+)
 from worldline.actors.runtime.supervise import run_actors
 from worldline.protocols.subjects import ops
 
@@ -49,13 +56,16 @@ def parse(text: str) -> dict[Sample, float]:
             continue
         if line.startswith("# TYPE "):
             _, _, name, kind = line.split(" ")
-            assert kind in ("counter", "gauge"), line
+            assert kind in ("counter", "gauge", "histogram"), line
             types[name] = kind
             continue
         match = LINE.match(line)
         assert match, f"not a sample line: {line!r}"
         name = match["name"]
-        assert name in types, f"{name} has no TYPE line before it"
+        family = re.sub(r"_(bucket|count|sum)$", "", name)
+        assert name in types or types.get(family) == "histogram", (
+            f"{name} has no TYPE line before it"
+        )
         labels = frozenset(LABEL.findall(match["labels"] or ""))
         key = (name, labels)
         assert key not in samples, f"duplicate sample {line!r}"
@@ -143,18 +153,73 @@ def test_label_values_are_escaped() -> None:
     [
         (b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", b"200 OK"),
         (b"GET /metrics?x=1 HTTP/1.0\r\n\r\n", b"200 OK"),
+        (b"GET /healthz HTTP/1.1\r\n\r\n", b"200 OK"),
+        (b"GET /readyz HTTP/1.1\r\n\r\n", b"503 Service Unavailable"),
         (b"GET / HTTP/1.1\r\n\r\n", b"404 Not Found"),
         (b"POST /metrics HTTP/1.1\r\n\r\n", b"405 Method Not Allowed"),
         (b"garbage\r\n\r\n", b"400 Bad Request"),
         (b"", b"400 Bad Request"),
     ],
 )
-def test_answer_serves_only_get_metrics(head: bytes, status: bytes) -> None:
-    response = answer(head, lambda: "x 1\n")
+def test_answer_serves_metrics_and_the_probes_only(head: bytes, status: bytes) -> None:
+    response = answer(head, Registry())  # no actor started: not ready
     assert response.startswith(b"HTTP/1.0 " + status + b"\r\n")
     length = re.search(rb"Content-Length: (\d+)", response)
     assert length is not None
     assert len(response.split(b"\r\n\r\n", 1)[1]) == int(length[1])
+
+
+def test_ready_once_every_expected_actor_started_and_while_connected() -> None:
+    registry = Registry()
+    registry.expected = 2
+    assert registry.readiness() == ["0 of 2 actors started; waiting"]
+    fusion = registry.actor(build("fusion"))
+    assert registry.readiness() == ["fusion: starting"]
+    up = [True]
+    fusion.connected = lambda: up[0]
+    assert registry.readiness() == ["1 of 2 actors started; waiting"]
+    registry.actor(build("materializer")).connected = lambda: True
+    assert registry.readiness() == []
+    assert answer(b"GET /readyz HTTP/1.1\r\n\r\n", registry).endswith(b"ready\n")
+    up[0] = False  # the connection dropped (nats-py reconnects meanwhile)
+    assert registry.readiness() == ["fusion: not connected to NATS"]
+    response = answer(b"GET /readyz HTTP/1.1\r\n\r\n", registry)
+    assert response.startswith(b"HTTP/1.0 503")
+    assert response.endswith(b"fusion: not connected to NATS\n")
+
+
+def test_published_at_reads_the_ack_reply_timestamp() -> None:
+    ns = 1_700_000_000_123_456_789
+    assert published_at(f"$JS.ACK.WL_OPS.fusion.1.42.42.{ns}.0") == ns / 1e9
+    with_domain = f"$JS.ACK.hub.ACCHASH.WL_OPS.fusion.1.42.42.{ns}.0.rand"
+    assert published_at(with_domain) == ns / 1e9
+    assert published_at("_INBOX.abc") is None
+    assert published_at("$JS.ACK.WL_OPS.fusion.1.42.42.notanumber.0") is None
+
+
+def test_batches_fill_the_apply_and_propagation_histograms() -> None:
+    registry = Registry()
+    fusion = registry.actor(build("fusion"))
+    stored = 1_000.0
+    reply = f"$JS.ACK.WL_OPS.fusion.1.7.7.{int(stored * 1e9)}.0"
+    fusion.record("fusion", [True, True], 0.003, [reply, reply], now=stored + 0.2)
+    fusion.record("fusion", [True], 0.02, [reply], now=stored + 4.0)
+    fusion.observe_rpc("before", 0.004)
+    samples = parse(render(registry))
+    f = {"actor": "fusion", "durable": "fusion"}
+    assert value(samples, "worldline_apply_seconds_count", **f) == 2
+    assert value(samples, "worldline_apply_seconds_sum", **f) == pytest.approx(0.023)
+    assert value(samples, "worldline_apply_seconds_bucket", **f, le="0.005") == 1
+    assert value(samples, "worldline_propagation_seconds_count", **f) == 3
+    assert value(samples, "worldline_propagation_seconds_bucket", **f, le="0.25") == 2
+    assert value(samples, "worldline_propagation_seconds_bucket", **f, le="5.0") == 3
+    assert (
+        value(samples, "worldline_rpc_seconds_count", actor="fusion", verb="before")
+        == 1
+    )
+    # The process collector: CPU and memory of this process.
+    assert value(samples, "process_cpu_seconds_total") > 0
+    assert value(samples, "process_resident_memory_bytes") > 0
 
 
 # --- against a real nats-server ------------------------------------------------------
@@ -196,6 +261,7 @@ async def test_metrics_move_with_writes_and_stop_with_the_actors(
         async with worldline.connect(nats_url, world=world, agent="ada") as ada:
             for n in range(4):
                 await ada.add(f"Claim {n}", confidence=0.7)
+            await ada.before("claim")
         nc = await nats.connect(nats_url)
         try:
             await nc.jetstream().publish(ops(world, "mallory"), b"\xc1 garbage")
@@ -221,6 +287,16 @@ async def test_metrics_move_with_writes_and_stop_with_the_actors(
         assert value(after, "worldline_store_bytes", actor="fusion") > 0
         projector = {"actor": "projector-0", "durable": "projector-0"}
         assert value(after, "worldline_messages_applied_total", **projector) >= 4
+        # Latency histograms: each batch, each op's way into a posterior, each read.
+        assert value(after, "worldline_apply_seconds_count", **fusion) >= 1
+        assert value(after, "worldline_apply_seconds_sum", **fusion) > 0
+        assert value(after, "worldline_propagation_seconds_count", **fusion) == (
+            applied_before + 4 + 1
+        )
+        before_rpc = {"actor": "projector-0", "verb": "before"}
+        assert value(after, "worldline_rpc_seconds_count", **before_rpc) == 1
+        assert value(after, "worldline_rpc_seconds_sum", **before_rpc) > 0
+        assert value(after, "process_open_fds") > 0
         # Other paths are not served.
         missing = await anyio.to_thread.run_sync(
             scrape, f"http://127.0.0.1:{port}/other"
@@ -258,6 +334,9 @@ def test_actor_command_serves_metrics_on_request(nats_url: str, tmp_path: Path) 
         assert proc.stdout.readline() == f"fusion: consuming from {nats_url}\n"
         status, _, text = scrape(match[1])
         assert status == 200
+        base = match[1].removesuffix("/metrics")
+        assert scrape(f"{base}/healthz")[::2] == (200, "ok\n")
+        assert scrape(f"{base}/readyz")[::2] == (200, "ready\n")
         samples = parse(text)
         assert (
             value(
@@ -275,3 +354,35 @@ def test_actor_command_serves_metrics_on_request(nats_url: str, tmp_path: Path) 
             proc.kill()
             proc.wait()
         proc.stdout.close()
+
+
+@pytest.mark.nats
+async def test_readyz_turns_200_once_the_actors_run_and_503_after(
+    nats_url: str, tmp_path: Path
+) -> None:
+    registry = Registry()
+    async with anyio.create_task_group() as tg:
+        port = await tg.start(partial(serve_metrics, registry, port=0))
+        readyz = f"http://127.0.0.1:{port}/readyz"
+        healthz = f"http://127.0.0.1:{port}/healthz"
+        assert (await anyio.to_thread.run_sync(scrape, healthz))[0] == 200
+        status, _, text = await anyio.to_thread.run_sync(scrape, readyz)
+        assert (status, text) == (503, "0 of 1 actors started; waiting\n")
+        async with anyio.create_task_group() as actors:
+            await actors.start(
+                partial(
+                    run_actors,
+                    [build("fusion")],
+                    url=nats_url,
+                    data=tmp_path,
+                    metrics=registry,
+                )
+            )
+            status, _, text = await anyio.to_thread.run_sync(scrape, readyz)
+            assert (status, text) == (200, "ready\n")
+            actors.cancel_scope.cancel()
+        # Stopped (its connection closed): not ready any more, still alive.
+        status, _, text = await anyio.to_thread.run_sync(scrape, readyz)
+        assert (status, text) == (503, "fusion: not connected to NATS\n")
+        assert (await anyio.to_thread.run_sync(scrape, healthz))[0] == 200
+        tg.cancel_scope.cancel()

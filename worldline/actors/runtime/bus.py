@@ -10,6 +10,7 @@ from __future__ import annotations
 import inspect
 import json
 import logging
+import os
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio
@@ -23,7 +24,6 @@ from worldline.actors.runtime.errors import BusUnavailable
 from worldline.protocols.subjects import BATCH_HEADER
 
 if TYPE_CHECKING:
-    import os
     from collections.abc import Callable
 
     from nats.aio.msg import Msg
@@ -134,10 +134,16 @@ class DeliveryGap(nats.errors.Error):
     hole would acknowledge what was never applied)."""
 
 
+RAW_PULL_ENV: Final = "WORLDLINE_RAW_PULL"
+
+
 def _hands_raw_messages() -> bool:
     """Whether the installed nats-py's client takes each message from its parser the
     way :class:`_Client` expects (``_process_msg(sid, subject, reply, data,
-    headers)``); if a release changes that, pulls take nats-py's ``Msg`` objects."""
+    headers)``); if a release changes that, pulls take nats-py's ``Msg`` objects.
+    ``WORLDLINE_RAW_PULL=0`` forces that fallback (``.ci/nats-py-drift`` tests both)."""
+    if os.environ.get(RAW_PULL_ENV, "").strip() == "0":
+        return False
     try:
         params = list(inspect.signature(NATS._process_msg).parameters)
     except (AttributeError, TypeError, ValueError):

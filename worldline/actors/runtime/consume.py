@@ -44,7 +44,7 @@ from worldline.actors.runtime.heartbeat import run_heartbeat
 from worldline.actors.runtime.lease import LeaseGate
 from worldline.actors.runtime.lock import FolderLock
 from worldline.actors.runtime.logs import bind_actor
-from worldline.actors.runtime.metrics import Registry
+from worldline.actors.runtime.metrics import Registry, bind_metrics
 from worldline.actors.runtime.pace import Pace
 from worldline.actors.runtime.prepare import prepared_input
 from worldline.actors.runtime.publish import publish_all
@@ -149,6 +149,7 @@ async def _run_locked(
             await ensure_buckets(js, BUCKETS)
             registry = metrics or Registry()
             stats = registry.actor(spec, now=clock())
+            bind_metrics(stats)  # the services time their answers into it
             async with anyio.create_task_group() as tg:
                 gate = None
                 if spec.lease:
@@ -169,6 +170,7 @@ async def _run_locked(
                 interval = registry.heartbeat_interval
                 await tg.start(run_heartbeat, js, store, stats, interval, clock)
                 log.info("%s: consuming", spec.instance)
+                stats.connected = lambda: nc.is_connected  # /readyz
                 task_status.started()
         finally:
             with anyio.CancelScope(shield=True), anyio.move_on_after(SHUTDOWN_GRACE):
@@ -321,7 +323,10 @@ async def _consume(
                 # replica takes over (dropped: the new holder sends its own).
                 gate.strand()
             await _settle(msgs[lo:hi], result.accepted, cumulative=inp.skip_applied)
-            stats.record(durable, result.accepted, time.perf_counter() - started)
+            seconds = time.perf_counter() - started
+            stats.record(
+                durable, result.accepted, seconds, [m.reply for m in msgs[lo:hi]]
+            )
 
 
 def _pending(msg: Delivered) -> int:

@@ -1,38 +1,40 @@
-"""Counters each actor process keeps, and an opt-in Prometheus ``/metrics`` endpoint.
+"""Counters and latency histograms each actor process keeps, served over HTTP for
+Prometheus (``/metrics``) and an orchestrator's probes (``/healthz``, ``/readyz``).
 
-The consume loop records every settled batch in its actor's :class:`ActorMetrics`
-(applied and dead-lettered messages, batches, the last batch's duration per input
-durable); the heartbeat (``heartbeat.py``) adds the store size and consumer lag, and
-publishes the same numbers for ``worldline status``. A :class:`Registry` holds the
-metrics of every actor in the process, so ``worldline up`` serves one endpoint with an
-``actor`` label.
+The consume loop records each settled batch in its actor's :class:`ActorMetrics`
+(counts, duration, each message's age since JetStream stored it), the services time
+each answer, the heartbeat (``heartbeat.py``) adds store size and lag and publishes the
+same numbers for ``worldline status``. One :class:`Registry` per process (an ``actor``
+label per instance) exposes them through ``prometheus_client`` (a registry of its own,
+so two never mix): the seven families of the first release under their names, three
+histograms, and the library's process collector.
 
-The endpoint is a tiny HTTP/1.0 server on anyio (no dependency): ``GET /metrics``
-answers the Prometheus text exposition format (version 0.0.4); any other path is 404,
-any other method 405. It runs in the supervisor's task group and stops on cancel.
+``endpoint.py`` serves them over HTTP with the health and readiness checks.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import os
 import socket
 import time
 from collections import deque
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-import anyio
-from anyio.abc import SocketAttribute
+from prometheus_client import CollectorRegistry, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.platform_collector import PlatformCollector
+from prometheus_client.process_collector import ProcessCollector
 
 from worldline.protocols.status import Heartbeat, InputStatus
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+    from collections.abc import Callable, Iterable, Iterator, Sequence
 
-    from anyio.abc import SocketStream, TaskStatus
+    from prometheus_client.metrics_core import Metric
 
     from worldline.actors.runtime.spec import ActorSpec
 
@@ -42,18 +44,28 @@ __all__ = [
     "InputMetrics",
     "RateWindow",
     "Registry",
-    "answer",
+    "bind_metrics",
+    "observe_rpc",
+    "published_at",
     "render",
-    "serve_metrics",
 ]
 
 log = logging.getLogger("worldline.metrics")
 
 HEARTBEAT_INTERVAL = 5.0  # seconds between heartbeats (and lag/size refreshes)
 RATE_WINDOW = 60.0  # seconds the applied rate is averaged over
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-MAX_REQUEST = 8192  # bytes of request head read before answering 400
-REQUEST_TIMEOUT = 5.0  # seconds a client may take to send its request head
+
+# Seconds; a batch of 256 small ops applies in a few ms, a cold LMDB page or a big
+# world's finish in a second or more.
+LATENCY_BUCKETS = (
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+    10.0, 30.0,
+)  # fmt: skip
+# Propagation includes queueing behind a backlog: up to minutes on a catch-up.
+PROPAGATION_BUCKETS = (
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+    60.0, 300.0, 1800.0,
+)  # fmt: skip
 
 
 class RateWindow:
@@ -93,6 +105,16 @@ class InputMetrics:
     error: str = ""  # the last failure of that batch
 
 
+def published_at(reply: str) -> float | None:
+    """When JetStream stored a delivered message (Unix seconds), read from its ack
+    reply subject (``$JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.
+    <pending>``, or the form with a domain and account hash); None for anything else.
+    """
+    tokens = reply.split(".")
+    token = tokens[7] if len(tokens) == 9 else tokens[9] if len(tokens) >= 11 else ""
+    return int(token) / 1e9 if token.isdigit() else None
+
+
 @dataclass(slots=True)
 class ActorMetrics:
     """What one actor instance in this process has done."""
@@ -103,11 +125,27 @@ class ActorMetrics:
     started_at: datetime
     started_monotonic: float
     store_bytes: int = 0
+    # Set once the actor's inputs and services are bound: whether its NATS
+    # connection is up now (the readiness check calls it).
+    connected: Callable[[], bool] | None = None
+    # prometheus_client histograms (the registry's, shared by its actors); None in
+    # an ActorMetrics made by hand.
+    timings: _Timings | None = None
 
-    def record(self, durable: str, accepted: Iterable[bool], seconds: float) -> None:
+    def record(
+        self,
+        durable: str,
+        accepted: Iterable[bool],
+        seconds: float,
+        replies: Sequence[str] = (),
+        *,
+        now: float | None = None,
+    ) -> None:
         """One settled batch: ``accepted`` is True per acked message, False per
-        dead-lettered one; ``seconds`` from fetch to settle. An empty batch (a
-        fetch that returned nothing) is not counted."""
+        dead-lettered one; ``seconds`` from fetch to settle; ``replies`` the
+        messages' ack reply subjects (their JetStream timestamps give each message's
+        propagation time, up to ``now``, Unix seconds, default the wall clock). An
+        empty batch (a fetch that returned nothing) is not counted."""
         stats = self.inputs[durable]
         accepted = list(accepted)
         if not accepted:
@@ -119,6 +157,13 @@ class ActorMetrics:
                 stats.dead_lettered += 1
         stats.batches += 1
         stats.last_batch_seconds = seconds
+        if self.timings is not None:
+            self.timings.batch(self.instance, durable, seconds, replies, now)
+
+    def observe_rpc(self, verb: str, seconds: float) -> None:
+        """One answered request of ``verb`` (``get``, ``before``, ``sim.step``)."""
+        if self.timings is not None:
+            self.timings.rpc.labels(self.instance, verb).observe(seconds)
 
     def refresh_rates(self, now: float) -> None:
         for stats in self.inputs.values():
@@ -155,6 +200,76 @@ class ActorMetrics:
         )
 
 
+class _Timings:
+    """The latency histograms of one registry."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.apply = Histogram(
+            "worldline_apply_seconds",
+            "Seconds from fetch to settle of each committed batch (apply in one LMDB "
+            "transaction, publish the outputs, ack).",
+            ["actor", "durable"],
+            registry=registry,
+            buckets=LATENCY_BUCKETS,
+        )
+        self.propagation = Histogram(
+            "worldline_propagation_seconds",
+            "Seconds from a message's store in JetStream to its batch committed by "
+            "this actor; on fusion's durable: op published -> posterior applied.",
+            ["actor", "durable"],
+            registry=registry,
+            buckets=PROPAGATION_BUCKETS,
+        )
+        self.rpc = Histogram(
+            "worldline_rpc_seconds",
+            "Seconds to answer one request (read, encode, send), by verb: "
+            "before, get, list, read, view, trace, search, state_hash, sim.step, ...",
+            ["actor", "verb"],
+            registry=registry,
+            buckets=LATENCY_BUCKETS,
+        )
+
+    def batch(
+        self,
+        actor: str,
+        durable: str,
+        seconds: float,
+        replies: Sequence[str],
+        now: float | None,
+    ) -> None:
+        self.apply.labels(actor, durable).observe(seconds)
+        if not replies:
+            return
+        now = time.time() if now is None else now
+        propagation = self.propagation.labels(actor, durable)
+        for reply in replies:
+            at = published_at(reply)
+            if at is not None:
+                # Clocks of two hosts: a skew may make an age negative; it counts
+                # as 0 rather than disappearing.
+                propagation.observe(max(0.0, now - at))
+
+
+# The metrics of the actor whose task this is (bound by the consume loop), for the
+# services' timing: they run in the actor's tasks but are not handed its metrics.
+_CURRENT: ContextVar[ActorMetrics | None] = ContextVar(
+    "worldline_actor_metrics", default=None
+)
+
+
+def bind_metrics(metrics: ActorMetrics) -> None:
+    """Make ``metrics`` the current task's (and its child tasks') actor metrics."""
+    _CURRENT.set(metrics)
+
+
+def observe_rpc(subject_pattern: str, seconds: float) -> None:
+    """Time one answer of the service on ``subject_pattern`` (``wl.*.rpc.before``)
+    for the current actor, if one is bound."""
+    metrics = _CURRENT.get()
+    if metrics is not None:
+        metrics.observe_rpc(subject_pattern.partition(".rpc.")[2], seconds)
+
+
 class Registry:
     """Every actor's metrics in one process, and how often they heartbeat."""
 
@@ -166,6 +281,14 @@ class Registry:
         self.heartbeat_interval = heartbeat_interval
         self.actors: dict[str, ActorMetrics] = {}
         self.port: int | None = None  # the /metrics port, once serving
+        # How many actors this process starts (``run_actors`` sets it): /readyz
+        # waits for all of them, not just the first to register.
+        self.expected = 0
+        self.prometheus = CollectorRegistry()
+        self.prometheus.register(_Counters(self))
+        ProcessCollector(registry=self.prometheus)
+        PlatformCollector(registry=self.prometheus)
+        self._timings = _Timings(self.prometheus)
 
     def actor(self, spec: ActorSpec, *, now: datetime | None = None) -> ActorMetrics:
         """The (fresh) metrics of ``spec``'s instance, registered under its name."""
@@ -180,150 +303,96 @@ class Registry:
             },
             started_at=now or datetime.now(UTC),
             started_monotonic=time.monotonic(),
+            timings=self._timings,
         )
         self.actors[spec.instance] = metrics
         return metrics
 
+    def readiness(self) -> list[str]:
+        """Why this process is not ready (empty: ready): an actor not started yet
+        (inputs and services not bound) or not connected to NATS."""
+        waiting = [
+            f"{name}: starting"
+            for name, m in sorted(self.actors.items())
+            if m.connected is None
+        ]
+        waiting += [
+            f"{name}: not connected to NATS"
+            for name, m in sorted(self.actors.items())
+            if m.connected is not None and not m.connected()
+        ]
+        started = len(self.actors) - len(waiting)
+        if not waiting and (started == 0 or started < self.expected):
+            waiting.append(
+                f"{started} of {max(self.expected, 1)} actors started; waiting"
+            )
+        return waiting
 
-# --- Prometheus text format ----------------------------------------------------------
+
+# --- Prometheus exposition -----------------------------------------------------------
 
 
-def _label(value: str) -> str:
-    return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
+class _Counters:
+    """A collector reading the registry's counters at scrape time (the families of
+    the first release, under their names)."""
 
+    def __init__(self, registry: Registry) -> None:
+        self._registry = registry
 
-def _number(value: float) -> str:
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    return repr(float(value)) if isinstance(value, float) else str(value)
+    def describe(self) -> list[Metric]:
+        return list(self._families())
 
+    def collect(self) -> Iterator[Metric]:
+        return self._families(self._registry.actors.values())
 
-_FAMILIES: tuple[tuple[str, str, str], ...] = (
-    ("worldline_messages_applied_total", "counter", "Messages acked after commit."),
-    (
-        "worldline_messages_dead_lettered_total",
-        "counter",
-        "Messages dead-lettered (termed, sent to the actor's DLQ subject).",
-    ),
-    ("worldline_batches_total", "counter", "Batches committed."),
-    (
-        "worldline_last_batch_apply_seconds",
-        "gauge",
-        "Seconds from fetch to settle of the last batch (apply, publish, ack).",
-    ),
-    (
-        "worldline_consumer_lag",
-        "gauge",
-        "Messages pending or awaiting ack on the durable at the last heartbeat.",
-    ),
-    ("worldline_store_bytes", "gauge", "Bytes of the actor's LMDB file in use."),
-    ("worldline_start_time_seconds", "gauge", "Unix time the actor started."),
-)
+    @staticmethod
+    def _families(actors: Iterable[ActorMetrics] = ()) -> Iterator[Metric]:
+        by_input = ["actor", "durable"]
+        applied = CounterMetricFamily(
+            "worldline_messages_applied",
+            "Messages acked after commit.",
+            labels=by_input,
+        )
+        dead = CounterMetricFamily(
+            "worldline_messages_dead_lettered",
+            "Messages dead-lettered (termed, sent to the actor's DLQ subject).",
+            labels=by_input,
+        )
+        batches = CounterMetricFamily(
+            "worldline_batches", "Batches committed.", labels=by_input
+        )
+        last = GaugeMetricFamily(
+            "worldline_last_batch_apply_seconds",
+            "Seconds from fetch to settle of the last batch (apply, publish, ack).",
+            labels=by_input,
+        )
+        lag = GaugeMetricFamily(
+            "worldline_consumer_lag",
+            "Messages pending or awaiting ack on the durable at the last heartbeat.",
+            labels=by_input,
+        )
+        size = GaugeMetricFamily(
+            "worldline_store_bytes", "Bytes of the actor's LMDB file in use.",
+            labels=["actor"],
+        )  # fmt: skip
+        start = GaugeMetricFamily(
+            "worldline_start_time_seconds", "Unix time the actor started.",
+            labels=["actor"],
+        )  # fmt: skip
+        for m in sorted(actors, key=lambda a: a.instance):
+            for s in m.inputs.values():
+                labels = [m.instance, s.durable]
+                applied.add_metric(labels, s.applied)
+                dead.add_metric(labels, s.dead_lettered)
+                batches.add_metric(labels, s.batches)
+                last.add_metric(labels, s.last_batch_seconds)
+                if s.lag is not None:  # unknown until the first heartbeat
+                    lag.add_metric(labels, s.lag)
+            size.add_metric([m.instance], m.store_bytes)
+            start.add_metric([m.instance], m.started_at.timestamp())
+        yield from (applied, dead, batches, last, lag, size, start)
 
 
 def render(registry: Registry) -> str:
     """The registry in the Prometheus text exposition format (0.0.4)."""
-    samples: dict[str, list[str]] = {name: [] for name, _, _ in _FAMILIES}
-    for m in sorted(registry.actors.values(), key=lambda a: a.instance):
-        actor = f'actor="{_label(m.instance)}"'
-        for s in m.inputs.values():
-            labels = f'{{{actor},durable="{_label(s.durable)}"}}'
-            samples["worldline_messages_applied_total"].append(f"{labels} {s.applied}")
-            samples["worldline_messages_dead_lettered_total"].append(
-                f"{labels} {s.dead_lettered}"
-            )
-            samples["worldline_batches_total"].append(f"{labels} {s.batches}")
-            samples["worldline_last_batch_apply_seconds"].append(
-                f"{labels} {_number(s.last_batch_seconds)}"
-            )
-            if s.lag is not None:
-                samples["worldline_consumer_lag"].append(f"{labels} {s.lag}")
-        samples["worldline_store_bytes"].append(f"{{{actor}}} {m.store_bytes}")
-        samples["worldline_start_time_seconds"].append(
-            f"{{{actor}}} {_number(m.started_at.timestamp())}"
-        )
-    lines = []
-    for name, kind, help_text in _FAMILIES:
-        lines.append(f"# HELP {name} {help_text}")
-        lines.append(f"# TYPE {name} {kind}")
-        lines += [f"{name}{sample}" for sample in samples[name]]
-    return "\n".join(lines) + "\n"
-
-
-# --- the HTTP endpoint ---------------------------------------------------------------
-
-
-def _response(status: str, body: str, content_type: str = "text/plain") -> bytes:
-    payload = body.encode()
-    head = (
-        f"HTTP/1.0 {status}\r\nContent-Type: {content_type}\r\n"
-        f"Content-Length: {len(payload)}\r\nConnection: close\r\n\r\n"
-    )
-    return head.encode() + payload
-
-
-def answer(request_head: bytes, body: Callable[[], str]) -> bytes:
-    """The HTTP response to one request head (pure, so tests can call it)."""
-    line = request_head.split(b"\r\n", 1)[0].decode("latin-1")
-    parts = line.split()
-    if len(parts) != 3 or not parts[2].startswith("HTTP/"):
-        return _response("400 Bad Request", "bad request line\n")
-    method, target = parts[0], parts[1].split("?", 1)[0]
-    if target != "/metrics":
-        return _response("404 Not Found", "only /metrics is served here\n")
-    if method not in ("GET", "HEAD"):
-        return _response("405 Method Not Allowed", "use GET\n")
-    response = _response("200 OK", body(), CONTENT_TYPE)
-    if method == "HEAD":
-        return response.split(b"\r\n\r\n", 1)[0] + b"\r\n\r\n"
-    return response
-
-
-async def _read_head(stream: SocketStream) -> bytes:
-    head = b""
-    while b"\r\n\r\n" not in head and b"\n\n" not in head:
-        if len(head) > MAX_REQUEST:
-            break
-        try:
-            head += await stream.receive(4096)
-        except anyio.EndOfStream:
-            break
-    return head
-
-
-async def serve_metrics(
-    registry: Registry,
-    *,
-    host: str = "127.0.0.1",
-    port: int = 0,
-    task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
-) -> None:
-    """Serve ``GET /metrics`` for ``registry`` until cancelled.
-
-    Reports started with the bound port (``port=0`` picks a free one) and stores it in
-    ``registry.port``.
-
-    Raises:
-        OSError: the address cannot be bound (in use, not local).
-    """
-
-    async def handle(stream: SocketStream) -> None:
-        async with stream:
-            try:
-                with anyio.fail_after(REQUEST_TIMEOUT):
-                    head = await _read_head(stream)
-                await stream.send(answer(head, lambda: render(registry)))
-            except (TimeoutError, anyio.BrokenResourceError, OSError) as exc:
-                log.debug("metrics request dropped: %s", exc)
-
-    listener = await anyio.create_tcp_listener(
-        local_host=host, local_port=port, reuse_port=False
-    )
-    async with listener:
-        bound = int(listener.extra(SocketAttribute.local_port))
-        registry.port = bound
-        log.debug("metrics: http://%s:%d/metrics", host, bound)
-        task_status.started(bound)
-        await listener.serve(handle)
+    return generate_latest(registry.prometheus).decode()

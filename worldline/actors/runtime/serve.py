@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 import weakref
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
@@ -20,6 +21,7 @@ import msgspec
 import nats.errors
 
 from worldline.actors.runtime.bus import SHUTDOWN_GRACE, valid_subject
+from worldline.actors.runtime.metrics import observe_rpc
 from worldline.protocols.messages import Message, RpcError, encode
 from worldline.protocols.subjects import is_reply_subject, requester_of, world_of
 
@@ -129,6 +131,7 @@ async def _reply(
     """Answer one request. The read (its LMDB read transaction opens and closes in
     the same worker thread) and the encoding run off the event loop, so a long read
     holds up neither the actor's consuming nor its lease renewals."""
+    started = time.perf_counter()
     try:
         data = await anyio.to_thread.run_sync(
             _answer_bytes,
@@ -145,6 +148,7 @@ async def _reply(
         log.debug("%s: could not answer on %s: %s", store.actor, msg.subject, exc)
     finally:
         in_flight.release()
+        observe_rpc(service.subject, time.perf_counter() - started)
 
 
 async def _respond(msg: Msg, data: bytes) -> None:

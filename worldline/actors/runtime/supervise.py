@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 import anyio
 
 from worldline.actors.runtime.consume import Clock, run_actor, utcnow
-from worldline.actors.runtime.metrics import Registry, serve_metrics
+from worldline.actors.runtime.endpoint import serve_metrics
+from worldline.actors.runtime.metrics import Registry
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -42,6 +43,7 @@ async def run_actors(
     labelled with its ``actor`` instance.
     """
     registry = metrics or Registry()
+    registry.expected += len(specs)  # /readyz waits for every one
     async with anyio.create_task_group() as tg:
         if metrics_port is not None:
             await tg.start(
