@@ -338,7 +338,9 @@ SAMPLES: Final[tuple[Message, ...]] = (
         confidence=0.8,
         source="alice:notes/standup.md",
     ),
-    PosteriorUpdate(belief=BELIEF_A, cause="op-7", cause_seq=7),
+    PosteriorUpdate(
+        belief=BELIEF_A, cause="op-7", cause_seq=7, delta=True, added=[EVIDENCE]
+    ),
     Transition(
         id="tr-1",
         lineage="run-9",

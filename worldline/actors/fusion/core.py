@@ -249,9 +249,13 @@ def _emit(
     cause: str,
     now: datetime,
     shard: tuple[int, int],
+    *,
+    added: Evidence | None = None,
     **changes: object,
 ) -> Step:
-    """Re-read the belief at ``now`` and publish its posterior."""
+    """Re-read the belief at ``now`` and publish its posterior, with the evidence
+    ``added`` by this op (as recorded), not the whole list: a trust change re-sends
+    every belief its source bears on (issue 18)."""
     trust = _trust(reader, ctx.world, fused.evidence)
     old = fused.belief
     reading = posterior.read(
@@ -282,8 +286,11 @@ def _emit(
                     belief=belief,
                     cause=cause,
                     cause_seq=ctx.seq,
-                    evidence=fused.evidence,
                     trust=trust,
+                    delta=True,
+                    added=[]
+                    if added is None
+                    else [e for e in fused.evidence if e.id == added.id],
                 ),
                 msg_id=f"posterior:{ctx.world}:{belief.id}:{cause}",
             )
@@ -375,7 +382,8 @@ def _evidence(
     updated = _with_evidence(reader, ctx, fused, item)
     if updated is None:
         return Step()
-    return _indexed(_emit(reader, ctx, updated, op.op_id, op.at, shard), ctx, item)
+    step = _emit(reader, ctx, updated, op.op_id, op.at, shard, added=item)
+    return _indexed(step, ctx, item)
 
 
 def _statement(
@@ -395,7 +403,8 @@ def _statement(
     updated = _with_evidence(reader, ctx, fused, item)
     if updated is None:
         return Step()
-    return _indexed(_emit(reader, ctx, updated, op.op_id, op.at, shard), ctx, item)
+    step = _emit(reader, ctx, updated, op.op_id, op.at, shard, added=item)
+    return _indexed(step, ctx, item)
 
 
 def _close(

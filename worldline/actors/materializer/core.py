@@ -18,6 +18,8 @@ Output: ``BeliefChanged`` on ``wl.<world>.state.belief``.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import msgspec
 
 from worldline.actors.runtime.errors import InvalidInput
@@ -38,6 +40,9 @@ from worldline.protocols.messages import (
 )
 from worldline.protocols.subjects import state
 
+if TYPE_CHECKING:
+    from worldline.protocols.beliefs import Evidence
+
 __all__ = [
     "belief_key",
     "check_cause",
@@ -46,6 +51,7 @@ __all__ = [
     "handle_derived",
     "last_change_key",
     "last_op_key",
+    "merged_evidence",
     "record_verdict",
     "serve",
     "unchanged_key",
@@ -53,6 +59,7 @@ __all__ = [
 ]
 
 _REJECTION = msgspec.msgpack.Decoder(Rejection)
+_CHANGED = msgspec.msgpack.Decoder(BeliefChanged)
 _VERDICT = msgspec.msgpack.Decoder(OpVerdict)
 
 
@@ -81,26 +88,29 @@ def conflict_key(world: str, seq: int) -> bytes:
 
 
 def handle(reader: Reader, update: PosteriorUpdate, ctx: Context) -> Step:
-    """Apply one posterior (with its evidence); a repeat that changes nothing, or one
-    older than what is held, is suppressed.
+    """Apply one posterior (with its evidence, merged into what is held: see
+    :func:`merged_evidence`); a repeat that changes nothing, or one older than what
+    is held, is suppressed.
 
     ``ctx.batch_prepared`` is the op log's last sequence when the runtime fetched it
     (None in a replay, whose posteriors are rebuilt from the log itself).
 
     Raises:
         InvalidInput: ``cause_seq`` is below 1 or beyond the op log's end: no op
-            caused this posterior, so fusion did not publish it.
+            caused this posterior, so fusion did not publish it; or its evidence
+            does not add up (:func:`merged_evidence`).
     """
     check_cause(update, ctx.world, ctx.batch_prepared)
     key = belief_key(ctx.world, update.belief.id)
     belief = msgspec.structs.replace(update.belief, version=update.cause_seq)
-    record = BeliefChanged(belief=belief, evidence=update.evidence, trust=update.trust)
-    payload = encode(record)
     stored = reader.get(key)
+    if stored is not None and belief_version(stored) > belief.version:
+        return Step()
+    evidence = merged_evidence(update, stored, ctx.world)
+    record = BeliefChanged(belief=belief, evidence=evidence, trust=update.trust)
+    payload = encode(record)
     # Encoding is deterministic: the same bytes are the same record.
-    if stored is not None and (
-        stored == payload or belief_version(stored) > belief.version
-    ):
+    if stored == payload:
         return Step()
     return Step(
         writes={key: payload},
@@ -113,6 +123,35 @@ def handle(reader: Reader, update: PosteriorUpdate, ctx: Context) -> Step:
             )
         ],
     )
+
+
+def merged_evidence(
+    update: PosteriorUpdate, stored: bytes | None, world: str
+) -> list[Evidence]:
+    """The belief's whole evidence list after ``update``: the list it carries (a
+    posterior without ``delta``), or what is held (``stored``) with the items it
+    ``added``, by id.
+
+    Raises:
+        InvalidInput: the merged list does not count ``belief.evidence_count``
+            items: an earlier posterior of this belief is missing from what is held.
+    """
+    if not update.delta:
+        return update.evidence
+    held = [] if stored is None else _CHANGED.decode(stored).evidence
+    if update.added:
+        by_id = {e.id: e for e in held}
+        by_id.update((e.id, e) for e in update.added)
+        held = sorted(by_id.values(), key=lambda e: e.id)
+    if len(held) != update.belief.evidence_count:
+        raise InvalidInput(
+            f"posterior for belief {update.belief.id!r} in world {world!r} "
+            f"(cause_seq {update.cause_seq}) counts {update.belief.evidence_count} "
+            f"evidence items, but what is held plus the {len(update.added)} it adds "
+            f"makes {len(held)}: an earlier posterior of this belief is missing here. "
+            "Rebuild the materializer's store from the log (`worldline replay`)"
+        )
+    return held
 
 
 def check_cause(update: PosteriorUpdate, world: str, ops_end: int | None) -> None:
