@@ -1,32 +1,119 @@
-"""The ``mcp`` verb: serve this agent's world model as MCP tools over stdio
-(:mod:`worldline.mcp`)."""
+"""The ``mcp`` verb: serve an agent's world model as an MCP server, over stdio (one
+agent) or streamable HTTP (``--http``: the agents of a tokens file, each with its own
+bus credentials; :mod:`worldline.mcp`).
+
+The MCP SDK is an extra (``pip install 'worldline[mcp]'``): it is imported only when
+this verb runs, and without it the verb says how to install it and exits 2.
+"""
 
 from __future__ import annotations
 
+import os
+import sys
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import anyio
 
-from worldline.cli.common import EXIT_OK, default_url
+from worldline.actors.runtime.auth import CREDS_ENV
+from worldline.cli.common import EXIT_OK, EXIT_USAGE, default_url
 
 if TYPE_CHECKING:
     import argparse
 
-__all__ = ["run_mcp"]
+__all__ = ["DEFAULT_PORT", "INSTALL", "add_arguments", "run_mcp"]
+
+DEFAULT_PORT = 8765
+INSTALL = "pip install 'worldline[mcp]'"
+
+
+def _port(text: str) -> int:
+    import argparse
+
+    if not text.isdigit() or not 0 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port (0-65535)")
+    return int(text)
+
+
+def add_arguments(verb: argparse.ArgumentParser) -> None:
+    """The ``mcp`` verb's own options (the client options come from its parent)."""
+    verb.add_argument(
+        "--http",
+        action="store_true",
+        help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio "
+        "(needs --tokens)",
+    )
+    verb.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="--http: the address to listen on (default loopback only)",
+    )
+    verb.add_argument(
+        "--port",
+        type=_port,
+        default=DEFAULT_PORT,
+        help=f"--http: the port (default {DEFAULT_PORT})",
+    )
+    verb.add_argument(
+        "--tokens",
+        type=Path,
+        default=None,
+        help="--http: TOML file mapping each agent's bearer-token sha256 to its "
+        "credentials file ([agents.NAME] token_sha256, creds; docs/agents.md)",
+    )
 
 
 def run_mcp(args: argparse.Namespace) -> int:
-    """Serve this agent's world model as MCP tools over stdio (stdout is the
-    protocol; logs go to stderr)."""
-    from worldline.mcp.server import serve  # the MCP SDK is only loaded here
-
+    """Serve the world model as MCP tools: over stdio (stdout is the protocol; logs go
+    to stderr) as ``--agent``, or over HTTP as each authenticated agent."""
+    try:  # the MCP SDK is only loaded here
+        from worldline.mcp.auth import load_tokens
+        from worldline.mcp.server import serve, serve_http
+    except ImportError as exc:
+        if exc.name is None or exc.name.split(".")[0] not in (
+            "mcp",
+            "uvicorn",
+            "pydantic",
+        ):
+            raise
+        sys.stderr.write(
+            f"worldline: `worldline mcp` needs the MCP SDK, an extra: {INSTALL}\n"
+        )
+        return EXIT_USAGE
+    url = args.nats or default_url()
+    http = getattr(args, "http", False)
+    tokens_file = getattr(args, "tokens", None)
+    if not http:
+        if tokens_file is not None:
+            sys.stderr.write("worldline: --tokens is for --http only\n")
+            return EXIT_USAGE
+        anyio.run(
+            partial(
+                serve,
+                url,
+                world=args.world,
+                agent=args.agent,
+                request_timeout=args.timeout,
+            ),
+            backend="asyncio",
+        )
+        return EXIT_OK
+    if tokens_file is None:
+        sys.stderr.write(
+            "worldline: --http needs --tokens FILE: who may call, as which agent "
+            "(docs/agents.md, 'MCP over HTTP'); unauthenticated HTTP is not served\n"
+        )
+        return EXIT_USAGE
+    tokens = load_tokens(tokens_file, env_creds=bool(os.environ.get(CREDS_ENV)))
     anyio.run(
         partial(
-            serve,
-            args.nats or default_url(),
+            serve_http,
+            url,
             world=args.world,
-            agent=args.agent,
+            tokens=tokens,
+            host=args.host,
+            port=args.port,
             request_timeout=args.timeout,
         ),
         backend="asyncio",
