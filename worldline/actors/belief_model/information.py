@@ -31,8 +31,10 @@ The model, for a candidate move "check belief X":
   either; it is zero when G does not rest on X, and small when G is settled by
   another premise whatever X turns out to be.
 - A move's total is the sum of its gains toward goals plus :data:`OWN_SHARE` of its
-  own gain: a move that serves no goal still informs its own belief, but ranks below
-  one that serves a goal about as much.
+  own gain weighted by its load (how much rests on it, e.g. its local influence,
+  relative to the most load-bearing candidate): a move that serves no goal still
+  informs its own belief and what rests on it, but ranks below one that serves a
+  goal about as much.
 
 Entropies are in bits.
 """
@@ -58,12 +60,14 @@ __all__ = [
     "OPEN",
     "OWN_SHARE",
     "PROBE",
+    "SETTLED",
     "Gain",
     "beta_parameters",
     "entropy",
     "expected_entropy",
     "gains",
     "own_gain",
+    "pair_of",
     "premise_edges",
     "premises",
     "preposterior",
@@ -74,6 +78,8 @@ OWN_SHARE: Final = 0.1  # what a move's own gain counts beside its gains toward 
 # An open question (a gap): no evidence either way, as a claim stated at 0.5.
 OPEN: Final = (0.5 * PRIOR_STRENGTH, 0.5 * PRIOR_STRENGTH)
 _MIN_CONCENTRATION: Final = 1e-6
+SETTLED: Final = 1e9  # the most pseudo-observations a belief is read as holding
+_EDGE: Final = 1e-9  # a mean this close to 0 or 1 counts as settled
 _PREMISE_TYPES: Final = frozenset({"depends_on", "derived_from", "supports"})
 
 
@@ -203,6 +209,9 @@ class Gain:
     belief: str
     own: float
     goals: dict[str, float] = field(default_factory=dict)
+    # How much the world rests on it, relative to the most load-bearing candidate
+    # (0-1): what its own gain is weighted by.
+    load: float = 1.0
 
     @property
     def toward_goals(self) -> float:
@@ -210,8 +219,9 @@ class Gain:
 
     @property
     def total(self) -> float:
-        """The move's value: its gains toward goals plus a share of its own."""
-        return self.toward_goals + OWN_SHARE * self.own
+        """The move's value: its gains toward goals plus a share of its own,
+        weighted by how much rests on it."""
+        return self.toward_goals + OWN_SHARE * self.load * self.own
 
     def served(self) -> list[tuple[str, float]]:
         """The goals it serves (a positive gain), the most served first."""
@@ -226,6 +236,7 @@ def gains(
     goals: Iterable[str],
     edges: Iterable[BeliefEdge],
     weight: float = PROBE,
+    load: Mapping[str, float] | None = None,
 ) -> dict[str, Gain]:
     """The expected information gain of checking each belief of ``beliefs``.
 
@@ -237,6 +248,9 @@ def gains(
             its effective confidence with a stated confidence of 1).
         edges: the belief edges (any type; :func:`premise_edges` keeps the premises).
         weight: the weight of the one more piece of evidence a check yields.
+        load: how much rests on each belief (its influence, any positive scale;
+            default: the same for all), divided by the largest among the
+            candidates: what a move's own gain is weighted by.
 
     Returns:
         A :class:`Gain` per belief of ``beliefs`` that is not a goal.
@@ -246,19 +260,31 @@ def gains(
     """
     goal_ids = sorted(set(goals))
     goal_set = set(goal_ids)
+    ids = [bid for bid in sorted(beliefs) if bid not in goal_set]
+    loads = {bid: max(0.0, (load or {}).get(bid, 1.0)) for bid in ids}
+    heaviest = max(loads.values(), default=0.0)
     found = {
-        bid: Gain(bid, own_gain(*beliefs[bid], weight))
-        for bid in sorted(beliefs)
-        if bid not in goal_set
+        bid: Gain(
+            bid,
+            own_gain(*beliefs[bid], weight),
+            load=loads[bid] / heaviest if heaviest > 0 else 0.0,
+        )
+        for bid in ids
     }
     rest = premise_edges(edges)
     for goal in goal_ids:
-        under = {b for b in premises(goal, rest) if b in beliefs or b in goal_set}
+        under = premises(goal, rest)
         if not under & found.keys():
             continue
         scope = under | {goal}
         local = [e for e in rest if e.source in scope and e.target in scope]
-        base = {b: 1.0 if b in goal_set else _mean(beliefs[b]) for b in sorted(scope)}
+        # A goal holds if what it rests on holds; a belief the caller does not hold
+        # (outside a bounded scene) counts as holding: the path through it still
+        # carries its edges' strengths.
+        base = {
+            b: _mean(beliefs[b]) if b in beliefs and b not in goal_set else 1.0
+            for b in sorted(scope)
+        }
         now = entropy(_clamped(effective_confidence(base, local)[goal]))
         for candidate in sorted(under & found.keys()):
             expected = 0.0
@@ -267,6 +293,22 @@ def gains(
                 expected += p * entropy(_clamped(after))
             found[candidate].goals[goal] = max(0.0, now - expected)
     return found
+
+
+def pair_of(confidence: float | None, sd: float | None) -> tuple[float, float]:
+    """A belief's (alpha, beta) from what the projector holds: its confidence and
+    posterior sd (:func:`beta_parameters`); :data:`OPEN` for an open question (no
+    confidence); a belief with no spread, or stated at 0 or 1, as nearly settled
+    (:data:`SETTLED` pseudo-observations)."""
+    if confidence is None or sd is None:
+        return OPEN
+    mean = min(max(confidence, _EDGE), 1.0 - _EDGE)
+    if sd <= 0.0 or mean != confidence:
+        return mean * SETTLED, (1.0 - mean) * SETTLED
+    alpha, beta = beta_parameters(mean, sd)
+    if alpha + beta > SETTLED:
+        return mean * SETTLED, (1.0 - mean) * SETTLED
+    return alpha, beta
 
 
 def _mean(pair: tuple[float, float]) -> float:

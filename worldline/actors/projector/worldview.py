@@ -1,9 +1,11 @@
 """The worldview projection: a pure function of (scene, agent, query, clock).
 
 It selects, orders and bounds; it computes no new math. Every number it ranks by comes
-from :mod:`worldline.actors.belief_model.posterior` (influence, uncertainty, flags) or
-from the query channels and priors of :mod:`.relevance` (BM25, the embedder); the
-products below only combine them into an order. docs/worldview.md explains the
+from :mod:`worldline.actors.belief_model.posterior` (influence, uncertainty, flags),
+from :mod:`worldline.actors.belief_model.information` (a move's expected information
+gain toward the goals it serves) or from the query channels and priors of
+:mod:`.relevance` (BM25, the embedder); the products below only combine them into an
+order. docs/worldview.md explains the
 ranking for a user.
 
 Bounds (no tuned absolute thresholds): per slice, items are ordered by decision value
@@ -15,14 +17,14 @@ at most :data:`CAP`; the rendered prompt stays under :data:`MAX_TOKENS` by the e
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final
 
 import msgspec
 
-from worldline.actors.belief_model import posterior
+from worldline.actors.belief_model import information, posterior
 from worldline.actors.projector import declared
 from worldline.actors.projector.prompt import (
     FLOOR,
@@ -55,6 +57,7 @@ __all__ = [
     "Scene",
     "bound",
     "estimate_tokens",
+    "gains",
     "kept_beliefs",
     "project",
     "ranked_moves",
@@ -231,34 +234,63 @@ def _current(scene: Scene, value: Weight, relevance: Relevance) -> list[Leaf]:
     return leaves
 
 
+def gains(scene: Scene) -> dict[str, information.Gain]:
+    """The expected information gain of checking each belief in view (a gap: of
+    answering it) toward the goal beliefs in view
+    (:func:`worldline.actors.belief_model.information.gains`)."""
+    pairs = {
+        b.id: information.pair_of(
+            None if b.type == "gap" else b.confidence,
+            None if b.type == "gap" else b.uncertainty,
+        )
+        for b in scene.beliefs
+        if b.type == "gap" or (b.type != "goal" and b.uncertainty is not None)
+    }
+    goals = [b.id for b in scene.beliefs if b.type == "goal"]
+    return information.gains(pairs, goals, scene.edges, load=_load(scene, pairs))
+
+
+def _load(scene: Scene, ids: Iterable[str]) -> dict[str, float]:
+    """How much rests on each belief: the scene's influence (the index's local
+    influence in a decision scene), else its local influence from the scene's
+    edges (:func:`worldline.actors.belief_model.posterior.local_influence`)."""
+    if scene.influence:
+        return {i: scene.influence.get(i, 0.0) for i in ids}
+    touching: dict[str, list[BeliefEdge]] = {}
+    for e in scene.edges:
+        for end in {e.source, e.target}:
+            touching.setdefault(end, []).append(e)
+    return {i: posterior.local_influence(i, touching.get(i, ())) for i in ids}
+
+
 def _moves(scene: Scene, worth: Weight, *, query: bool) -> list[Leaf]:
-    """The moves worth making. With a query, a belief's value for the move comes
-    first and its doubt (uncertainty relative to the most uncertain belief in view;
-    a gap counts as fully open) lifts it by at most LIFT, as the priors do: the move
-    the agent is making is not crowded out by the world's most uncertain belief.
-    When the query found nothing (and for ``read``), expected information gain: the
-    belief's worth times its uncertainty."""
-    most = max(
-        (b.uncertainty for b in scene.beliefs if b.uncertainty is not None),
-        default=0.0,
-    )
+    """The moves worth making, each valued by its expected information gain toward
+    the goals it serves (:func:`gains`; a move that serves no goal by a share of
+    its own). With a query, a belief's value for the move comes first and its gain
+    (relative to the largest in view) lifts it by at most LIFT, as the priors do:
+    the move the agent is making is not crowded out. When the query found nothing
+    (and for ``read``), the gain alone. A move that serves goals names them and
+    its gain in its text, and their ids after its belief's in its trace."""
+    found = gains(scene)
+    best = max((g.total for g in found.values()), default=0.0)
+    goal_text = {b.id: b.text for b in scene.beliefs if b.type == "goal"}
     leaves = []
     for b in scene.beliefs:
-        if b.type == "goal":
+        gain = found.get(b.id)
+        if gain is None:
             continue
         if b.type == "gap":
-            doubt = 1.0
             text = f"Answer the open question: {b.text}"
-        elif b.uncertainty is not None:
-            doubt = b.uncertainty / most if most > 0 else 0.0
+        else:
             verb = "Adjudicate" if "contradicted" in b.flags else "Gather evidence on"
             text = f"{verb}: {b.text}"
-        else:
-            continue
+        served = gain.served()
+        if served:
+            text += f" ({_toward(served, goal_text)})"
         if query:
-            value = worth(b) * (1 + LIFT * doubt)
+            value = worth(b) * (1 + LIFT * (gain.total / best if best > 0 else 0.0))
         else:
-            value = worth(b) * (0.5 if b.type == "gap" else b.uncertainty or 0.0)
+            value = gain.total
         leaves.append(
             Leaf(
                 id=f"move:{b.id}",
@@ -267,10 +299,24 @@ def _moves(scene: Scene, worth: Weight, *, query: bool) -> list[Leaf]:
                 score=value,
                 confidence=b.confidence,
                 flags=b.flags,
-                trace=(b.id,),
+                trace=(b.id, *(goal for goal, _ in served)),
             )
         )
     return leaves
+
+
+def _toward(served: list[tuple[str, float]], goal_text: dict[str, str]) -> str:
+    """The goals a move serves, most served first (two named, the rest counted),
+    and the expected gain toward them."""
+    named = [f'"{_short(goal_text.get(goal, goal))}"' for goal, _ in served[:2]]
+    if len(served) > 2:
+        named.append(f"{len(served) - 2} more")
+    total = sum(value for _, value in served)
+    return f"toward goal {', '.join(named)}: expected gain {total:.2g} bits"
+
+
+def _short(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
 def kept_beliefs(scene: Scene, query: str, focus: str) -> set[str]:
@@ -291,17 +337,9 @@ def kept_beliefs(scene: Scene, query: str, focus: str) -> set[str]:
 
 
 def ranked_moves(scene: Scene) -> list[Leaf]:
-    """The world's next moves with no particular query: bounded, by information
-    value (what ``read()`` reports)."""
-    n = max(len(scene.beliefs), 1)
-    influence = scene.influence or posterior.influence(
-        [b.id for b in scene.beliefs], scene.edges
-    )
-
-    def weight(b: Belief) -> float:
-        return influence.get(b.id, 1.0 / n) * n
-
-    return bound(_moves(scene, _valuer(scene, weight, Relevance("", "")), query=False))
+    """The world's next moves with no particular query: bounded, by expected
+    information gain toward the goals they serve (what ``read()`` reports)."""
+    return bound(_moves(scene, lambda _: 0.0, query=False))
 
 
 def _limiting(scene: Scene, weight: Weight, to_goals: Relevance) -> Leaf | None:
