@@ -29,11 +29,13 @@ if TYPE_CHECKING:
     from nats.aio.msg import Msg
 
 __all__ = [
+    "FETCH_BYTES",
     "SHUTDOWN_GRACE",
     "Delivered",
     "DeliveryGap",
     "Puller",
     "connect",
+    "describe",
     "raw_subject",
     "valid_subject",
 ]
@@ -41,6 +43,22 @@ __all__ = [
 log = logging.getLogger("worldline.bus")
 
 SHUTDOWN_GRACE = 5.0  # seconds cleanup may take before it is abandoned
+FETCH_BYTES: Final = 4 * 1024 * 1024
+"""Bytes one pull request may bring (JetStream's ``max_bytes``; raised to hold the
+server's largest message). A server cuts off a client whose unread data passes its
+``max_pending`` (64 MiB by default) as a slow consumer: a fetch of 256 batch messages
+of up to 512 KiB each asked for 128 MiB at once, and the materializer was cut off
+hundreds of times in a trust burst (issue 18)."""
+PENDING_REQUESTS: Final = 4  # pull requests whose messages may be unread at once
+_OVERHEAD: Final = 64 * 1024  # a message's subject and headers beyond max_payload
+
+
+def describe(exc: BaseException) -> str:
+    """An exception for a log line: its type and repr, never an empty reason (a
+    ``TimeoutError()`` prints as nothing with ``%s``)."""
+    kind = type(exc)
+    module = "" if kind.__module__ == "builtins" else f"{kind.__module__}."
+    return f"{module}{kind.__qualname__}: {exc!r}"
 
 
 async def connect(
@@ -326,12 +344,25 @@ class Puller:
     full or a status says so) or, when nothing is, waits up to ``timeout`` for the
     first message. What arrives late stays in the buffer for the next fetch. Acks,
     terms and naks go to each message's own reply subject, as with ``fetch``.
+
+    Each request is capped in bytes as well as messages (``max_bytes``, default
+    :data:`FETCH_BYTES`, at least the server's ``max_payload``: a message larger
+    than the cap would never be delivered), so the server never has more than a few
+    requests' worth queued for this client, however large the messages; the
+    subscription's pending limits hold :data:`PENDING_REQUESTS` of them.
     """
 
     def __init__(
-        self, nc: NATS, stream: str, durable: str, *, ordered: bool = False
+        self,
+        nc: NATS,
+        stream: str,
+        durable: str,
+        *,
+        ordered: bool = False,
+        max_bytes: int = FETCH_BYTES,
     ) -> None:
         self._nc = nc
+        self._max_bytes = max_bytes
         # One owner reads the durable: deliveries must come 1, 2, 3, ... (the
         # consumer sequence); a hole means some were lost in flight.
         self._ordered = ordered
@@ -343,14 +374,24 @@ class Puller:
         self._ended = False
         self._sub: Any = None
 
+    @property
+    def max_bytes(self) -> int:
+        """What one pull request may bring, in bytes."""
+        return self._max_bytes
+
     async def start(self) -> Puller:
+        # The server refuses (409) a request whose cap is below its next message.
+        self._max_bytes = max(self._max_bytes, self._nc.max_payload + _OVERHEAD)
+        pending = PENDING_REQUESTS * self._max_bytes
         if isinstance(self._nc, _Client) and RAW_MESSAGES:
-            self._sub = await self._nc.subscribe(self._inbox)
+            self._sub = await self._nc.subscribe(
+                self._inbox, pending_bytes_limit=pending
+            )
             self._nc.sink(self._sub._id, self._take_raw)
         else:  # a client of nats-py's own: take its Msg objects
             self._sub = await self._nc.subscribe(
                 self._inbox, cb=self._take_msg, pending_msgs_limit=-1,
-                pending_bytes_limit=-1,
+                pending_bytes_limit=pending,
             )  # fmt: skip
         return self
 
@@ -403,7 +444,8 @@ class Puller:
         """
         if len(self._buffer) < batch:
             want = batch - len(self._buffer)
-            await self._ask({"batch": want, "no_wait": True}, wait)
+            cap = self._max_bytes
+            await self._ask({"batch": want, "no_wait": True, "max_bytes": cap}, wait)
             # no_wait answers with what is there, then a status if that is not all:
             # let the sink take in the rest of the burst.
             while len(self._buffer) < batch and self._arrived.is_set():
@@ -414,7 +456,8 @@ class Puller:
                     await self._arrived.wait()
             if not self._buffer:
                 expires = max(int(wait * 1e9) - 100_000_000, 1_000_000)
-                await self._ask({"batch": batch, "expires": expires}, wait)
+                request = {"batch": batch, "expires": expires, "max_bytes": cap}
+                await self._ask(request, wait)
                 await anyio.lowlevel.checkpoint()  # the rest of a burst, if one started
         if not self._buffer:
             raise TimeoutError

@@ -30,7 +30,13 @@ import anyio.to_thread
 import nats.errors
 
 from worldline.actors.runtime.attempts import BatchAttempts
-from worldline.actors.runtime.bus import SHUTDOWN_GRACE, Delivered, Puller, connect
+from worldline.actors.runtime.bus import (
+    SHUTDOWN_GRACE,
+    Delivered,
+    Puller,
+    connect,
+    describe,
+)
 from worldline.actors.runtime.declare import (
     ensure_buckets,
     ensure_consumer,
@@ -234,7 +240,9 @@ async def _consume(
                     await _finish_deferred(js, store, spec, inp, clock, stats)
                 continue
             except nats.errors.Error as exc:
-                log.warning("%s: fetch failed (%s); retrying", spec.instance, exc)
+                log.warning(
+                    "%s: fetch failed (%s); retrying", spec.instance, describe(exc)
+                )
                 if inp.skip_applied:
                     # Deliveries lost in flight (a hole in the consumer sequence: a
                     # server or the durable's leader went away): rebind at the store's
@@ -481,7 +489,7 @@ async def _publish_committed(
                 "%s: publishing %d committed messages failed (%s); retrying in %.1fs",
                 store.actor,
                 len(items),
-                exc,
+                describe(exc),
                 delay,
             )
             await anyio.sleep(delay)

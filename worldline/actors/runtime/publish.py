@@ -117,16 +117,27 @@ async def publish_all(js: JetStreamContext, items: list[OutboxItem]) -> None:
             receiving a publish never answers it); the caller retries the batch, and
             the Msg-Ids make the retry harmless.
     """
-    with anyio.fail_after(PUBLISH_TIMEOUT):
-        futures = []
-        for message in batched(items):
-            headers: dict[str, str] = {api.Header.MSG_ID: message.msg_id}
-            if message.count:
-                headers[BATCH_HEADER] = str(message.count)
-            futures.append(
-                await js.publish_async(
-                    message.subject, message.payload, headers=headers
+    messages = batched(items)
+    acked = 0
+    try:
+        with anyio.fail_after(PUBLISH_TIMEOUT):
+            futures = []
+            for message in messages:
+                headers: dict[str, str] = {api.Header.MSG_ID: message.msg_id}
+                if message.count:
+                    headers[BATCH_HEADER] = str(message.count)
+                futures.append(
+                    await js.publish_async(
+                        message.subject, message.payload, headers=headers
+                    )
                 )
-            )
-        for future in futures:
-            await future
+            for future in futures:
+                await future
+                acked += 1
+    except TimeoutError as exc:
+        size = sum(len(m.payload) for m in messages)
+        raise TimeoutError(
+            f"{acked} of {len(messages)} PubAcks ({size:,} bytes published) came "
+            f"back within {PUBLISH_TIMEOUT:.0f} s; is the connection up (a slow "
+            "consumer cut off by the server loses its PubAcks)?"
+        ) from exc
