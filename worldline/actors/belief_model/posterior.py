@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Final
 
 import numpy as np
@@ -84,6 +85,7 @@ STABLE_SHIFT: Final = 0.1  # stable when no single source moves it more than thi
 STABLE_WEIGHT: Final = 2.0  # ... and it rests on at least this much evidence
 DISPUTE_RATIO: Final = 0.1  # disputed (never stable) when the minority side is a tenth
 DAY: Final = 86_400.0
+_WHOLE: Final[Mapping[str, float]] = MappingProxyType({})  # every item at full weight
 
 
 def decay(age_seconds: float, kind: str) -> float:
@@ -146,7 +148,10 @@ def _trust_of(item: Evidence, trust: Mapping[str, float]) -> float:
 
 
 def _contributions(
-    evidence: Sequence[Evidence], trust: Mapping[str, float], now: datetime
+    evidence: Sequence[Evidence],
+    trust: Mapping[str, float],
+    now: datetime,
+    scale: Mapping[str, float] = _WHOLE,
 ) -> tuple[np.ndarray, np.ndarray, list[str], np.ndarray]:
     """Per (source, direction) group, in a fixed order: grouped contribution, the raw
     (undecayed) grouped contribution, the group's source, and its direction sign."""
@@ -154,7 +159,7 @@ def _contributions(
     weights = np.array([KIND_WEIGHT[e.kind] for e in items], dtype=np.float64)
     ages = np.array([(now - e.observed_at).total_seconds() for e in items])
     halves = np.array([HALF_LIFE_DAYS[e.kind] * DAY for e in items])
-    trusted = np.array([_trust_of(e, trust) for e in items])
+    trusted = np.array([_trust_of(e, trust) * scale.get(e.id, 1.0) for e in items])
     decayed = weights * np.power(0.5, np.maximum(ages, 0.0) / halves) * trusted
     raw = weights * trusted
     keys = sorted({(e.source, e.direction) for e in items})
@@ -177,6 +182,7 @@ def read(
     now: datetime,
     *,
     probabilistic: bool = True,
+    scale: Mapping[str, float] | None = None,
 ) -> Reading:
     """The belief's reading at clock ``now``.
 
@@ -186,7 +192,10 @@ def read(
         trust: multipliers by source name and by ``agent:<name>`` (default 1).
         now: the clock the decay is evaluated at.
         probabilistic: False for goals and gaps, which carry no probability (P6).
+        scale: multipliers by evidence id (default 1): a rival answer's evidence
+            weighed against this belief (:mod:`worldline.actors.belief_model.rivals`).
     """
+    scale = _WHOLE if scale is None else scale
     prior = DEFAULT_CONFIDENCE if confidence is None else confidence
     alpha0, beta0 = prior * PRIOR_STRENGTH, (1.0 - prior) * PRIOR_STRENGTH
     if not evidence:
@@ -195,11 +204,13 @@ def read(
         alpha, beta = alpha0, beta0
     elif len({(e.source, e.direction) for e in evidence}) < _SMALL:
         support, refute, weight, raw_total, fragility = _small(
-            evidence, trust, now, alpha0, beta0
+            evidence, trust, now, alpha0, beta0, scale
         )
         alpha, beta = alpha0 + support, beta0 + refute
     else:
-        grouped, grouped_raw, sources, sign = _contributions(evidence, trust, now)
+        grouped, grouped_raw, sources, sign = _contributions(
+            evidence, trust, now, scale
+        )
         support = float(grouped[sign > 0].sum())
         refute = float(grouped[sign < 0].sum())
         weight = float(grouped.sum())
@@ -245,6 +256,7 @@ def _small(
     now: datetime,
     alpha0: float,
     beta0: float,
+    scale: Mapping[str, float] = _WHOLE,
 ) -> tuple[float, float, float, float, float]:
     """(support, refute, weight, raw total, fragility) of a belief with few groups."""
     grouped: dict[tuple[str, str], float] = {}
@@ -258,7 +270,7 @@ def _small(
     decays: list[float] = np.power(0.5, np.array(halves)).tolist()
     for e, decay in zip(items, decays, strict=True):
         weight = KIND_WEIGHT[e.kind]
-        trusted = _trust_of(e, trust)
+        trusted = _trust_of(e, trust) * scale.get(e.id, 1.0)
         decayed = weight * decay * trusted
         group = (e.source, e.direction)
         grouped[group] = max(grouped.get(group, 0.0), decayed)

@@ -57,6 +57,7 @@ __all__ = [
     "best_answers",
     "estimate",
     "majority",
+    "vote",
 ]
 
 FALSE_VALUES: Final = 10  # n: false answers a question is assumed to admit
@@ -106,6 +107,9 @@ class SourceScore(msgspec.Struct, frozen=True):
     source: str
     accuracy: float
     claims: int
+    # The mean, over its claims, of the share of its vote left after copy detection
+    # (1.0: every answer it gives counts as an independent witness's).
+    independence: float = 1.0
 
 
 class Dependence(msgspec.Struct, frozen=True):
@@ -151,6 +155,11 @@ def _tables(claims: Iterable[Claim]) -> tuple[dict[str, _Table], dict[str, int]]
     return tables, dict(sorted(counts.items()))
 
 
+def vote(accuracy: float, n: int = FALSE_VALUES) -> float:
+    """A source's vote at ``accuracy``: ``max(ln(n A / (1 - A)), 0)``."""
+    return _vote(accuracy, n)
+
+
 def _vote(accuracy: float, n: int) -> float:
     a = min(max(accuracy, _ACCURACY_FLOOR), _ACCURACY_CEIL)
     return max(math.log(n * a / (1.0 - a)), 0.0)
@@ -190,6 +199,10 @@ class _Round(msgspec.Struct):
     scores: dict[str, dict[str, float]]
     votes: dict[tuple[str, str, str], float]  # (question, answer, source) -> its share
     witnesses: dict[tuple[str, str], float]
+    # (question, answer, source) -> the independence factor its vote was given
+    independence: dict[tuple[str, str, str], float] = msgspec.field(
+        default_factory=dict
+    )
 
 
 def _outside(
@@ -320,7 +333,18 @@ def estimate(claims: Iterable[Claim], params: Params | None = None) -> Estimate:
         for q, table in tables.items()
         for a in table
     )
-    sources = tuple(SourceScore(s, accuracy[s], counts[s]) for s in counts)
+    shares: dict[str, list[float]] = defaultdict(list)
+    for (_, _, source), factor in sorted(run.independence.items()):
+        shares[source].append(factor)
+    sources = tuple(
+        SourceScore(
+            s,
+            accuracy[s],
+            counts[s],
+            math.fsum(shares[s]) / len(shares[s]) if shares[s] else 1.0,
+        )
+        for s in counts
+    )
     dependence = tuple(
         Dependence(k[0], k[1], prob, shared, differing)
         for k, rows in pairs.items()
@@ -351,6 +375,7 @@ def _confidences(
                     key = (source, earlier) if source < earlier else (earlier, source)
                     independence *= 1.0 - dep.get(key, 0.0)
                 factors.append(independence * weight)
+                run.independence[(question, answer, source)] = independence
                 vote = _vote(accuracy[source], p.false_values) * independence * weight
                 run.votes[(question, answer, source)] = vote
                 votes.append(vote)

@@ -20,6 +20,7 @@ __all__ = [
     "NEGATIONS",
     "STOP",
     "WORD",
+    "answer_id",
     "belief_id",
     "content_stems",
     "normalize",
@@ -185,6 +186,16 @@ def content_stems(text: str) -> list[str]:
         for w in _words(text)
         if w not in _IGNORED and (s := _stem(w[:-2] if w.endswith("'s") else w))
     ]
+
+
+def answer_id(world: str, slot: str | None, text: str) -> str:
+    """The id of ``text`` as an answer to ``slot`` in ``world`` (no slot: the
+    statement's :func:`belief_id`): one answer text in two slots is two beliefs."""
+    if slot is None:
+        return belief_id(world, text)
+    key, _ = normalize(text)
+    digest = hashlib.sha256(f"{world}\0{slot}\0{key or text}".encode()).hexdigest()
+    return f"b-{digest[:16]}"
 
 
 def belief_id(world: str, text: str) -> str:
