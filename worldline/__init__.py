@@ -13,6 +13,9 @@ names above come from it), :mod:`worldline.ops` the operator's tools (``status``
 the ``worldline`` command over all three.
 """
 
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as _version
+
 from worldline import hooks as hooks  # ``worldline.hooks`` after ``import worldline``
 from worldline.protocols.messages import Belief, SearchHit, SearchReply
 from worldline.sdk.batch import AddItem, EvidenceItem, Loaded
@@ -30,6 +33,11 @@ from worldline.sdk.errors import (
     WorldlineError,
 )
 from worldline.sdk.sim import MoveForecast, NoSimulator, WorldviewForecasts
+
+try:  # the installed distribution's version (pyproject.toml)
+    __version__ = _version("worldline")
+except PackageNotFoundError:  # a source tree that was never installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "AddItem",
@@ -52,5 +60,6 @@ __all__ = [
     "World",
     "WorldlineError",
     "WorldviewForecasts",
+    "__version__",
     "connect",
 ]

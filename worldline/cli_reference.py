@@ -256,7 +256,7 @@ def _section(
     lines = [f"{'#' * min(depth + 1, 6)} `{path}`", ""] if depth else []
     if summary:
         lines += [_cell(summary[:1].upper() + summary[1:]) + ".", ""]
-    if parser.description and parser.description != summary:
+    if parser.description and parser.description.rstrip(".").lower() != summary.lower():
         lines += [parser.description.strip(), ""]
     lines += ["```", _usage(path, parser), "```", ""]
     subs = list(_subcommands(parser))

@@ -567,6 +567,10 @@ def test_sim_index_refuses_a_split_that_leaves_nothing_to_fit(tmp_path: Path) ->
         check=False,
     )
     assert built.returncode == 0, built.stderr
-    # Progress into a pipe: one line per trace file, no carriage returns.
+    # Into a pipe: one plain line per trace file, no bar, no carriage returns.
     assert "\r" not in built.stderr
-    assert built.stderr.count("\n") >= len(traces)
+    assert "[#" not in built.stderr
+    indexed = [
+        line for line in built.stderr.splitlines() if line.startswith("indexed ")
+    ]
+    assert [line.split()[1] for line in indexed] == [f"{t.name}:" for t in traces]

@@ -26,6 +26,7 @@ from worldline.cli.common import (
     default_url,
     with_world,
 )
+from worldline.cli.manners import Parser, fail, hoist, wants_json
 from worldline.cli.parsing import parser
 from worldline.sdk.errors import (
     BadRequest,
@@ -65,8 +66,9 @@ def _use_creds(args: argparse.Namespace) -> None:
 
 
 def _fail(code: int, message: str) -> NoReturn:
-    sys.stderr.write(f"worldline: {message}\n")
-    raise SystemExit(code)
+    """One line on stderr, or under ``--json`` one JSON object with the exit code
+    and its meaning; then exit with ``code``."""
+    fail(code, message, json_errors=Parser.json_errors)
 
 
 def _run(args: argparse.Namespace, verb_name: str) -> int:
@@ -112,7 +114,10 @@ def _leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``worldline`` console script."""
-    args = parser().parse_args(argv)
+    words = sys.argv[1:] if argv is None else list(argv)
+    Parser.json_errors = wants_json(words)
+    # Client options go before the verb or after it: moved where the verb reads them.
+    args = parser().parse_args(hoist(words))
     try:  # `up` and `actor`: time, level and actor on each line (or JSON)
         setup_logging(
             verbose=args.verbose,

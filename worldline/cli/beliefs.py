@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
 
     from worldline.protocols.messages import Belief, SearchHit
+    from worldline.protocols.worldview import Leaf
     from worldline.sdk.client import World
     from worldline.sdk.sim import WorldviewForecasts
 
@@ -33,17 +34,42 @@ TRACE_SHOWN = 5  # trace entries a search hit shows (`worldline trace` has them 
 
 
 def _show(belief: Belief) -> str:
+    """A belief for people: id, type, confidence (and the effective one when its
+    dependencies move it), weight, version, label, status when closed, flags, text."""
     if belief.confidence is None:
         reading = "no probability"
     else:
         reading = f"confidence {belief.confidence:.2f}"
         if belief.uncertainty is not None:
             reading += f" ±{belief.uncertainty:.2f}"
+    effective = belief.effective_confidence
+    if effective is not None and (
+        belief.confidence is None or abs(effective - belief.confidence) >= 0.005
+    ):
+        reading += f" (effective {effective:.2f})"
+    label = f"  label {belief.label}" if belief.label else ""
+    status = f"  {belief.status}" if belief.status != "active" else ""
+    if belief.closed_reason:
+        status += f" ({belief.closed_reason})"
     flags = f"  [{', '.join(belief.flags)}]" if belief.flags else ""
     return (
         f"{belief.id}  {belief.type}  {reading}  weight {belief.evidence_weight:g}  "
-        f"v{belief.version}{flags}\n  {belief.text}"
+        f"v{belief.version}{label}{status}{flags}\n  {belief.text}"
     )
+
+
+def _show_one(belief: Belief) -> str:
+    """One belief read by itself (``get``): :func:`_show`, then what the summary
+    line leaves out (the effective confidence and label always, the status)."""
+    effective = belief.effective_confidence
+    extra = [
+        "effective confidence "
+        + ("none" if effective is None else f"{effective:.2f}")
+        + " (after what it depends on)",
+        f"label: {belief.label or '-'}",
+        f"status: {belief.status}",
+    ]
+    return _show(belief) + "\n" + "\n".join(f"  {line}" for line in extra)
 
 
 def _add(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
@@ -77,7 +103,8 @@ def _close(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
             belief = await world.resolve(args.id, args.reason)
         else:
             belief = await world.retract(args.id, args.reason)
-        emit(args, belief, _show(belief))
+        why = f" ({belief.closed_reason})" if belief.closed_reason else ""
+        emit(args, belief, f"{belief.id} is now {belief.status}{why}\n{_show(belief)}")
 
     return run
 
@@ -154,9 +181,19 @@ def _read(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
             f"  {e.source} -{e.type} ({e.confidence:g})-> {e.target}"
             for e in reply.belief_edges
         ]
+        lines.append(f"moves ({len(reply.moves)}, best first):")
+        lines += [_show_move(n, move) for n, move in enumerate(reply.moves, 1)]
         emit(args, reply, "\n".join(lines))
 
     return run
+
+
+def _show_move(rank: int, move: Leaf) -> str:
+    """One ranked next move: its score, status and trace."""
+    status = f"  {move.status}" if move.status else ""
+    sure = "" if move.confidence is None else f"  confidence {move.confidence:.2f}"
+    trace = f"\n     trace: {', '.join(move.trace)}" if move.trace else ""
+    return f"{rank:>3}. {move.score:.3f}{status}{sure}  {move.text}{trace}"
 
 
 def _before(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
@@ -195,7 +232,7 @@ def _get(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
         belief = await world.get(args.id, at=args.at)
         if belief is None:
             raise BadRequest(f"no belief {args.id!r} in world {world.world!r}")
-        emit(args, belief, _show(belief))
+        emit(args, belief, _show_one(belief))
 
     return run
 

@@ -9,12 +9,12 @@ import getpass
 import os
 import re
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from worldline.sdk.client import DEFAULT_URL, World, connect
+from worldline.sdk.client import World, connect
+from worldline.sdk.discovery import URL_FILE, bus_url, default_data
 
 if TYPE_CHECKING:
     import argparse
@@ -38,26 +38,13 @@ __all__ = [
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_REJECTED, EXIT_UNREACHABLE = 0, 1, 2, 3, 4
 
-URL_FILE = "nats.url"
-
 LOCK_FILE = "worldline.lock"  # held by the `worldline up` that uses the data folder
 
 
-def default_data() -> Path:
-    """``$WORLDLINE_DATA``, else ``~/.local/share/worldline``."""
-    env = os.environ.get("WORLDLINE_DATA")
-    return Path(env) if env else Path.home() / ".local" / "share" / "worldline"
-
-
 def default_url() -> str:
-    """``$WORLDLINE_NATS``, else the URL a local ``worldline up`` wrote, else :4222."""
-    env = os.environ.get("WORLDLINE_NATS")
-    if env:
-        return env
-    try:
-        return (default_data() / URL_FILE).read_text().strip() or DEFAULT_URL
-    except OSError:
-        return DEFAULT_URL
+    """``$WORLDLINE_NATS``, else the URL a local ``worldline up`` wrote, else :4222
+    (the SDK's rule: :func:`worldline.sdk.discovery.bus_url`)."""
+    return bus_url()
 
 
 def default_agent() -> str:

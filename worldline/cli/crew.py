@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     import argparse
     from collections.abc import Awaitable, Callable
 
+    from worldline.protocols.rpc import AgentView
+    from worldline.protocols.world import Entity
     from worldline.sdk.client import World
 
 
@@ -33,6 +35,7 @@ __all__ = ["VERBS"]
 
 def _watch(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
     async def run(world: World) -> None:
+        await _declared_view(world, args.of, "watch")  # else it would wait forever
         async for view in world.watch(args.of):
             if args.json:
                 sys.stdout.write(msgspec.json.encode(view, order="sorted").decode())
@@ -142,13 +145,64 @@ def _inbox_line(message: InboxMessage) -> str:
     return repr(message)
 
 
+async def _declared_view(world: World, agent: str | None, verb: str) -> AgentView:
+    """``agent``'s startup view, or a :class:`BadRequest` (exit 2) saying what is
+    missing: views are kept for the declared agents of a declared world."""
+    name = agent or world.agent
+    view = await world.view(name)
+    if view is None:
+        raise BadRequest(
+            f"world {world.world!r} is not declared, so it has no views to {verb}: "
+            f"declare it (`worldline world load FILE --world {world.world}`; "
+            "examples/crew.toml is one), or read the worldview before a move with "
+            "`worldline before QUERY`"
+        )
+    if view.me is None:
+        raise BadRequest(
+            f"agent {name!r} is not declared in world {world.world!r}: add an "
+            f'[[entities]] with id = "agent:{name}" to the world\'s '
+            "declaration and load it again (`worldline world load FILE --world "
+            f"{world.world}`)"
+        )
+    return view
+
+
+def _fields(entity: Entity) -> str:
+    return ", ".join(
+        f"{name}={state.value!r}" for name, state in sorted(entity.fields.items())
+    )
+
+
+def view_text(view: AgentView) -> str:
+    """A startup view for people: who, what it may write, goals, constraints, open
+    work, related entities and edges, the inbox, then the standing worldview."""
+    me = view.me
+    lines = [f"{view.agent} in world {view.world}"]
+    if me is not None:
+        lines.append(f"  {me.id}  {_fields(me)}")
+    lines.append(f"may write: {', '.join(view.may_write) or 'nothing'}")
+    sections: list[tuple[str, list[str]]] = [
+        ("principals", [f"{e.id}  {_fields(e)}" for e in view.principals]),
+        ("goals", view.goals),
+        ("constraints", view.constraints),
+        ("open work", [f"{e.id}  {_fields(e)}" for e in view.work]),
+        ("related", [f"{e.id}  {_fields(e)}" for e in view.related]),
+        ("edges", [f"{e.source} -{e.type}-> {e.target}" for e in view.edges]),
+    ]
+    for title, items in sections:
+        lines.append(f"{title} ({len(items)}):")
+        lines += [f"  {item}" for item in items]
+    lines.append(f"inbox: {view.inbox_pending} pending")
+    lines += [f"  {line}" for line in view.inbox_recent]
+    if view.worldview is not None:
+        lines += ["", view.worldview.prompt.rstrip("\n")]
+    return "\n".join(lines)
+
+
 def _view(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
     async def run(world: World) -> None:
-        view = await world.view(args.of)
-        if view is None:
-            raise BadRequest(f"world {world.world!r} is not declared")
-        encoded = msgspec.json.encode(view)
-        emit(args, view, msgspec.json.format(encoded.decode(), indent=2))
+        view = await _declared_view(world, args.of, "show")
+        emit(args, view, view_text(view))
 
     return run
 
@@ -156,7 +210,34 @@ def _view(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
 def _presence(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
     async def run(world: World) -> None:
         await world.set_presence(args.status, args.task)
-        emit(args, {"agent": world.agent, "status": args.status}, "presence set")
+        task = f" ({args.task})" if args.task else ""
+        emit(
+            args,
+            {"agent": world.agent, "status": args.status, "task": args.task},
+            f"{world.agent} is {args.status}{task} in world {world.world!r} "
+            "(expires in 2 minutes unless set again; `worldline who` lists it)",
+        )
+
+    return run
+
+
+def _who(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
+    async def run(world: World) -> None:
+        present = await world.who()
+        if args.agents:
+            present = [p for p in present if p.agent in args.agents]
+        lines = [
+            f"{p.agent}  {p.status}"
+            + (f"  ({p.task})" if p.task else "")
+            + f"  since {p.at.isoformat(timespec='seconds')}"
+            for p in present
+        ]
+        empty = f"no agent is present in world {world.world!r}"
+        if args.agents:
+            missing = sorted(set(args.agents) - {p.agent for p in present})
+            empty = ""
+            lines += [f"{name}  absent (no presence, or expired)" for name in missing]
+        emit(args, present, "\n".join(lines) or empty)
 
     return run
 
@@ -169,4 +250,5 @@ VERBS: dict[str, Callable[[argparse.Namespace], Callable[[World], Any]]] = {
     "inbox": _inbox,
     "view": _view,
     "presence": _presence,
+    "who": _who,
 }

@@ -26,6 +26,7 @@ from worldline.cli.common import (
     EXIT_UNREACHABLE,
     with_world,
 )
+from worldline.cli.progress import Progress
 from worldline.sdk.batch import AddItem, EvidenceItem, Loaded, build_op
 from worldline.sdk.errors import BadRequest
 
@@ -116,8 +117,17 @@ def run(args: argparse.Namespace) -> int:
         logging.getLogger("worldline.bus").setLevel(logging.ERROR)
     results: list[Loaded] = []
 
+    items = [i for _, i in numbered]
+    progress = Progress(f"load {name}", total=len(items))  # on a terminal only
+    # On a terminal, several chunks per call, so the bar moves; else one call.
+    step = args.chunk * 8 if progress.shown else max(1, len(items))
+
     async def verb(world: World) -> None:
-        results.extend(await world.load([i for _, i in numbered], chunk=args.chunk))
+        for start in range(0, len(items), step):
+            done = await world.load(items[start : start + step], chunk=args.chunk)
+            results.extend(done)
+            progress.advance(len(done))
+        progress.close()
 
     anyio.run(with_world, args, verb, backend="asyncio")
     lines = [number for number, _ in numbered]

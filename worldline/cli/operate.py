@@ -10,7 +10,7 @@ import sys
 import tempfile
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import anyio
 import msgspec
@@ -30,6 +30,7 @@ from worldline.cli.common import (
     default_url,
     emit,
 )
+from worldline.cli.progress import Progress
 from worldline.ops.creds import write_credentials
 from worldline.ops.replay import ReplayResult, read_export, replay
 from worldline.ops.status import gather as gather_status
@@ -37,11 +38,11 @@ from worldline.ops.status_table import render as render_status
 from worldline.sdk.client import World, connect
 from worldline.sdk.declaration import load_declaration
 from worldline.sdk.errors import BadRequest, BusUnavailable
-from worldline.sdk.export import RawRecord
+from worldline.sdk.export import ExportRecord, RawRecord
 
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Awaitable, Callable, Coroutine
+    from collections.abc import Awaitable, Callable, Coroutine, Iterator
 
     from anyio.abc import TaskStatus
 
@@ -220,23 +221,35 @@ def run_actor(args: argparse.Namespace) -> int:
 
 def _export(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
     async def run(world: World) -> None:
-        # Every op the log holds, each on its line: one that does not decode is kept
-        # as its bytes (a backup that silently drops nothing).
-        lines = []
-        raw = []
-        async for record in world.backup():
-            lines.append(msgspec.json.encode(record) + b"\n")
-            if isinstance(record, RawRecord):
-                raw.append(record.seq)
+        # Every op the log holds, each on its line as it arrives (nothing held in
+        # memory): one that does not decode is kept as its bytes (a backup that
+        # silently drops nothing).
+        raw: list[int] = []
+        count = 0
+        progress = Progress(f"export {world.world}")  # on a terminal only
+        with contextlib.ExitStack() as stack:
+            out: BinaryIO
+            if args.out:
+                try:
+                    out = stack.enter_context(open(args.out, "wb"))  # noqa: ASYNC230
+                except OSError as exc:
+                    raise BadRequest(f"cannot write {args.out}: {exc}") from exc
+            else:
+                out = sys.stdout.buffer
+            async for record in world.backup():
+                out.write(msgspec.json.encode(record) + b"\n")
+                count += 1
+                progress.advance()
+                if isinstance(record, RawRecord):
+                    raw.append(record.seq)
+            out.flush()
+        progress.close()
         if args.out:
-            await anyio.Path(args.out).write_bytes(b"".join(lines))
-            sys.stderr.write(f"exported {len(lines)} ops to {args.out}\n")
-        else:
-            sys.stdout.write(b"".join(lines).decode())
+            sys.stderr.write(f"exported {count} ops to {args.out}\n")
         if raw:
             shown = ", ".join(map(str, raw[:10])) + (", ..." if len(raw) > 10 else "")
             sys.stderr.write(
-                f"warning: {len(raw)} of {len(lines)} ops do not decode (seq "
+                f"warning: {len(raw)} of {count} ops do not decode (seq "
                 f'{shown}); kept as their bytes ("payload"), as the actors '
                 "dead-lettered them; replay does the same\n"
             )
@@ -314,7 +327,7 @@ def _replay_into(args: argparse.Namespace, data: Path) -> int:
                 records = read_export(f)
         except (OSError, msgspec.MsgspecError) as exc:
             raise BadRequest(f"cannot read export {args.source}: {exc}") from exc
-        result = replay(records, data, args.world)
+        result = replay(_applying(records, args.world), data, args.world)
         live = None
     else:
         result, live = anyio.run(_replay_from_bus, args, data, backend="asyncio")
@@ -352,9 +365,25 @@ async def _replay_from_bus(
         agent=args.agent,
         request_timeout=args.timeout,
     ) as world:
-        records = [record async for record in world.backup()]
+        progress = Progress(f"replay {world.world}: reading the log")
+        records = []
+        async for record in world.backup():
+            records.append(record)
+            progress.advance()
+        progress.close()
         live = await world.state_hash()
-    return replay(records, data, args.world), live
+    return replay(_applying(records, args.world), data, args.world), live
+
+
+def _applying(
+    records: list[ExportRecord | RawRecord], world: str
+) -> Iterator[ExportRecord | RawRecord]:
+    """``records``, drawing how many are applied (on a terminal only)."""
+    progress = Progress(f"replay {world}: applying", total=len(records))
+    for record in records:
+        yield record
+        progress.advance()
+    progress.close()
 
 
 VERBS: dict[str, Callable[[argparse.Namespace], Callable[[World], Any]]] = {

@@ -9,14 +9,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from worldline.actors.registry import ACTORS
 from worldline.actors.runtime.auth import CREDS_ENV
-from worldline.actors.runtime.declare import MAX_REPLICAS, REPLICAS_ENV
+from worldline.cli import completion, operate
 from worldline.cli import load as load_verb
 from worldline.cli import mcp as mcp_verb
-from worldline.cli import operate
 from worldline.cli import sim as sim_verb
-from worldline.cli.common import default_agent, default_data
+from worldline.cli.common import default_agent
+from worldline.cli.manners import Parser, describe
+from worldline.cli.parsing_ops import add_admin_verbs, add_server_verbs
 from worldline.protocols.beliefs import DIRECTIONS, EDGE_TYPES, EVIDENCE_KINDS
 from worldline.protocols.messages import BELIEF_TYPES
 from worldline.sdk.batch import CHUNK
@@ -35,15 +35,6 @@ def _confidence(text: str) -> float:
     if not 0.0 <= value <= 1.0:
         raise argparse.ArgumentTypeError(f"{text} is outside 0-1")
     return value
-
-
-def _replicas(text: str) -> int:
-    if not text.isdigit() or not 1 <= int(text) <= MAX_REPLICAS:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a replica count: use 1 to {MAX_REPLICAS}, at most the "
-            "number of JetStream servers in the cluster"
-        )
-    return int(text)
 
 
 def _count(low: int, high: int | None) -> Callable[[str], int]:
@@ -76,89 +67,21 @@ def _instant(text: str) -> datetime:
 
 def parser() -> argparse.ArgumentParser:
     """The CLI's argument parser (also the source of the CLI reference)."""
-    root = argparse.ArgumentParser(
+    from worldline import __version__
+
+    root = Parser(
         prog="worldline",
-        description="A shared, evidence-kept world model for crews of AI agents.",
+        description="A shared, evidence-kept world model for crews of AI agents. "
+        "The client options (--nats, --world, --agent, --creds, --json, --timeout) "
+        "go before the verb or after it.",
     )
     root.add_argument("-v", "--verbose", action="store_true", help="log more")
+    root.add_argument("--version", action="version", version=f"worldline {__version__}")
     verbs = root.add_subparsers(dest="verb", required=True, metavar="VERB")
 
-    server = argparse.ArgumentParser(add_help=False)
-    server.add_argument(
-        "--data", type=Path, default=default_data(), help="state folder (LMDB, NATS)"
-    )
-    server.add_argument(
-        "--nats", default=None, help="join this NATS instead of the embedded server"
-    )
-    server.add_argument(
-        "--creds",
-        default=None,
-        help=f"the actor's credentials file from `worldline creds` (env {CREDS_ENV})",
-    )
-    server.add_argument(
-        "--metrics-port",
-        type=int,
-        default=None,
-        help="serve Prometheus GET /metrics on this port (0: a free one; default off)",
-    )
-    server.add_argument(
-        "--metrics-host", default="127.0.0.1", help="address /metrics binds to"
-    )
-    server.add_argument(
-        "--stream-replicas",
-        type=_replicas,
-        default=None,
-        help=f"copies of each stream and bucket, 1-{MAX_REPLICAS} (env {REPLICAS_ENV}; "
-        "default 1; 3 on a 3-node cluster)",
-    )
+    add_server_verbs(verbs)
 
-    up = verbs.add_parser(
-        "up", parents=[server], help="embedded nats-server plus all five actors"
-    )
-    up.add_argument("--port", type=int, default=0, help="NATS port (default: free)")
-    up.add_argument(
-        "--server-config",
-        type=Path,
-        default=None,
-        help="embedded nats-server reads this config first (e.g. the auth.conf "
-        "`worldline creds` wrote; then pass --creds too)",
-    )
-    up.add_argument(
-        "--sim-index",
-        type=Path,
-        default=None,
-        help="serve simulator sessions from this transition index folder",
-    )
-    up.add_argument(
-        "--world-file",
-        type=Path,
-        default=None,
-        help="declare this world (TOML) once the actors run, as its first admin",
-    )
-    up.set_defaults(run=operate.run_up)
-
-    actor = verbs.add_parser("actor", parents=[server], help="run one actor alone")
-    actor.add_argument("name", choices=list(ACTORS))
-    actor.add_argument(
-        "--replica",
-        default=None,
-        help="projector: its own read replica (default 0); materializer: this "
-        "replica's name, unique per partition (a hot standby runs with another)",
-    )
-    actor.add_argument(
-        "--partition",
-        default="0/1",
-        help="materializer: write the worlds of partition I of N (e.g. 0/2)",
-    )
-    actor.add_argument(
-        "--shard", default="0/1", help="fusion: own belief shard I of N (e.g. 0/2)"
-    )
-    actor.add_argument(
-        "--index", type=Path, default=None, help="simulator: transition index folder"
-    )
-    actor.set_defaults(run=operate.run_actor)
-
-    client = argparse.ArgumentParser(add_help=False)
+    client = Parser(add_help=False)
     client.add_argument("--nats", default=None, help="NATS URL (env WORLDLINE_NATS)")
     client.add_argument(
         "--world",
@@ -442,33 +365,7 @@ def parser() -> argparse.ArgumentParser:
         help="a lineage (or group) to keep out of retrieval (repeat for more)",
     )
 
-    status = verbs.add_parser(
-        "status", help="actors, consumer lag, rates, dead letters, store sizes"
-    )
-    status.add_argument("--nats", default=None, help="NATS URL (env WORLDLINE_NATS)")
-    status.add_argument(
-        "--creds",
-        default=None,
-        help="the operator's credentials file from `worldline creds` (operator.creds; "
-        f"env {CREDS_ENV})",
-    )
-    status.add_argument("--json", action="store_true", help="machine-readable output")
-    status.add_argument("--timeout", type=float, default=10.0, help="seconds to wait")
-    status.set_defaults(run=operate.run_status)
-
-    creds = verbs.add_parser(
-        "creds",
-        help="per-agent NATS users from world declarations: auth.conf + .creds files",
-    )
-    creds.add_argument("files", nargs="+", type=Path, help="world declarations (TOML)")
-    creds.add_argument(
-        "--out", type=Path, required=True, help="folder for auth.conf and .creds files"
-    )
-    creds.add_argument(
-        "--rotate", action="store_true", help="issue new keys (default: keep them)"
-    )
-    creds.add_argument("--json", action="store_true", help="machine-readable output")
-    creds.set_defaults(run=operate.run_creds)
+    add_admin_verbs(verbs)
 
     presence = verbs.add_parser(
         "presence", parents=[client], help="set ephemeral status (expires)"
@@ -479,8 +376,28 @@ def parser() -> argparse.ArgumentParser:
     mcp = verbs.add_parser(
         "mcp",
         parents=[client],
-        help="serve this agent's world model as MCP tools (stdio, or --http)",
+        help="serve this agent's world model as MCP tools over stdio",
     )
-    mcp_verb.add_arguments(mcp)
     mcp.set_defaults(run=mcp_verb.run_mcp)
+
+    who = verbs.add_parser(
+        "who",
+        parents=[client],
+        help="who is present in the world (presence set in the last two minutes)",
+        description="Each agent whose presence (`worldline presence STATUS`) has not "
+        "expired: its status, task and when it was set; only the named agents when "
+        "AGENT is given.",
+    )
+    who.add_argument("agents", nargs="*", metavar="AGENT", help="only these agents")
+
+    shell = verbs.add_parser(
+        "completion",
+        help="print a shell completion script (bash or zsh)",
+        description="Print a completion script for SHELL on stdout: "
+        '`eval "$(worldline completion bash)"` in ~/.bashrc, or '
+        '`eval "$(worldline completion zsh)"` in ~/.zshrc.',
+    )
+    shell.add_argument("shell", choices=sorted(completion.SHELLS))
+    shell.set_defaults(run=completion.run)
+    describe(root)
     return root

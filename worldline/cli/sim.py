@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from worldline.cli.common import EXIT_OK, emit
+from worldline.cli.progress import Progress
 from worldline.sdk.errors import BadRequest, SimulationError
 
 if TYPE_CHECKING:
@@ -39,8 +40,8 @@ def run_index(args: argparse.Namespace) -> int:
         raise BadRequest(str(exc)) from exc
     issues = []
     names = []
-    total = len(args.traces)
-    for number, path in enumerate(args.traces, start=1):
+    progress = Progress("sim index", total=len(args.traces))  # on a terminal only
+    for path in args.traces:
         try:
             parsed = parse_trace(path.name, path.read_bytes())
         except OSError as exc:
@@ -54,16 +55,14 @@ def run_index(args: argparse.Namespace) -> int:
             raise BadRequest(f"{path}: {exc}") from exc
         issues += parsed.issues
         names.append(path.name)
-        bar = "#" * (20 * number // total)
-        line = (
-            f"[{bar:<20}] {number}/{total} {path.name}: {parsed.format}, "
-            f"{len(parsed.transitions)} transitions, {len(parsed.issues)} issues"
+        note = (
+            f"{path.name}: {parsed.format}, {len(parsed.transitions)} transitions, "
+            f"{len(parsed.issues)} issues"
         )
-        if sys.stderr.isatty():
-            sys.stderr.write(f"\r{line:<120}")
-            sys.stderr.write("\n" if number == total else "")
-        else:  # a pipe or a log: one line per file, no carriage returns
-            sys.stderr.write(line + "\n")
+        progress.advance(note=note)
+        if not progress.shown:  # a pipe or a log: one plain line per file, no bar
+            sys.stderr.write(f"indexed {note}\n")
+    progress.close()
     try:
         built = builder.finish(sources=names, issues=issues)
     except ValueError as exc:

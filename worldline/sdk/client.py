@@ -1,4 +1,8 @@
-"""The agent SDK: ``async with worldline.connect(url, world=, agent=) as world``.
+"""The agent SDK: ``async with worldline.connect(world=, agent=) as world``.
+
+``connect`` finds the bus as the CLI does (:func:`worldline.sdk.discovery.bus_url`):
+the URL passed, else ``$WORLDLINE_NATS``, else the URL a local ``worldline up``
+recorded in its data folder, else ``nats://127.0.0.1:4222``.
 
 Writes go to the OPS record on JetStream (acknowledged, de-duplicated by op id); reads
 are request/reply to the projector queue group. ``add`` waits until the belief has gone
@@ -15,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import nats.errors
+import nats.js.errors
 from nats.js import api
 
 from worldline.actors.runtime.auth import CredentialsError, load_credentials
@@ -22,15 +27,17 @@ from worldline.actors.runtime.bus import connect as bus_connect
 from worldline.actors.runtime.errors import BusUnavailable as RuntimeBusUnavailable
 from worldline.protocols.messages import (
     MATERIALIZER_REPLY,
+    PRESENCE_VALUE,
     PROJECTOR_REPLY,
     SIMULATOR_REPLY,
     Message,
     RpcError,
     encode,
 )
-from worldline.protocols.subjects import RpcVerb, check_name, rpc
+from worldline.protocols.subjects import PRESENCE, RpcVerb, check_name, rpc
 from worldline.sdk.batch import LoadMixin
 from worldline.sdk.crew import validated
+from worldline.sdk.discovery import DEFAULT_URL, bus_url
 from worldline.sdk.errors import (
     BadRequest,
     BusUnavailable,
@@ -48,11 +55,11 @@ if TYPE_CHECKING:
 
     from nats.aio.client import Client as NATS
 
+    from worldline.protocols.kv import Presence
     from worldline.sdk.turns import Turn
 
 __all__ = ["DEFAULT_URL", "World", "connect"]
 
-DEFAULT_URL = "nats://127.0.0.1:4222"
 _REPLIES: dict[str, Any] = {
     "op_status": MATERIALIZER_REPLY,
     "state_hash": MATERIALIZER_REPLY,
@@ -194,6 +201,25 @@ class World(SimMixin, LoadMixin):
     async def _publish(self, subject: str, message: Message, msg_id: str) -> None:
         await self._jetstream_publish(subject, encode(message), msg_id)
 
+    async def who(self) -> list[Presence]:
+        """Every agent present in this world (its presence, set with
+        :meth:`set_presence`, not yet expired), by agent name."""
+        present: list[Presence] = []
+        with bus_errors(self._url, "reading presence"):
+            kv = await self._js.key_value(PRESENCE.bucket)
+            watcher = await kv.watch(f"{self.world}.*", ignore_deletes=True)
+        try:
+            with anyio.move_on_after(self.timeout):
+                async for entry in watcher:
+                    if entry is None:  # every current entry has been seen
+                        break
+                    if entry.value:
+                        present.append(PRESENCE_VALUE.decode(entry.value))
+        finally:
+            with anyio.CancelScope(shield=True):
+                await watcher.stop()  # type: ignore[no-untyped-call]
+        return sorted(present, key=lambda p: p.agent)
+
     def turn(
         self, query: str, *, at: datetime | None = None, wait: float | None = None
     ) -> AbstractAsyncContextManager[Turn]:
@@ -248,7 +274,7 @@ class World(SimMixin, LoadMixin):
 
 @asynccontextmanager
 async def connect(
-    url: str = DEFAULT_URL,
+    url: str | None = None,
     *,
     world: str = "default",
     agent: str = "cli",
@@ -256,6 +282,10 @@ async def connect(
     creds: str | os.PathLike[str] | None = None,
 ) -> AsyncIterator[World]:
     """Connect to a worldline deployment as ``agent`` in ``world``.
+
+    ``url`` is the NATS server; without it, ``$WORLDLINE_NATS``, else the URL a local
+    ``worldline up`` recorded in its data folder (``$WORLDLINE_DATA``), else
+    ``nats://127.0.0.1:4222`` (:func:`worldline.sdk.discovery.bus_url`).
 
     ``creds`` is the agent's credentials file from ``worldline creds`` (default:
     ``$WORLDLINE_CREDS``, if set), for a server that requires them.
@@ -275,6 +305,7 @@ async def connect(
     except ValueError as exc:
         raise BadRequest(str(exc)) from exc
     violations = _Violations(_credentials_label(creds))
+    url = bus_url(url)
     try:
         nc = await bus_connect(
             url,

@@ -425,13 +425,20 @@ class CrewMixin(ExportMixin):
         ]
 
     async def ack(self, items: list[InboxItem]) -> None:
-        """Acknowledge on the bus and record the acks in the world (pending counts)."""
+        """Acknowledge on the bus and record the acks in the world (pending counts).
+
+        In a world not declared yet (its inbox holds only the rejections of crew
+        ops) the acks are made on the bus only: the materializer records acks for
+        declared worlds, and would refuse the op (one more rejection each time)."""
         if not items:
             return
         durable = inbox_in(self.world, self.agent).durable
         with self._permitted(lambda subject: durable.lower() in subject.split(".")):
             for item in items:
                 await item._msg.ack_sync()
+        crew = await self.read_world(entity_type="none", beliefs=False)
+        if crew.declaration is None:
+            return
         await self._submit(
             AckInbox(
                 op_id=new_id("op"),

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar
 
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
-from worldline.sdk.client import DEFAULT_URL, World
+from worldline.sdk.client import World
 from worldline.sdk.client import connect as async_connect
 from worldline.sdk.errors import WorldlineError
 from worldline.sdk.hooks import Extracted, Turn, observed, reported
@@ -182,6 +182,7 @@ class SyncWorld:
     ack = _Blocking(World.ack)
     set_presence = _Blocking(World.set_presence)
     presence = _Blocking(World.presence)
+    who = _Blocking(World.who)
     watch = _Iterating(World.watch)
     export = _Iterating(World.export)
     backup = _Iterating(World.backup)
@@ -246,14 +247,15 @@ class SyncWorld:
 
 @contextmanager
 def connect(
-    url: str = DEFAULT_URL,
+    url: str | None = None,
     *,
     world: str = "default",
     agent: str = "cli",
     request_timeout: float = 10.0,
     creds: str | os.PathLike[str] | None = None,
 ) -> Iterator[SyncWorld]:
-    """Connect to a worldline deployment as ``agent`` in ``world``, blocking.
+    """Connect to a worldline deployment as ``agent`` in ``world``, blocking; without
+    ``url``, the bus is found as :func:`worldline.connect` finds it.
 
     ``creds`` is the agent's credentials file from ``worldline creds`` (default:
     ``$WORLDLINE_CREDS``, if set), for a server that requires them.
