@@ -16,7 +16,7 @@ from mcp.types import CallToolResult, TextContent
 import worldline
 from tests.support import all_actors, running, unique_world
 from worldline.actors.extractor.text import belief_id
-from worldline.mcp.server import TOOLS
+from worldline.mcp.server import TOOLS, server_version
 from worldline.sdk.declaration import load_declaration
 
 pytestmark = [pytest.mark.cli, pytest.mark.nats]
@@ -59,20 +59,42 @@ async def test_mcp_tools_read_and_change_the_world(
             stdio_client(server, errlog=errlog) as (read, write),
             ClientSession(read, write) as session,
         ):
-            async with worldline.connect(nats_url, world=world, agent="ada") as ada:
-                decl = load_declaration(CREW_TOML)  # the example crew, renamed
-                await ada.declare(
-                    msgspec.structs.replace(
-                        decl, world=msgspec.structs.replace(decl.world, id=world)
-                    )
-                )
+            hello = await session.initialize()
+            assert hello.server_info.version == server_version() != ""
+            await _watch(session, nats_url, world)
             await _drive(session, world)
     assert "Traceback" not in (tmp_path / "mcp-stderr.log").read_text()
 
 
+async def _watch(session: ClientSession, url: str, world: str) -> None:
+    """`watch` before the world exists times out unchanged, with no worldview; once
+    the crew is declared, a watch from that empty fingerprint returns ada's new
+    standing worldview; `view` then reads ada's startup view."""
+    idle = await _ok(session, "watch", timeout=0.3)
+    assert idle == {"changed": False, "fingerprint": "", "worldview": None}
+    not_yet = await session.call_tool("view", {})
+    assert not_yet.is_error
+    assert "is not declared" in _text(not_yet)
+    async with worldline.connect(url, world=world, agent="ada") as ada:
+        decl = load_declaration(CREW_TOML)  # the example crew, renamed
+        await ada.declare(
+            msgspec.structs.replace(
+                decl, world=msgspec.structs.replace(decl.world, id=world)
+            )
+        )
+    changed = await _ok(session, "watch", since="", timeout=20)
+    assert changed["changed"] is True
+    assert changed["worldview"]["agent"] == "ada"
+    assert len(changed["fingerprint"]) == 16
+    same = await _ok(session, "watch", since=changed["fingerprint"], timeout=0.2)
+    assert same["changed"] is False
+    view = await _ok(session, "view")
+    assert (view["world"], view["agent"]) == (world, "ada")
+    assert view["me"]["id"] == "agent:ada"
+
+
 async def _drive(session: ClientSession, world: str) -> None:
     """Every tool once, in the order an agent would use them, and bad calls."""
-    await session.initialize()
     tools = {tool.name: tool for tool in (await session.list_tools()).tools}
     assert set(tools) == set(TOOLS)
     required = {
@@ -136,6 +158,8 @@ async def _drive(session: ClientSession, world: str) -> None:
     chain = await _ok(session, "trace", belief_id=claim)
     assert [s["evidence"]["artifact"] for s in chain["steps"]] == [extracted["obs_id"]]
 
+    await _beliefs(session, seeded, moved, claim, extracted)
+
     # Bad calls are tool errors with the SDK's message; the server goes on.
     missing = await session.call_tool("trace", {"belief_id": "b-nope"})
     assert missing.is_error
@@ -172,6 +196,57 @@ async def _drive(session: ClientSession, world: str) -> None:
     assert (await _ok(session, "inbox"))["messages"] == []
     again = await _ok(session, "trace", belief_id=seeded["id"])
     assert len(again["steps"]) == 1
+    unknown = await session.call_tool("read", {"scope": "all"})
+    assert unknown.is_error
+    assert "unknown argument(s) 'scope': read takes no arguments" in _text(unknown)
+
+
+async def _beliefs(
+    session: ClientSession,
+    seeded: dict[str, Any],
+    moved: dict[str, Any],
+    claim: str,
+    extracted: dict[str, Any],
+) -> None:
+    """get, list, trust, relate, resolve and retract, each read back."""
+    got = await _ok(session, "get", belief_id=seeded["id"])
+    assert got["id"] == seeded["id"]
+    assert got["confidence"] == pytest.approx(moved["confidence"], abs=1e-6)
+    missing = await session.call_tool("get", {"belief_id": "b-nope"})
+    assert missing.is_error
+    assert "no belief 'b-nope'" in _text(missing)
+
+    claims = await _ok(session, "list", type="claim")
+    assert {seeded["id"], claim} <= {b["id"] for b in claims["beliefs"]}
+    assert claims["total"] == len(claims["beliefs"])
+    first = await _ok(session, "list", type="claim", limit=1)
+    assert len(first["beliefs"]) == 1
+    assert first["next_cursor"]
+
+    # Halving the refuting source's trust moves the posterior back toward the prior.
+    trusted = await _ok(session, "trust", source="sec-filing", value=0.5)
+    assert trusted["seq"] > 0
+    after_trust = await _ok(session, "get", belief_id=seeded["id"])
+    assert moved["confidence"] < after_trust["confidence"] < seeded["confidence"]
+
+    risk = extracted["risks"][0]
+    edge = await _ok(session, "relate", source=claim, target=risk, type="supports")
+    linked = await _ok(session, "trace", belief_id=claim)
+    assert edge["edge_id"] in {e["id"] for e in linked["edges"]}
+
+    gap = extracted["gaps"][0]
+    resolved = await _ok(session, "resolve", gap_id=gap, reason="it is internal")
+    assert (resolved["id"], resolved["status"]) == (gap, "resolved")
+    wrong = await session.call_tool("resolve", {"gap_id": claim})
+    assert wrong.is_error
+    assert "not resolved" in _text(wrong)
+
+    gone = await _ok(session, "retract", belief_id=risk, reason="no schema change")
+    assert gone["status"] == "retracted"
+    again = await _ok(session, "retract", belief_id=risk)  # idempotent, as annotated
+    assert again["status"] == "retracted"
+    active = await _ok(session, "list", type="risk")
+    assert risk not in {b["id"] for b in active["beliefs"]}
 
 
 async def _search(session: ClientSession, seeded: str, found: set[str]) -> None:

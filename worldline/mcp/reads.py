@@ -152,7 +152,11 @@ def read_tools(agents: Agents) -> list[Tool]:
                 limit=limit,
                 cursor=cursor,
             )
-        return result(as_json(page))
+        data = as_json(page)
+        data.setdefault("beliefs", [])  # an empty page says so with an empty list
+        data.setdefault("total", 0)
+        data.setdefault("next_cursor", "")
+        return result(data)
 
     async def get(belief_id: BeliefId, at: At = None) -> CallToolResult:
         """One belief by id as every agent reads it now (or at ``at``): text,
