@@ -267,7 +267,8 @@ def observe_rpc(subject_pattern: str, seconds: float) -> None:
     for the current actor, if one is bound."""
     metrics = _CURRENT.get()
     if metrics is not None:
-        metrics.observe_rpc(subject_pattern.partition(".rpc.")[2], seconds)
+        # ``<prefix>.<world>.rpc.<verb>`` (``subjects.rpc_pattern``): the verb.
+        metrics.observe_rpc(subject_pattern.split(".", 3)[-1], seconds)
 
 
 class Registry:
