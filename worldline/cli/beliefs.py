@@ -21,7 +21,8 @@ if TYPE_CHECKING:
     import argparse
     from collections.abc import AsyncIterator, Awaitable, Callable
 
-    from worldline.protocols.messages import Belief, SearchHit
+    from worldline.protocols.beliefs import BeliefEdge
+    from worldline.protocols.messages import Belief, SearchHit, TraceReply
     from worldline.protocols.worldview import Leaf
     from worldline.sdk.client import World
     from worldline.sdk.sim import WorldviewForecasts
@@ -82,8 +83,31 @@ def _add(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
     return run
 
 
+def _show_edge(e: BeliefEdge) -> str:
+    """One belief edge: its confidence, and with evidence of its own, the strength
+    stated, the evidence count, the uncertainty and the flags."""
+    line = f"  edge {e.id}: {e.source} -{e.type} ({e.confidence:.3g})-> {e.target}"
+    if e.stated is not None:
+        sd = "" if e.uncertainty is None else f" ±{e.uncertainty:.2f}"
+        flags = f" [{', '.join(e.flags)}]" if e.flags else ""
+        line += f"  posterior of stated {e.stated:g}{sd}, {e.evidence_count} evidence"
+        line += flags
+    return line + ("  (removed)" if e.removed else "")
+
+
 def _evidence(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
     async def run(world: World) -> None:
+        if getattr(args, "edge", False):  # `evidence --edge`: the id names an edge
+            edge = await world.edge_evidence(
+                args.id,
+                direction=args.direction,
+                kind=args.kind,
+                source=args.source,
+                text=args.text,
+                observed_at=args.at,
+            )
+            emit(args, edge, _show_edge(edge))
+            return
         belief = await world.evidence(
             args.id,
             direction=args.direction,
@@ -137,9 +161,8 @@ def _trust(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
 
 def _trace(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
     async def run(world: World) -> None:
-        reply = await world.trace(args.id)
-        assert reply.belief is not None
-        lines = [_show(reply.belief)]
+        reply = await _trace_either(world, args.id)
+        lines = [_show(reply.belief)] if reply.belief is not None else []
         for step in reply.steps:
             e = step.evidence
             moved = (
@@ -153,13 +176,24 @@ def _trace(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
                 f"{e.source}{where} by {e.author}: {moved}"
                 + (f"\n      {e.text}" if e.text else "")
             )
-        lines += [
-            f"  edge {e.id}: {e.source} -{e.type} ({e.confidence:g})-> {e.target}"
-            for e in reply.edges
-        ]
+        lines += [_show_edge(e) for e in reply.edges]
         emit(args, reply, "\n".join(lines))
 
     return run
+
+
+async def _trace_either(world: World, some_id: str) -> TraceReply:
+    """The trace of the belief ``some_id``, or else of the belief edge."""
+    try:
+        return await world.trace(some_id)
+    except BadRequest:
+        try:
+            return await world.trace_edge(some_id)
+        except BadRequest:
+            raise BadRequest(
+                f"no belief or belief edge {some_id!r} in world {world.world!r} "
+                "(`worldline list`, `worldline read` show the ids)"
+            ) from None
 
 
 def _read(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
@@ -177,10 +211,7 @@ def _read(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
             for c in reply.contradictions
         ]
         lines.append(f"edges ({len(reply.belief_edges)}):")
-        lines += [
-            f"  {e.source} -{e.type} ({e.confidence:g})-> {e.target}"
-            for e in reply.belief_edges
-        ]
+        lines += [_show_edge(e) for e in reply.belief_edges]
         lines.append(f"moves ({len(reply.moves)}, best first):")
         lines += [_show_move(n, move) for n, move in enumerate(reply.moves, 1)]
         emit(args, reply, "\n".join(lines))

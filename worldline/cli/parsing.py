@@ -175,7 +175,13 @@ def parser() -> argparse.ArgumentParser:
     ev = verbs.add_parser(
         "evidence", parents=[client], help="attach one piece of evidence to a belief"
     )
-    ev.add_argument("id", help="belief id")
+    ev.add_argument("id", help="belief id (with --edge: belief edge id)")
+    ev.add_argument(
+        "--edge",
+        action="store_true",
+        help="the id names a belief edge: evidence that the relation holds "
+        "(supports) or not (refutes)",
+    )
     ev.add_argument("--direction", choices=DIRECTIONS, required=True)
     ev.add_argument("--kind", choices=EVIDENCE_KINDS, required=True)
     ev.add_argument("--source", required=True, help="who or what it came from")

@@ -64,7 +64,10 @@ class Evidence(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 class BeliefEdge(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """A typed relation between two beliefs with its own confidence (a claim about the
     graph's structure: a depends_on link can be strong or tentative). The confidence
-    is stated by whoever writes the edge; the last write wins."""
+    is stated by whoever writes the edge (the last write wins) until the edge has
+    evidence of its own (``AddEdgeEvidence``): then ``confidence`` is the edge's
+    posterior, fused by the belief math with the stated strength as its prior, and
+    the stated strength moves to ``stated`` (docs/belief-math.md, "Edges")."""
 
     id: Ident
     type: EdgeType
@@ -75,6 +78,13 @@ class BeliefEdge(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     version: int = 0
     removed: bool = False
     at: datetime | None = None  # when it was (last) written
+    # Set once the edge has evidence (None: ``confidence`` is the stated strength).
+    stated: Annotated[float, msgspec.Meta(ge=0.0, le=1.0)] | None = None
+    evidence_count: int = 0
+    evidence_weight: float = 0.0
+    uncertainty: float | None = None
+    flags: tuple[str, ...] = ()
+    posterior_seq: int = 0  # OPS sequence of the op behind the posterior shown
 
 
 class Contradiction(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

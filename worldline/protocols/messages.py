@@ -33,6 +33,7 @@ from worldline.protocols.base import (
 from worldline.protocols.beliefs import Direction, EvidenceKind
 from worldline.protocols.derived import OpVerdict, PosteriorUpdate, Transition
 from worldline.protocols.dlq import DeadLetter
+from worldline.protocols.edges import AddEdgeEvidence, EdgePosterior
 from worldline.protocols.inbox import Notification, RejectCode, Rejection, WorkAssigned
 from worldline.protocols.kv import Lease, Presence
 from worldline.protocols.ops import (
@@ -116,6 +117,7 @@ __all__ = [
     "AckInbox",
     "AddBelief",
     "AddEdge",
+    "AddEdgeEvidence",
     "AddEvidence",
     "AgentView",
     "BatchItems",
@@ -134,6 +136,7 @@ __all__ = [
     "DeclareWorld",
     "Direction",
     "EdgeChanged",
+    "EdgePosterior",
     "EntityChanged",
     "EvidenceKind",
     "ExtractorInbox",
@@ -212,11 +215,19 @@ ExtractorInbox = Observe
 CrewOp = (
     DeclareWorld | UpsertEntity | SetField | AddEdge | RemoveEdge | PutWork | AckInbox
 )
-BeliefOp = AddBelief | AddEvidence | Statement | SetTrust | LinkBeliefs | CloseBelief
+BeliefOp = (
+    AddBelief
+    | AddEvidence
+    | Statement
+    | SetTrust
+    | LinkBeliefs
+    | CloseBelief
+    | AddEdgeEvidence
+)
 OpsInbox = BeliefOp | CrewOp
 FusionInbox = OpsInbox
 
-MaterializerInbox = PosteriorUpdate | OpVerdict
+MaterializerInbox = PosteriorUpdate | OpVerdict | EdgePosterior
 
 SimulatorInbox = Transition
 

@@ -30,9 +30,12 @@ class BeliefChanged(Message, tag="state.belief.v1", kw_only=True, frozen=True):
 
 
 class BeliefEdgeChanged(Message, tag="state.belief_edge.v1", kw_only=True, frozen=True):
-    """A belief edge was added, re-weighed or removed."""
+    """A belief edge was added, re-weighed or removed, or its posterior moved; with
+    evidence of its own, the edge's evidence and the trust that weighed it."""
 
     edge: BeliefEdge
+    evidence: list[Evidence] = msgspec.field(default_factory=list)
+    trust: dict[str, float] = msgspec.field(default_factory=dict)
 
 
 class EntityChanged(Message, tag="state.entity.v1", kw_only=True, frozen=True):

@@ -19,6 +19,7 @@ from worldline.protocols.beliefs import (
 )
 from worldline.protocols.messages import (
     AddBelief,
+    AddEdgeEvidence,
     AddEvidence,
     Before,
     Belief,
@@ -259,6 +260,84 @@ class BeliefMixin(CrewMixin):
         )
         op = LinkBeliefs(op_id=new_id("op"), author=self.agent, at=utc_now(), edge=edge)
         return await self._submit(op)
+
+    async def edge_evidence(
+        self,
+        edge_id: str,
+        *,
+        direction: Direction,
+        kind: EvidenceKind,
+        source: str,
+        text: str = "",
+        artifact: str = "",
+        observed_at: datetime | None = None,
+        id: str | None = None,
+    ) -> BeliefEdge:
+        """Attach one piece of evidence to a belief edge ("A depends on B" can be
+        cited, measured and refuted: ``supports`` says the relation holds,
+        ``refutes`` that it does not); return the edge as it now reads, its
+        ``confidence`` the posterior and ``stated`` the strength stated
+        (docs/belief-math.md, "Edges").
+
+        Raises:
+            BadRequest: an unknown direction or kind, or a malformed field.
+            Rejected: no such edge (link the beliefs first), or it is removed.
+            NotApplied: recorded, but no actor applied it within the timeout.
+        """
+        at = utc_now()
+        item = Evidence(
+            id=id or new_id("ev"),
+            belief_id=edge_id,
+            direction=direction,
+            kind=kind,
+            source=source,
+            observed_at=observed_at or at,
+            text=text,
+            artifact=artifact,
+            author=self.agent,
+        )
+        op = AddEdgeEvidence(
+            op_id=new_id("op"), author=self.agent, at=at, edge_id=edge_id, evidence=item
+        )
+        seq = await self._publish_op(validated(op))
+        with anyio.move_on_after(self.timeout):
+            while True:
+                edge = await self._edge(edge_id)
+                if edge is not None and edge.posterior_seq >= seq:
+                    return edge
+                verdict = await self._verdict(seq, op.op_id)
+                if verdict is not None and verdict.outcome == "rejected":
+                    raise Rejected(
+                        f"{verdict.code}: {verdict.reason}",
+                        code=verdict.code or "rejected",
+                    )
+                if verdict is not None and edge is not None:
+                    return edge  # unchanged: already applied, as it reads
+                await anyio.sleep(0.02)
+        raise NotApplied(
+            f"op {op.op_id} is recorded (seq {seq}) but edge {edge_id} did not "
+            f"reflect it within {self.timeout:g}s; are the actors running?"
+        )
+
+    async def _edge(self, edge_id: str) -> BeliefEdge | None:
+        reply = await self._request("trace", TraceBelief(belief_id=edge_id))
+        if not isinstance(reply, TraceReply) or reply.belief is not None:
+            return None
+        return next((e for e in reply.edges if e.id == edge_id), None)
+
+    async def trace_edge(self, edge_id: str) -> TraceReply:
+        """A belief edge's provenance: the edge (its posterior, the strength stated)
+        and each evidence item with how the edge's confidence moved.
+
+        Raises:
+            BadRequest: no belief edge with that id in this world.
+        """
+        reply = await self._request("trace", TraceBelief(belief_id=edge_id))
+        if not isinstance(reply, TraceReply):
+            raise BadRequest(f"unexpected reply to trace: {reply!r}")
+        if reply.belief is not None or not any(e.id == edge_id for e in reply.edges):
+            raise BadRequest(f"no belief edge {edge_id!r} in world {self.world!r}")
+        return reply
 
     # --- observations ---------------------------------------------------------------
 

@@ -154,6 +154,7 @@ class SyncWorld:
     trust = _Blocking(World.trust)
     load = _Blocking(World.load)  # worldline.sdk.batch: many adds and evidence
     relate = _Blocking(World.relate)
+    edge_evidence = _Blocking(World.edge_evidence)
     observe = _Blocking(World.observe)
     after = _Blocking(World.after)
     get = _Blocking(World.get)
@@ -165,6 +166,7 @@ class SyncWorld:
     read = _Blocking(World.read)
     before = _Blocking(World.before)
     trace = _Blocking(World.trace)
+    trace_edge = _Blocking(World.trace_edge)
 
     # --- the crew world (worldline.sdk.crew) ------------------------------------------
     sync = _Blocking(World.sync)

@@ -34,7 +34,7 @@ import msgspec
 from worldline.actors.belief_model import posterior
 from worldline.actors.belief_model.posterior import NO_PROBABILITY
 from worldline.actors.belief_model.text import normalize
-from worldline.actors.fusion import sources
+from worldline.actors.fusion import edges, sources
 from worldline.actors.runtime.errors import InvalidInput
 from worldline.actors.runtime.keys import key_part
 from worldline.actors.runtime.memory import Overlay
@@ -42,9 +42,11 @@ from worldline.actors.runtime.spec import Context, Outgoing, Reader, Step
 from worldline.protocols.beliefs import Evidence
 from worldline.protocols.messages import (
     AddBelief,
+    AddEdgeEvidence,
     AddEvidence,
     Belief,
     CloseBelief,
+    LinkBeliefs,
     OpsInbox,
     OpVerdict,
     PosteriorUpdate,
@@ -149,6 +151,8 @@ def handle(
     match op:
         case AddBelief() | AddEvidence() | Statement() | CloseBelief() | SetTrust():
             pass
+        case LinkBeliefs() | AddEdgeEvidence():  # edges: worldline.actors.fusion.edges
+            return edges.handle(reader, op, ctx, shard=shard, trust_of=_trust)
         case _:
             return Step()
     if op.author != ctx.author:
@@ -159,6 +163,7 @@ def handle(
     if isinstance(op, SetTrust):
         try:
             step = _set_trust(reader, op, ctx, shard)
+            step = edges.retrust(reader, op, ctx, shard, step, _trust)
         except _Refused as refused:
             return _verdict(ctx, op, shard, "rejected", refused=refused)
         if shard[0] != 0:

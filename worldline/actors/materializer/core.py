@@ -22,11 +22,13 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from worldline.actors.materializer import edge_posterior
 from worldline.actors.runtime.errors import InvalidInput
 from worldline.actors.runtime.memory import state_hash
 from worldline.actors.runtime.spec import Context, Outgoing, Reader, Step
 from worldline.protocols.messages import (
     BeliefChanged,
+    EdgePosterior,
     Message,
     OpStatus,
     OpStatusReply,
@@ -219,12 +221,15 @@ def record_verdict(reader: Reader, verdict: OpVerdict, ctx: Context) -> Step:
 
 
 def handle_derived(
-    reader: Reader, message: PosteriorUpdate | OpVerdict, ctx: Context
+    reader: Reader, message: PosteriorUpdate | OpVerdict | EdgePosterior, ctx: Context
 ) -> Step:
-    """The materializer's input from fusion: a posterior (:func:`handle`) or a
-    verdict on an op that made none (:func:`record_verdict`)."""
+    """The materializer's input from fusion: a posterior (:func:`handle`), a
+    verdict on an op that made none (:func:`record_verdict`), or an edge's
+    posterior (:func:`edge_posterior.apply_posterior`)."""
     if isinstance(message, OpVerdict):
         return record_verdict(reader, message, ctx)
+    if isinstance(message, EdgePosterior):
+        return edge_posterior.apply_posterior(reader, message, ctx)
     return handle(reader, message, ctx)
 
 

@@ -59,6 +59,7 @@ from worldline.protocols.messages import (
     AckInbox,
     AddBelief,
     AddEdge,
+    AddEdgeEvidence,
     AddEvidence,
     CloseBelief,
     DeclareWorld,
@@ -103,7 +104,7 @@ def handle(
         ):
             last_op[known_key(ctx.world, op.belief_id)] = b""
         return Step(writes=last_op)
-    if isinstance(op, AddEvidence | SetTrust | CloseBelief):
+    if isinstance(op, AddEvidence | SetTrust | CloseBelief | AddEdgeEvidence):
         return Step(writes=last_op)
     tx = Tx(reader, ctx)
     tx.writes.update(last_op)

@@ -2,7 +2,9 @@
 edges from itself, or holds a grant on ``edge.<type>``) and links between beliefs
 (``LinkBeliefs``, checked against the beliefs the op log has created, needing no
 declared world). Removing an entity edge deletes it; a removed belief edge stays,
-tombstoned, so it can still be traced.
+tombstoned, so it can still be traced. A belief edge with evidence of its own is
+published with fusion's posterior for it
+(:mod:`worldline.actors.materializer.edge_posterior`).
 
 State keys: ``edge/<w>/<id>`` -> ``Edge``, ``bedge/<w>/<id>`` -> ``BeliefEdge``.
 Outputs: ``EdgeChanged`` and ``BeliefEdgeChanged`` on the change feed.
@@ -14,12 +16,13 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from worldline.actors.materializer import edge_posterior
 from worldline.actors.materializer.authority import authorize_edge
 from worldline.actors.materializer.keys import belief_edge_key, edge_key, known_key
 from worldline.actors.materializer.reject import Reject
 from worldline.actors.materializer.tx import require
 from worldline.actors.runtime.spec import Outgoing
-from worldline.protocols.messages import BeliefEdgeChanged, EdgeChanged, encode
+from worldline.protocols.messages import EdgeChanged, encode
 from worldline.protocols.subjects import state
 from worldline.protocols.world import Edge
 
@@ -83,10 +86,7 @@ def link_beliefs(tx: Tx, op: LinkBeliefs) -> None:
     seq = tx.ctx.seq
     edge = msgspec.structs.replace(edge, version=seq, author=op.author, at=op.at)
     tx.put(key, encode(edge))  # removed edges stay, tombstoned: still traceable
+    posterior = edge_posterior.stored(tx, tx.world, edge.id)
     tx.out.append(
-        Outgoing(
-            state(tx.world, "belief_edge"),
-            BeliefEdgeChanged(edge=edge),
-            f"state:{tx.world}:belief_edge:{edge.id}:{seq}",
-        )
+        edge_posterior.changed(tx.world, edge_posterior.merged(edge, posterior))
     )

@@ -24,7 +24,7 @@ import msgspec
 
 from worldline.actors.belief_model import embedding, posterior
 from worldline.actors.belief_model.posterior import NO_PROBABILITY
-from worldline.actors.projector import index, lexical, relevance
+from worldline.actors.projector import edge_trace, index, lexical, relevance
 from worldline.actors.projector import worldview as worldview_model
 from worldline.actors.runtime.memory import Overlay
 from worldline.protocols.beliefs import BeliefEdge, Contradiction, Evidence, TraceStep
@@ -140,12 +140,15 @@ def apply_edge(
     writes: dict[bytes, bytes | None] = {}
     if raw is not None:
         old = _EDGE.decode(raw)
-        if old.version >= change.edge.version:
+        # (version, posterior_seq): a new posterior of the same link is newer too.
+        new = change.edge
+        if (old.version, old.posterior_seq) >= (new.version, new.posterior_seq):
             return {}
         writes[_end_key(ctx.world, "from", old.source, old.id)] = None
         writes[_end_key(ctx.world, "to", old.target, old.id)] = None
     edge = change.edge
     writes[key] = encode(edge)
+    writes.update(edge_trace.evidence_writes(ctx.world, change))
     if not edge.removed:
         writes[_end_key(ctx.world, "from", edge.source, edge.id)] = edge.id.encode()
         writes[_end_key(ctx.world, "to", edge.target, edge.id)] = edge.id.encode()
@@ -407,8 +410,10 @@ def _contradictions(
 def trace(reader: Reader, world: str, belief_id: str) -> TraceReply:
     """The provenance chain: each evidence item and how confidence moved with it."""
     raw = reader.get(_key(world, belief_id))
-    if raw is None:
-        return TraceReply()
+    if raw is None:  # an edge's trace, or nothing
+        return edge_trace.trace(
+            reader, world, belief_id, reader.get(_edge_key(world, belief_id))
+        )
     record = _RECORD.decode(raw)
     steps = posterior.trajectory(
         record.belief.prior,
