@@ -157,3 +157,40 @@ def test_a_bad_format_in_the_environment_is_one_clear_line(tmp_path: Path) -> No
         "worldline: WORLDLINE_LOG_FORMAT='xml' is not a log format; use one of "
         "text, json"
     ]
+
+
+def test_up_logs_each_actor_by_name_in_json(tmp_path: Path) -> None:
+    environ = {k: v for k, v in os.environ.items() if k != FORMAT_ENV}
+    environ[FORMAT_ENV] = "json"
+    proc = subprocess.Popen(
+        [WORLDLINE, "up", "--data", str(tmp_path / "data")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=environ,
+    )
+    assert proc.stdout is not None
+    try:
+        assert proc.stdout.readline().startswith("nats: ")
+        assert proc.stdout.readline() == "ready\n"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err
+    # Every line is a JSON record but `up`'s one notice about its server.
+    lines = [line for line in err.splitlines() if not line.startswith("nats: ")]
+    entries = [json.loads(line) for line in lines]
+    consuming = {e["actor"] for e in entries if e["message"].endswith(": consuming")}
+    assert consuming == {
+        "extractor",
+        "fusion",
+        "materializer",
+        "projector-0",
+        "simulator",
+    }
+    assert all(
+        e["message"].startswith(f"{e['actor']}: ") for e in entries if e["actor"]
+    )
