@@ -24,6 +24,7 @@ from worldline.actors.projector import core as projector
 from worldline.actors.runtime.errors import InvalidInput
 from worldline.actors.runtime.memory import MemoryState, state_hash
 from worldline.actors.runtime.spec import Context, Outgoing
+from worldline.ops.replay import replay
 from worldline.protocols.beliefs import BeliefEdge, Evidence
 from worldline.protocols.messages import (
     AddBelief,
@@ -45,8 +46,11 @@ from worldline.protocols.messages import (
     WorldReply,
 )
 from worldline.protocols.subjects import author_of, ops, world_of
+from worldline.sdk.export import ExportRecord
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from worldline.protocols.beliefs import Direction, EdgeType, EvidenceKind
 
 W: Final = "w1"
@@ -77,10 +81,12 @@ class Stack:
         self.hold = False
         self.derived_first = False
         self.verdicts: list[OpVerdict] = []
+        self.log: list[ExportRecord] = []  # the op log, as `worldline export` has it
 
     def op(self, op: OpsInbox) -> int:
         self.seq += 1
         ctx = ctx_for(ops(W, op.author), self.seq)
+        self.log.append(ExportRecord(seq=self.seq, subject=ctx.subject, op=op))
         outs: list[Outgoing] = []
         for i, st in enumerate(self.fusion):
             outs += st.apply(fusion.handle(st, op, ctx, shard=(i, len(self.fusion))))
@@ -431,3 +437,17 @@ def test_the_edge_posterior_does_not_depend_on_evidence_order_shards_or_arrival(
             assert state_hash(stack.mat, world=W) == state_hash(baseline.mat, world=W)
             assert stack.proj.data == baseline.proj.data
             assert stack.belief("c").effective_confidence == effective
+
+
+def test_a_replay_of_the_log_rebuilds_the_same_materializer_state(
+    tmp_path: Path,
+) -> None:
+    """``worldline replay`` (fusion and the materializer over LMDB, from the log
+    alone) ends in the bytes the live stack holds, edge posteriors included."""
+    stack = _run((2, 0, 1), shards=2, hold=True)
+    stack.op(SetTrust(op_id="op-t1", author="ada", at=T0, source="bench", trust=0.5))
+    stack.release()
+    assert stack.mat.get(edge_posterior_key(W, "e1")) is not None
+    rebuilt = replay(stack.log, tmp_path / "replayed", W)
+    assert rebuilt.ops == stack.seq
+    assert rebuilt.hash == state_hash(stack.mat, world=W)
