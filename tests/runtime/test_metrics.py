@@ -202,15 +202,25 @@ def test_batches_fill_the_apply_and_propagation_histograms() -> None:
     fusion = registry.actor(build("fusion"))
     stored = 1_000.0
     reply = f"$JS.ACK.WL_OPS.fusion.1.7.7.{int(stored * 1e9)}.0"
-    fusion.record("fusion", [True, True], 0.003, [reply, reply], now=stored + 0.2)
-    fusion.record("fusion", [True], 0.02, [reply], now=stored + 4.0)
+    fusion.record("fusion", [True, True], 0.003, reply, now=stored + 0.2)
+    fusion.record("fusion", [True], 0.02, reply, now=stored + 4.0)
+    fusion.record("fusion", [True], 0.001, reply, now=stored - 2.0)  # clock skew: 0
+    fusion.record("fusion", [True], 0.001, "_INBOX.x")  # no timestamp: not counted
+    fusion.record("fusion", [], 0.001, reply)  # an empty fetch: nothing
     fusion.observe_rpc("before", 0.004)
     samples = parse(render(registry))
     f = {"actor": "fusion", "durable": "fusion"}
-    assert value(samples, "worldline_apply_seconds_count", **f) == 2
-    assert value(samples, "worldline_apply_seconds_sum", **f) == pytest.approx(0.023)
-    assert value(samples, "worldline_apply_seconds_bucket", **f, le="0.005") == 1
+    assert value(samples, "worldline_apply_seconds_count", **f) == 4
+    assert value(samples, "worldline_apply_seconds_sum", **f) == pytest.approx(0.025)
+    assert value(samples, "worldline_apply_seconds_bucket", **f, le="0.0005") == 0
+    assert value(samples, "worldline_apply_seconds_bucket", **f, le="0.005") == 3
+    assert value(samples, "worldline_apply_seconds_bucket", **f, le="+Inf") == 4
+    # One per batch with a JetStream timestamp: the age of its oldest message.
     assert value(samples, "worldline_propagation_seconds_count", **f) == 3
+    assert value(samples, "worldline_propagation_seconds_sum", **f) == pytest.approx(
+        4.2
+    )
+    assert value(samples, "worldline_propagation_seconds_bucket", **f, le="0.001") == 1
     assert value(samples, "worldline_propagation_seconds_bucket", **f, le="0.25") == 2
     assert value(samples, "worldline_propagation_seconds_bucket", **f, le="5.0") == 3
     assert (
@@ -290,9 +300,11 @@ async def test_metrics_move_with_writes_and_stop_with_the_actors(
         # Latency histograms: each batch, each op's way into a posterior, each read.
         assert value(after, "worldline_apply_seconds_count", **fusion) >= 1
         assert value(after, "worldline_apply_seconds_sum", **fusion) > 0
-        assert value(after, "worldline_propagation_seconds_count", **fusion) == (
-            applied_before + 4 + 1
+        # One observation per committed batch, as for the apply time.
+        assert value(after, "worldline_propagation_seconds_count", **fusion) == value(
+            after, "worldline_apply_seconds_count", **fusion
         )
+        assert value(after, "worldline_propagation_seconds_sum", **fusion) > 0
         before_rpc = {"actor": "projector-0", "verb": "before"}
         assert value(after, "worldline_rpc_seconds_count", **before_rpc) == 1
         assert value(after, "worldline_rpc_seconds_sum", **before_rpc) > 0

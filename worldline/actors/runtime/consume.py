@@ -332,9 +332,7 @@ async def _consume(
                 gate.strand()
             await _settle(msgs[lo:hi], result.accepted, cumulative=inp.skip_applied)
             seconds = time.perf_counter() - started
-            stats.record(
-                durable, result.accepted, seconds, [m.reply for m in msgs[lo:hi]]
-            )
+            stats.record(durable, result.accepted, seconds, msgs[lo].reply)
 
 
 def _pending(msg: Delivered) -> int:

@@ -15,24 +15,30 @@ histograms, and the library's process collector.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import socket
 import time
+from bisect import bisect_left
 from collections import deque
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+)
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
 from worldline.protocols.status import Heartbeat, InputStatus
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Iterator, Sequence
+    from collections.abc import Callable, Iterable, Iterator
 
     from prometheus_client.metrics_core import Metric
 
@@ -88,6 +94,34 @@ class RateWindow:
         return (total - first_total) / span if span > 0 else 0.0
 
 
+class Buckets:
+    """A histogram's counts (observations <= each bound, +Inf last) and sum.
+
+    Kept beside the counters they are read with (one registry's, never another's) and
+    observed on the event loop only, so without prometheus_client's per-metric lock;
+    the registry's collector turns the counts into a histogram family at scrape time.
+    """
+
+    __slots__ = ("bounds", "counts", "sum")
+
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)
+        self.sum = 0.0
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect_left(self.bounds, value)] += 1
+        self.sum += value
+
+    def cumulative(self) -> list[tuple[str, float]]:
+        """``(le, count of observations <= le)`` per bound, ``+Inf`` last."""
+        total, out = 0, []
+        for bound, count in zip((*self.bounds, math.inf), self.counts, strict=True):
+            total += count
+            out.append(("+Inf" if math.isinf(bound) else repr(bound), float(total)))
+        return out
+
+
 @dataclass(slots=True)
 class InputMetrics:
     """Counters of one input durable, since the process started."""
@@ -103,6 +137,8 @@ class InputMetrics:
     window: RateWindow = field(default_factory=RateWindow)
     stalled_since: datetime | None = None  # a batch failing to commit, since then
     error: str = ""  # the last failure of that batch
+    apply: Buckets = field(default_factory=lambda: Buckets(LATENCY_BUCKETS))
+    propagation: Buckets = field(default_factory=lambda: Buckets(PROPAGATION_BUCKETS))
 
 
 def published_at(reply: str) -> float | None:
@@ -128,22 +164,20 @@ class ActorMetrics:
     # Set once the actor's inputs and services are bound: whether its NATS
     # connection is up now (the readiness check calls it).
     connected: Callable[[], bool] | None = None
-    # prometheus_client histograms (the registry's, shared by its actors); None in
-    # an ActorMetrics made by hand.
-    timings: _Timings | None = None
+    rpc: dict[str, Buckets] = field(default_factory=dict)  # answer seconds by verb
 
     def record(
         self,
         durable: str,
         accepted: Iterable[bool],
         seconds: float,
-        replies: Sequence[str] = (),
+        oldest: str = "",
         *,
         now: float | None = None,
     ) -> None:
         """One settled batch: ``accepted`` is True per acked message, False per
-        dead-lettered one; ``seconds`` from fetch to settle; ``replies`` the
-        messages' ack reply subjects (their JetStream timestamps give each message's
+        dead-lettered one; ``seconds`` from fetch to settle; ``oldest`` the ack reply
+        subject of its first message (its JetStream timestamp gives the batch's
         propagation time, up to ``now``, Unix seconds, default the wall clock). An
         empty batch (a fetch that returned nothing) is not counted."""
         stats = self.inputs[durable]
@@ -157,13 +191,22 @@ class ActorMetrics:
                 stats.dead_lettered += 1
         stats.batches += 1
         stats.last_batch_seconds = seconds
-        if self.timings is not None:
-            self.timings.batch(self.instance, durable, seconds, replies, now)
+        stats.apply.observe(seconds)
+        # One observation per batch, the age of its oldest message: the longest any
+        # message of it took (parsing every reply cost about 2 us a message).
+        at = published_at(oldest) if oldest else None
+        if at is not None:
+            now = time.time() if now is None else now
+            # Two hosts' clocks: a skew may make an age negative; it counts as 0
+            # rather than disappearing.
+            stats.propagation.observe(max(0.0, now - at))
 
     def observe_rpc(self, verb: str, seconds: float) -> None:
         """One answered request of ``verb`` (``get``, ``before``, ``sim.step``)."""
-        if self.timings is not None:
-            self.timings.rpc.labels(self.instance, verb).observe(seconds)
+        buckets = self.rpc.get(verb)
+        if buckets is None:
+            buckets = self.rpc[verb] = Buckets(LATENCY_BUCKETS)
+        buckets.observe(seconds)
 
     def refresh_rates(self, now: float) -> None:
         for stats in self.inputs.values():
@@ -198,56 +241,6 @@ class ActorMetrics:
             ),
             stopped=stopped,
         )
-
-
-class _Timings:
-    """The latency histograms of one registry."""
-
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self.apply = Histogram(
-            "worldline_apply_seconds",
-            "Seconds from fetch to settle of each committed batch (apply in one LMDB "
-            "transaction, publish the outputs, ack).",
-            ["actor", "durable"],
-            registry=registry,
-            buckets=LATENCY_BUCKETS,
-        )
-        self.propagation = Histogram(
-            "worldline_propagation_seconds",
-            "Seconds from a message's store in JetStream to its batch committed by "
-            "this actor; on fusion's durable: op published -> posterior applied.",
-            ["actor", "durable"],
-            registry=registry,
-            buckets=PROPAGATION_BUCKETS,
-        )
-        self.rpc = Histogram(
-            "worldline_rpc_seconds",
-            "Seconds to answer one request (read, encode, send), by verb: "
-            "before, get, list, read, view, trace, search, state_hash, sim.step, ...",
-            ["actor", "verb"],
-            registry=registry,
-            buckets=LATENCY_BUCKETS,
-        )
-
-    def batch(
-        self,
-        actor: str,
-        durable: str,
-        seconds: float,
-        replies: Sequence[str],
-        now: float | None,
-    ) -> None:
-        self.apply.labels(actor, durable).observe(seconds)
-        if not replies:
-            return
-        now = time.time() if now is None else now
-        propagation = self.propagation.labels(actor, durable)
-        for reply in replies:
-            at = published_at(reply)
-            if at is not None:
-                # Clocks of two hosts: a skew may make an age negative; it counts
-                # as 0 rather than disappearing.
-                propagation.observe(max(0.0, now - at))
 
 
 # The metrics of the actor whose task this is (bound by the consume loop), for the
@@ -289,7 +282,6 @@ class Registry:
         self.prometheus.register(_Counters(self))
         ProcessCollector(registry=self.prometheus)
         PlatformCollector(registry=self.prometheus)
-        self._timings = _Timings(self.prometheus)
 
     def actor(self, spec: ActorSpec, *, now: datetime | None = None) -> ActorMetrics:
         """The (fresh) metrics of ``spec``'s instance, registered under its name."""
@@ -304,7 +296,6 @@ class Registry:
             },
             started_at=now or datetime.now(UTC),
             started_monotonic=time.monotonic(),
-            timings=self._timings,
         )
         self.actors[spec.instance] = metrics
         return metrics
@@ -334,8 +325,8 @@ class Registry:
 
 
 class _Counters:
-    """A collector reading the registry's counters at scrape time (the families of
-    the first release, under their names)."""
+    """A collector reading the registry's counters and buckets at scrape time: the
+    families of the first release under their names, and three histograms."""
 
     def __init__(self, registry: Registry) -> None:
         self._registry = registry
@@ -392,6 +383,35 @@ class _Counters:
             size.add_metric([m.instance], m.store_bytes)
             start.add_metric([m.instance], m.started_at.timestamp())
         yield from (applied, dead, batches, last, lag, size, start)
+        yield from _histograms(actors)
+
+
+def _histograms(actors: Iterable[ActorMetrics]) -> Iterator[Metric]:
+    apply = HistogramMetricFamily(
+        "worldline_apply_seconds",
+        "Seconds from fetch to settle of each committed batch (apply in one LMDB "
+        "transaction, publish the outputs, ack).",
+        labels=["actor", "durable"],
+    )
+    propagation = HistogramMetricFamily(
+        "worldline_propagation_seconds",
+        "Per committed batch, seconds from its oldest message's store in JetStream to "
+        "the commit here; on fusion's durable: op published -> posterior applied.",
+        labels=["actor", "durable"],
+    )
+    rpc = HistogramMetricFamily(
+        "worldline_rpc_seconds",
+        "Seconds to answer one request (read, encode, send), by verb: before, get, "
+        "view, state_hash, sim.step, ...",
+        labels=["actor", "verb"],
+    )
+    for m in sorted(actors, key=lambda a: a.instance):
+        for s in m.inputs.values():
+            for family, b in ((apply, s.apply), (propagation, s.propagation)):
+                family.add_metric([m.instance, s.durable], b.cumulative(), b.sum)
+        for verb, b in sorted(m.rpc.items()):
+            rpc.add_metric([m.instance, verb], b.cumulative(), b.sum)
+    yield from (apply, propagation, rpc)
 
 
 def render(registry: Registry) -> str:
