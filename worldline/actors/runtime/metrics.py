@@ -193,7 +193,7 @@ class ActorMetrics:
         stats.last_batch_seconds = seconds
         stats.apply.observe(seconds)
         # One observation per batch, the age of its oldest message: the longest any
-        # message of it took (parsing every reply cost about 2 us a message).
+        # message of it took (parsing every reply would put work on each message).
         at = published_at(oldest) if oldest else None
         if at is not None:
             now = time.time() if now is None else now
