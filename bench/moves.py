@@ -331,6 +331,32 @@ def report(results: dict[str, dict[int, list[dict[str, float]]]]) -> None:
         print(f"| {other} | " + " | ".join(cells) + " |")
 
 
+def cost() -> None:
+    """What the gain costs when everything rests on the goals: n beliefs, each
+    ``depends_on`` 2 later ones (2n edges), 3 goals resting on 3 of the first 20."""
+    for n in (100, 300, 1000):
+        rng = random.Random(0)
+        ids = [f"b{i}" for i in range(n)]
+        edges = [
+            BeliefEdge(id=f"e{i}-{k}", type="depends_on", source=ids[i],
+                       target=ids[rng.randrange(i + 1, n)], confidence=0.8)
+            for i in range(n - 1)
+            for k in range(2)
+        ]  # fmt: skip
+        goals = [f"goal{g}" for g in range(3)]
+        edges += [
+            BeliefEdge(id=f"g{g}-{j}", type="depends_on", source=goal,
+                       target=ids[j], confidence=0.8)
+            for g, goal in enumerate(goals)
+            for j in rng.sample(range(min(n, 20)), 3)
+        ]  # fmt: skip
+        pairs = {b: (rng.uniform(0.5, 5), rng.uniform(0.5, 5)) for b in ids}
+        started = time.perf_counter()
+        information.gains(pairs, goals, edges)
+        took = time.perf_counter() - started
+        print(f"gains over {n} beliefs, {len(edges)} edges, 3 goals: {took:.2f} s")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scenes", type=int, default=200)
@@ -339,7 +365,11 @@ def main() -> None:
     parser.add_argument("--goals", type=int, default=2)
     parser.add_argument("--accuracy", type=float, default=0.8)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--cost", action="store_true", help="time the gain alone")
     args = parser.parse_args()
+    if args.cost:
+        cost()
+        return
     if args.scenes < 2 or args.steps < 1 or args.claims < 3 or args.goals < 1:
         sys.exit("need --scenes >= 2, --steps >= 1, --claims >= 3, --goals >= 1")
     if not 0.5 <= args.accuracy <= 1.0:
