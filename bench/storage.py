@@ -196,7 +196,8 @@ class Results:
     seconds: float = 0.0
     # WL_DERIVED's posteriors: their encoded bytes, the bytes of the evidence they
     # carry that an earlier posterior of the belief already carried, and what they
-    # would take carrying only their own op's evidence (a wire change: not made).
+    # would take carrying only their own op's evidence (what they carry since
+    # posteriors became deltas, issue 18: then it is all of their bytes).
     posterior_bytes: int = 0
     posterior_repeated_bytes: int = 0
     posterior_delta_bytes: int = 0
@@ -366,6 +367,9 @@ async def posteriors(js: JetStreamContext) -> tuple[int, int, int]:
                     if not isinstance(update, PosteriorUpdate):
                         continue
                     total += len(payload)
+                    if update.delta:  # only what its op added (issue 18): no repeats
+                        delta += len(payload)
+                        continue
                     new = [
                         e for e in update.evidence if e.recorded_seq == update.cause_seq
                     ]

@@ -38,9 +38,9 @@ def test_quick_run_measures_every_store(capsys: pytest.CaptureFixture[str]) -> N
         assert belief.count >= 60  # every belief, and the extractor's
         assert belief.value_bytes > belief.count * 100
     assert results.ratio == results.store_bytes / results.log_bytes
-    # Every posterior carries its own evidence; the repeats are a part of it.
-    assert 0 < results.posterior_delta_bytes < results.posterior_bytes
-    assert 0 < results.posterior_repeated_bytes < results.posterior_bytes
+    # Posteriors carry only the evidence their op added (issue 18): no repeats.
+    assert 0 < results.posterior_delta_bytes == results.posterior_bytes
+    assert results.posterior_repeated_bytes == 0
     out = capsys.readouterr().out
     assert f"= {results.ratio:.2f}x" in out
     assert "state/belief" in out
