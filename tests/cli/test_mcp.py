@@ -8,14 +8,23 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
 import msgspec
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
-from mcp.types import CallToolResult, TextContent
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from mcp.types import (
+    CallToolResult,
+    ReadResourceResult,
+    ResourceUpdatedNotification,
+    TextContent,
+    TextResourceContents,
+)
 
 import worldline
 from tests.support import all_actors, running, unique_world
 from worldline.actors.extractor.text import belief_id
+from worldline.mcp.resources import resource_uri
 from worldline.mcp.server import TOOLS, server_version
 from worldline.sdk.declaration import load_declaration
 
@@ -29,6 +38,12 @@ OUTPUT = (
     "A schema change to the sessions table risks logging every user out.\n"
     "Is the export route reachable from outside the VPC?\n"
 )
+
+
+def _resource_text(result: ReadResourceResult) -> str:
+    block = result.contents[0]
+    assert isinstance(block, TextResourceContents)
+    return block.text
 
 
 def _text(result: CallToolResult, index: int = 0) -> str:
@@ -49,6 +64,7 @@ async def test_mcp_tools_read_and_change_the_world(
     nats_url: str, tmp_path: Path
 ) -> None:
     world = unique_world("mcp")
+    updated = _Updated()
     server = StdioServerParameters(
         command=WORLDLINE,
         args=["mcp", "--agent", "ada", "--world", world, "--nats", nats_url],
@@ -57,19 +73,50 @@ async def test_mcp_tools_read_and_change_the_world(
         async with (
             running(all_actors(), url=nats_url, data=tmp_path / "actors"),
             stdio_client(server, errlog=errlog) as (read, write),
-            ClientSession(read, write) as session,
+            ClientSession(read, write, message_handler=updated.hear) as session,
         ):
             hello = await session.initialize()
             assert hello.server_info.version == server_version() != ""
-            await _watch(session, nats_url, world)
+            assert hello.capabilities.resources is not None
+            assert hello.capabilities.resources.subscribe is True
+            await _watch(session, nats_url, world, updated)
             await _drive(session, world)
     assert "Traceback" not in (tmp_path / "mcp-stderr.log").read_text()
 
 
-async def _watch(session: ClientSession, url: str, world: str) -> None:
+class _Updated:
+    """The resource-updated notifications a (2025-era) client hears."""
+
+    def __init__(self) -> None:
+        self.uris: list[str] = []
+        self._heard = anyio.Event()
+
+    async def hear(self, message: Any) -> None:
+        if isinstance(message, ResourceUpdatedNotification):
+            self.uris.append(str(message.params.uri))
+            self._heard.set()
+
+    async def until(self, uri: str) -> None:
+        with anyio.fail_after(15):
+            while uri not in self.uris:
+                self._heard = anyio.Event()
+                await self._heard.wait()
+
+
+async def _watch(
+    session: ClientSession, url: str, world: str, updated: _Updated
+) -> None:
     """`watch` before the world exists times out unchanged, with no worldview; once
     the crew is declared, a watch from that empty fingerprint returns ada's new
-    standing worldview; `view` then reads ada's startup view."""
+    standing worldview, and a client subscribed to ada's view resource hears that
+    it changed; `view` then reads ada's startup view."""
+    mine = resource_uri("ada", "view")
+    listed = {str(r.uri) for r in (await session.list_resources()).resources}
+    assert listed == {resource_uri("ada", p) for p in ("worldview", "view", "inbox")}
+    with pytest.warns(MCPDeprecationWarning):  # removed in the 2026 protocol only
+        await session.subscribe_resource(mine)
+    with pytest.warns(MCPDeprecationWarning), pytest.raises(MCPError, match="you are"):
+        await session.subscribe_resource(resource_uri("bob", "view"))
     idle = await _ok(session, "watch", timeout=0.3)
     assert idle == {"changed": False, "fingerprint": "", "worldview": None}
     not_yet = await session.call_tool("view", {})
@@ -88,8 +135,11 @@ async def _watch(session: ClientSession, url: str, world: str) -> None:
     assert len(changed["fingerprint"]) == 16
     same = await _ok(session, "watch", since=changed["fingerprint"], timeout=0.2)
     assert same["changed"] is False
+    await updated.until(mine)
     view = await _ok(session, "view")
     assert (view["world"], view["agent"]) == (world, "ada")
+    read = await session.read_resource(mine)
+    assert json.loads(_resource_text(read))["agent"] == "ada"
     assert view["me"]["id"] == "agent:ada"
 
 
@@ -231,8 +281,13 @@ async def _beliefs(
 
     risk = extracted["risks"][0]
     edge = await _ok(session, "relate", source=claim, target=risk, type="supports")
-    linked = await _ok(session, "trace", belief_id=claim)
-    assert edge["edge_id"] in {e["id"] for e in linked["edges"]}
+    assert edge["seq"] > 0
+    with anyio.fail_after(10):  # fusion links it just after the materializer
+        while True:
+            linked = await _ok(session, "trace", belief_id=claim)
+            if edge["edge_id"] in {e["id"] for e in linked.get("edges", [])}:
+                break
+            await anyio.sleep(0.05)
 
     gap = extracted["gaps"][0]
     resolved = await _ok(session, "resolve", gap_id=gap, reason="it is internal")

@@ -222,12 +222,13 @@ async def _notified_of_new_work(spock: Client, scotty: Client) -> None:
         written = await _ok(scotty, "write", entity=PILOT, field="phase", value="sla")
         assert written["version"] > 0
         heard: set[str] = set()
-        with anyio.fail_after(20):
+        with anyio.move_on_after(20):
             async for event in events:
                 if isinstance(event, ResourceUpdated):
                     heard.add(event.uri)
                 if wanted <= heard:
                     break
+        assert wanted <= heard, f"heard only {sorted(heard)} in 20 s"
     inbox = await _ok(spock, "inbox", wait=2.0)
     work = [m for m in inbox["messages"] if m["kind"] == "inbox.work_assigned.v1"]
     assert [m["work_kind"] for m in work] == ["replan_request"], inbox

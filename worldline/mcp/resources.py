@@ -8,7 +8,8 @@ SDK's :meth:`~worldline.sdk.client.World.watch`: the projector pushes an agent's
 (with its standing worldview and its inbox's pending count and recent ids) whenever
 its bytes change; each push is compared part by part with the one before, and each
 part that changed is published as ``notifications/resources/updated`` to the clients
-listening for that URI (``subscriptions/listen``).
+listening for that URI (``subscriptions/listen``, 2026-era) or subscribed to it
+(``resources/subscribe``, 2025-era).
 """
 
 from __future__ import annotations
@@ -22,7 +23,14 @@ import anyio
 import msgspec
 from mcp.server.mcpserver.exceptions import ResourceError
 from mcp.server.mcpserver.resources import FunctionResource
-from mcp.server.subscriptions import ResourceUpdated, SubscriptionBus
+from mcp.server.subscriptions import InMemorySubscriptionBus, ResourceUpdated
+from mcp.shared.exceptions import MCPError
+from mcp.types import (
+    INVALID_PARAMS,
+    EmptyResult,
+    SubscribeRequestParams,
+    UnsubscribeRequestParams,
+)
 
 from worldline.actors.runtime.errors import ActorError
 from worldline.mcp.common import Agents, as_json
@@ -30,10 +38,14 @@ from worldline.mcp.reads import _views, fingerprint
 from worldline.sdk.errors import WorldlineError
 
 if TYPE_CHECKING:
+    from mcp.server.context import ServerRequestContext
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.session import ServerSession
+
     from worldline.protocols.rpc import AgentView
     from worldline.sdk.client import World
 
-__all__ = ["RESOURCES", "follow", "resource_uri", "resources"]
+__all__ = ["RESOURCES", "Updates", "follow", "resource_uri", "resources"]
 
 log = logging.getLogger("worldline.mcp")
 
@@ -49,8 +61,10 @@ def _digest(value: Any) -> str:
     return hashlib.sha256(msgspec.json.encode(value, order="sorted")).hexdigest()
 
 
-def parts(view: AgentView) -> dict[str, str]:
-    """A digest of each resource's part of a pushed view."""
+def parts(view: AgentView | None) -> dict[str, str]:
+    """A digest of each resource's part of a pushed view (all "" for none)."""
+    if view is None:
+        return dict.fromkeys(RESOURCES, "")
     return {
         "worldview": fingerprint(view.worldview),
         "view": _digest(view),
@@ -58,24 +72,86 @@ def parts(view: AgentView) -> dict[str, str]:
     }
 
 
-async def follow(agent: str, world: World, bus: SubscriptionBus) -> None:
+class Updates:
+    """Where resource-updated notifications go: the ``subscriptions/listen``
+    streams of 2026-era clients (the SDK's subscription bus), and the connections
+    of 2025-era clients that asked with ``resources/subscribe`` (their own URIs
+    only: another agent's is refused)."""
+
+    def __init__(self, agents: Agents) -> None:
+        self.agents = agents
+        self.bus = InMemorySubscriptionBus()
+        # uri -> {connection key: its session (notifies on the connection's channel)}
+        self._subscribed: dict[str, dict[str, ServerSession]] = {}
+
+    def install(self, server: MCPServer) -> None:
+        """Serve ``resources/subscribe`` and ``resources/unsubscribe`` (2025-era
+        wire; MCPServer leaves them to the low-level server)."""
+        lowlevel = server._lowlevel_server
+        lowlevel.add_request_handler(
+            "resources/subscribe", SubscribeRequestParams, self._subscribe
+        )
+        lowlevel.add_request_handler(
+            "resources/unsubscribe", UnsubscribeRequestParams, self._unsubscribe
+        )
+
+    async def _subscribe(
+        self, ctx: ServerRequestContext[Any], params: SubscribeRequestParams
+    ) -> EmptyResult:
+        caller = self.agents.caller()
+        if params.uri not in {resource_uri(caller, part) for part in RESOURCES}:
+            raise MCPError(
+                INVALID_PARAMS,
+                f"cannot subscribe to {params.uri}: you are {caller}; your "
+                f"resources are {resource_uri(caller, '{worldview,view,inbox}')}",
+            )
+        self._subscribed.setdefault(params.uri, {})[_connection(ctx)] = ctx.session
+        return EmptyResult()
+
+    async def _unsubscribe(
+        self, ctx: ServerRequestContext[Any], params: UnsubscribeRequestParams
+    ) -> EmptyResult:
+        self._subscribed.get(params.uri, {}).pop(_connection(ctx), None)
+        return EmptyResult()
+
+    async def publish(self, uri: str) -> None:
+        await self.bus.publish(ResourceUpdated(uri=uri))
+        for key, session in list(self._subscribed.get(uri, {}).items()):
+            try:
+                await session.send_resource_updated(uri)
+            except Exception as exc:  # a client gone: forget it
+                log.info("dropping a subscriber of %s: %r", uri, exc)
+                self._subscribed[uri].pop(key, None)
+
+
+def _connection(ctx: ServerRequestContext[Any]) -> str:
+    """Which client connection a request came on: its HTTP session id, or the one
+    stdio pipe."""
+    headers = getattr(ctx.request, "headers", None)
+    return str(headers.get("mcp-session-id", "")) if headers is not None else ""
+
+
+async def follow(agent: str, world: World, updates: Updates) -> None:
     """Publish an update for each of ``agent``'s resources whose part of its pushed
     view changed, until cancelled; a failed watch (the bus went away) is logged
     and started again."""
     last: dict[str, str] | None = None
+    failed = ""  # the last failure, said once (not every retry)
     while True:
         try:
+            if last is None:  # what a client read before it subscribed
+                last = parts(await world.stored_view())
             async with aclosing(_views(world)) as views:
                 async for view in views:
                     now = parts(view)
-                    if last is not None:
-                        for part, digest in now.items():
-                            if last.get(part) != digest:
-                                uri = resource_uri(agent, part)
-                                await bus.publish(ResourceUpdated(uri=uri))
+                    for part, digest in now.items():
+                        if last.get(part) != digest:
+                            await updates.publish(resource_uri(agent, part))
                     last = now
         except (WorldlineError, ActorError) as exc:
-            log.warning("watching %s's view: %s; again in %gs", agent, exc, _RETRY)
+            said, failed = failed, str(exc)
+            level = logging.DEBUG if failed == said else logging.WARNING
+            log.log(level, "watching %s's view: %s; again in %gs", agent, exc, _RETRY)
         await anyio.sleep(_RETRY)
 
 

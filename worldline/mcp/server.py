@@ -18,8 +18,9 @@ made with that agent's own credentials file; a request is the agent whose bearer
 it carries, and a request without one is refused (401).
 
 The agent's worldview, startup view and inbox are resources
-(:mod:`worldline.mcp.resources`), with update notifications on ``subscriptions/listen``
-streams; the ``turn`` prompt starts a turn with the worldview.
+(:mod:`worldline.mcp.resources`), with update notifications (``subscriptions/listen``
+streams, or ``resources/subscribe``); the ``turn`` prompt starts a turn with the
+worldview.
 
 An SDK error (a bad id, a rejected write, an unreachable bus) becomes an MCP tool error
 carrying the SDK's message, and the server keeps serving. Over stdio, stdout is the
@@ -38,12 +39,11 @@ import anyio
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
-from mcp.server.subscriptions import InMemorySubscriptionBus, SubscriptionBus
 from pydantic import AnyHttpUrl
 
 from worldline.mcp.common import Agents, tool_errors
 from worldline.mcp.reads import read_tools
-from worldline.mcp.resources import follow, resources
+from worldline.mcp.resources import Updates, follow, resources
 from worldline.mcp.writes import write_tools
 from worldline.sdk.client import connect
 
@@ -125,7 +125,7 @@ class _Verifier:
 def build_server(
     agents: Agents,
     *,
-    bus: SubscriptionBus | None = None,
+    updates: Updates | None = None,
     tokens: Tokens | None = None,
     url: str = "",
 ) -> MCPServer:
@@ -138,6 +138,7 @@ def build_server(
             "token_verifier": _Verifier(tokens),
             "auth": AuthSettings(issuer_url=AnyHttpUrl(url), resource_server_url=None),
         }
+    updates = updates or Updates(agents)
     who = agents.names[0] if len(agents.names) == 1 else f"{len(agents.names)} agents"
     server: MCPServer = MCPServer(
         name="worldline",
@@ -146,10 +147,11 @@ def build_server(
         version=server_version(),
         tools=[*read_tools(agents), *write_tools(agents)],
         resources=list(resources(agents)),
-        subscriptions=bus or InMemorySubscriptionBus(),
+        subscriptions=updates.bus,
         log_level="WARNING",
         **auth,
     )
+    updates.install(server)
 
     @server.prompt(title="Start a turn with the worldview", description=TURN)
     async def turn(task: str) -> str:
@@ -179,11 +181,12 @@ async def serve(
     async with connect(
         url, world=world, agent=agent, request_timeout=request_timeout
     ) as handle:
-        bus = InMemorySubscriptionBus()
-        server = build_server(Agents(world, {agent: handle}), bus=bus)
+        agents = Agents(world, {agent: handle})
+        updates = Updates(agents)
+        server = build_server(agents, updates=updates)
         log.info("serving world %r as %r over stdio (nats %s)", world, agent, url)
         async with anyio.create_task_group() as tg:
-            tg.start_soon(follow, agent, handle, bus)
+            tg.start_soon(follow, agent, handle, updates)
             await server.run_stdio_async()
             tg.cancel_scope.cancel()
 
@@ -216,7 +219,6 @@ async def serve_http(
     """
     import uvicorn  # the mcp extra brings it; only the HTTP transport needs it
 
-    bus = InMemorySubscriptionBus()
     async with AsyncExitStack() as stack:
         worlds: dict[str, World] = {}
         for entry in tokens.entries:
@@ -230,12 +232,9 @@ async def serve_http(
                 )
             )
         address = f"http://{host}:{port}"
-        server = build_server(
-            Agents(world, worlds, authenticated=True),
-            bus=bus,
-            tokens=tokens,
-            url=address,
-        )
+        agents = Agents(world, worlds, authenticated=True)
+        updates = Updates(agents)
+        server = build_server(agents, updates=updates, tokens=tokens, url=address)
         app = server.streamable_http_app(host=host)
         config = uvicorn.Config(
             app, host=host, port=port, log_level="warning", lifespan="on"
@@ -255,6 +254,6 @@ async def serve_http(
         )
         async with anyio.create_task_group() as tg:
             for agent, handle in worlds.items():
-                tg.start_soon(follow, agent, handle, bus)
+                tg.start_soon(follow, agent, handle, updates)
             await uvicorn.Server(config).serve()
             tg.cancel_scope.cancel()
