@@ -312,3 +312,234 @@ def test_links_in_the_user_docs_resolve() -> None:
         if not ((ROOT / page).parent / target).exists()
     ]
     assert broken == []
+
+
+# --- README.md's tour and docs/agents.md's examples, run as written ------------------
+
+README = ROOT / "README.md"
+AGENTS = ROOT / "docs" / "agents.md"
+FENCE = re.compile(r"^```(\w*)\s*$")
+STREAMING = ("worldline watch",)  # print until interrupted: read the first view, stop
+
+
+@dataclass
+class Example:
+    """One runnable thing of a page: a shell command, or a whole python block."""
+
+    page: str
+    line: int
+    kind: str  # "sh" or "python"
+    text: str
+
+
+def examples(
+    markdown: str, page: str, *, start: str | None = None, skip: tuple[str, ...] = ()
+) -> list[Example]:
+    """The ```` ```sh ```` commands and ```` ```python ```` blocks of ``markdown``,
+    in page order: from the heading ``start`` to the next heading of its level (or
+    the whole page), leaving out the sections headed ``skip``."""
+    found: list[Example] = []
+    lines = markdown.splitlines()
+    level = ""
+    inside = start is None
+    skipping = False
+    i = 0
+    while i < len(lines):
+        text = lines[i]
+        if text.startswith("#") and not text.startswith("#!"):
+            marks = text.split(" ", 1)[0]
+            if start is not None and text.strip() == start:
+                inside, level = True, marks
+            elif inside and start is not None and len(marks) <= len(level):
+                break
+            skipping = any(text.strip() == s for s in skip) or (
+                skipping and len(marks) > 2
+            )
+        opened = FENCE.match(text)
+        if not opened or not opened.group(1):
+            i += 1
+            continue
+        kind, body_start = opened.group(1), i + 1
+        end = body_start
+        while end < len(lines) and lines[end].strip() != "```":
+            end += 1
+        body = lines[body_start:end]
+        i = end + 1
+        if not inside or skipping:
+            continue
+        if kind == "python":
+            found.append(Example(page, body_start, "python", "\n".join(body) + "\n"))
+        elif kind == "sh":
+            j = 0
+            while j < len(body):
+                number, command = body_start + j + 1, body[j]
+                j += 1
+                if not command.strip() or command.lstrip().startswith("#"):
+                    continue
+                while command.endswith("\\") and j < len(body):
+                    command = command[:-1] + body[j].strip()
+                    j += 1
+                found.append(Example(page, number, "sh", command.strip()))
+    return found
+
+
+# Each block as a notebook cell runs it: top-level await allowed, one namespace per
+# page; a cell without await runs with no event loop (the blocking SDK refuses one).
+CELLS = """
+import ast, asyncio, json, sys
+namespace = {"__name__": "__main__"}
+for cell in json.load(open(sys.argv[1])):
+    code = compile(cell["text"], f"{cell['page']}:{cell['line']}", "exec",
+                   flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    print(f"--- {cell['page']} line {cell['line']}", flush=True)
+    result = eval(code, namespace)
+    if asyncio.iscoroutine(result):
+        asyncio.run(result)
+"""
+
+
+def _run_python(cells: list[Example], env: dict[str, str], cwd: Path) -> None:
+    import json
+
+    if not cells:
+        return
+    script = cwd / f"cells-{cells[0].line}.json"
+    script.write_text(json.dumps([c.__dict__ for c in cells]))
+    done = subprocess.run(
+        [sys.executable, "-c", CELLS, str(script)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=90,
+        check=False,
+    )
+    where = ", ".join(f"{c.page} line {c.line}" for c in cells)
+    assert done.returncode == 0, f"{where}:\n{done.stdout}\n{done.stderr}"
+
+
+def _start(command: str, env: dict[str, str], cwd: Path) -> subprocess.Popen[str]:
+    """A long-running command (``up``), returned once it printed ``ready``."""
+    proc = subprocess.Popen(
+        ["bash", "--noprofile", "--norc", "-c", f"exec {command}"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=cwd,
+        env=env,
+    )
+    assert proc.stdout is not None
+    printed: list[str] = []
+    while not printed or printed[-1].rstrip() != "ready":
+        line = proc.stdout.readline()
+        if not line:
+            raise AssertionError(f"`{command}` exited before `ready`:\n{printed}")
+        printed.append(line)
+    return proc
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    proc.send_signal(signal.SIGINT)  # Ctrl-C
+    try:
+        assert proc.wait(timeout=20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+def _stream_once(example: Example, env: dict[str, str], cwd: Path) -> None:
+    """A command that prints until interrupted: it must print, then stop on Ctrl-C."""
+    proc = subprocess.Popen(
+        ["bash", "--noprofile", "--norc", "-c", f"exec {example.text}"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=cwd,
+        env=env,
+    )
+    assert proc.stdout is not None
+    try:
+        first = proc.stdout.readline()
+        assert first.strip(), (
+            f"{example.page} line {example.line}: `{example.text}` printed nothing"
+        )
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=15)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            for pipe in (proc.stdout, proc.stderr):
+                if pipe is not None:
+                    pipe.close()
+
+
+def _workspace(tmp_path: Path) -> Path:
+    """A folder where the pages' relative paths resolve (examples/, the traces) and
+    whatever they write (sim-index) stays out of the checkout."""
+    here = tmp_path / "work"
+    (here / "tests" / "data").mkdir(parents=True)
+    (here / "examples").symlink_to(ROOT / "examples")
+    (here / "tests" / "data" / "traces").symlink_to(ROOT / "tests" / "data" / "traces")
+    return here
+
+
+def test_the_page_examples_are_found() -> None:
+    tour = examples(README.read_text(), "README.md", start="## A short tour")
+    agents = examples(
+        AGENTS.read_text(),
+        "docs/agents.md",
+        skip=("## The MCP server: `worldline mcp`",),
+    )
+    commands = [e.text for e in tour if e.kind == "sh"]
+    assert any(
+        c.startswith("worldline world load examples/crew.toml") for c in commands
+    )
+    assert "worldline up --sim-index sim-index" in commands
+    assert len([e for e in tour if e.kind == "python"]) == 1
+    assert not any("pip install" in c for c in commands)  # the install is not the tour
+    assert len([e for e in agents if e.kind == "python"]) >= 4
+    assert not any(e.kind == "sh" for e in agents)  # only the MCP section has shell
+
+
+@pytest.mark.timeout(300)
+def test_the_readme_tour_and_agents_page_run_as_written(
+    env: dict[str, str], shells: dict[str, Shell], tmp_path: Path
+) -> None:
+    """README's tour, then docs/agents.md's python (MCP section aside: its own test),
+    against `worldline up` as the pages say; the SDK and the CLI find it through the
+    URL `up` recorded in the data folder (no WORLDLINE_NATS)."""
+    cwd = _workspace(tmp_path)
+    tour = examples(README.read_text(), "README.md", start="## A short tour")
+    agents = examples(
+        AGENTS.read_text(),
+        "docs/agents.md",
+        skip=("## The MCP server: `worldline mcp`",),
+    )
+    up = _start("worldline up", env, cwd)  # "With `worldline up` running ..."
+    shell = Shell(env)
+    shells["tour"] = shell
+    shell.run(f"cd {cwd}")
+    try:
+        for example in tour:
+            where = f"{example.page} line {example.line}"
+            if example.kind == "python":
+                _run_python([example], env, cwd)
+            elif example.text.startswith("worldline up"):
+                _stop(up)  # "stop `up` (Ctrl-C) and start it again"
+                up = _start(example.text, env, cwd)
+            elif example.text.startswith(STREAMING):
+                _stream_once(example, env, cwd)
+            else:
+                code, output = shell.run(example.text)
+                assert code == 0, f"{where}: `{example.text}` exited {code}:\n{output}"
+                if example.text.startswith("worldline replay"):
+                    assert "match: yes" in output, output
+        _run_python([e for e in agents if e.kind == "python"], env, cwd)
+    finally:
+        _stop(up)

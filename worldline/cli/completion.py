@@ -61,8 +61,11 @@ def bash_script(root: argparse.ArgumentParser) -> str:
         if names:
             subs.append(f"        {shlex.quote(key)}) subs={_quote(names)} ;;")
         files = " files=1;" if not names and _positional(parser) else ""
-        offered = names + _options(parser) + (GLOBALS if not path else [])
-        words.append(f"        {shlex.quote(key)}) words={_quote(offered)};{files} ;;")
+        opts = _options(parser) + (GLOBALS if not path else [])
+        words.append(
+            f"        {shlex.quote(key)}) names={_quote(names)}; "
+            f"opts={_quote(opts)};{files} ;;"
+        )
         for action in parser._actions:
             if not action.option_strings or action.nargs == 0:
                 continue
@@ -80,8 +83,8 @@ def bash_script(root: argparse.ArgumentParser) -> str:
     nl = "\n"
     return f"""# bash completion for worldline (`worldline completion bash` wrote it)
 _worldline() {{
-    local cur="${{COMP_WORDS[COMP_CWORD]}}" prev="" path="" subs words="" files=0
-    local i w skip=0
+    local cur="${{COMP_WORDS[COMP_CWORD]}}" prev="" path="" subs names="" opts=""
+    local i w skip=0 files=0
     local valued=" {valued} "
     ((COMP_CWORD > 0)) && prev="${{COMP_WORDS[COMP_CWORD-1]}}"
     for ((i = 1; i < COMP_CWORD; i++)); do
@@ -107,9 +110,11 @@ _worldline() {{
     case "$path" in
 {nl.join(words)}
     esac
-    COMPREPLY=($(compgen -W "$words" -- "$cur"))
-    if ((files)) && [[ "$cur" != -* ]]; then
-        COMPREPLY+=($(compgen -f -- "$cur"))
+    if [[ "$cur" == -* ]]; then
+        COMPREPLY=($(compgen -W "$opts" -- "$cur"))
+    else
+        COMPREPLY=($(compgen -W "$names" -- "$cur"))
+        ((files)) && COMPREPLY+=($(compgen -f -- "$cur"))
     fi
 }}
 complete -o default -F _worldline worldline
