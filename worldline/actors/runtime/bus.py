@@ -97,7 +97,7 @@ async def connect(
         ):
             refused.append(exc)
         if client:  # before the first connect, failure is reported once, below
-            log.warning("%s: nats error: %s", name, exc)
+            log.warning("%s: nats error: %s", name, describe(exc))
             if on_server_error is not None:
                 on_server_error(exc)
 

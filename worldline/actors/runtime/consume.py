@@ -194,7 +194,7 @@ async def _close(nc: NATS) -> None:
     try:
         await nc.flush(timeout=2)
     except (nats.errors.Error, OSError, TimeoutError) as exc:
-        log.debug("final flush failed: %s", exc)
+        log.debug("final flush failed: %s", describe(exc))
     await nc.close()
 
 
@@ -382,7 +382,7 @@ async def _in_progress(msgs: list[Delivered]) -> None:
         try:
             await msg.in_progress()
         except nats.errors.Error as exc:
-            log.debug("in_progress failed: %s", exc)
+            log.debug("in_progress failed: %s", describe(exc))
             return
 
 
@@ -455,7 +455,7 @@ async def _unbind(sub: Puller) -> None:
         try:
             await sub.unsubscribe()
         except nats.errors.Error as exc:
-            log.debug("unsubscribe failed: %s", exc)
+            log.debug("unsubscribe failed: %s", describe(exc))
 
 
 async def _settle(

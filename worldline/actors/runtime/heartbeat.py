@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import anyio
 import nats.errors
 
+from worldline.actors.runtime.bus import describe
 from worldline.actors.runtime.declare import answered
 from worldline.protocols.messages import encode
 from worldline.protocols.subjects import STATUS, status_key
@@ -78,7 +79,9 @@ async def run_heartbeat(
                     record = metrics.heartbeat(at=clock(), interval=interval)
                     await kv.put(key, encode(record))
             except (nats.errors.Error, TimeoutError) as exc:
-                log.warning("%s: heartbeat not written: %s", metrics.instance, exc)
+                log.warning(
+                    "%s: heartbeat not written: %s", metrics.instance, describe(exc)
+                )
             await anyio.sleep(interval)
     finally:
         with anyio.CancelScope(shield=True), anyio.move_on_after(GRACE):
@@ -86,4 +89,8 @@ async def run_heartbeat(
             try:
                 await kv.put(key, encode(record))
             except (nats.errors.Error, TimeoutError) as exc:
-                log.debug("%s: final heartbeat not written: %s", metrics.instance, exc)
+                log.debug(
+                    "%s: final heartbeat not written: %s",
+                    metrics.instance,
+                    describe(exc),
+                )

@@ -40,6 +40,7 @@ import msgspec
 import nats.errors
 import nats.js.errors
 
+from worldline.actors.runtime.bus import describe
 from worldline.actors.runtime.declare import answered
 from worldline.protocols.messages import LEASE_VALUE, Lease, encode
 from worldline.protocols.subjects import LEASES
@@ -181,7 +182,7 @@ class LeaseGate:
             try:
                 await self._tick(kv, activate)
             except (nats.errors.Error, TimeoutError, OSError, ValueError) as exc:
-                log.warning("%s: lease %s: %s", self.holder, self.key, exc)
+                log.warning("%s: lease %s: %s", self.holder, self.key, describe(exc))
             if self._holding and self._clock() >= self._valid_until:
                 log.warning(
                     "%s: lease %s not renewed in time; pausing writes",
