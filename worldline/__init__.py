@@ -1,6 +1,8 @@
 """worldline: one shared, evidence-kept world model for a crew of AI agents.
 
-``async with worldline.connect(url, world="crew", agent="ada") as world:`` then
+``async with worldline.connect(world="crew", agent="ada") as world:`` (the bus: the
+URL passed first, else ``$WORLDLINE_NATS``, else the one a local ``worldline up``
+recorded) then
 ``await world.add(...)``, ``await world.get(id)``, ``await world.list()``,
 ``await world.search("query")`` (ranked, with each hit's channel scores and trace).
 Agent loops: ``async with world.turn(query) as turn:`` (:mod:`worldline.hooks`).
@@ -10,7 +12,8 @@ Scripts without an event loop: ``with worldline.sync.connect(...) as world:``
 The package is laid out by audience: :mod:`worldline.sdk` is the agent's SDK (the
 names above come from it), :mod:`worldline.ops` the operator's tools (``status``,
 ``creds``, ``replay``), :mod:`worldline.mcp` the MCP server, and :mod:`worldline.cli`
-the ``worldline`` command over all three.
+the ``worldline`` command over all three. Every error the SDK raises is a
+:class:`WorldlineError`; ``__version__`` is the installed distribution's version.
 """
 
 from importlib.metadata import PackageNotFoundError
