@@ -24,6 +24,7 @@ import pytest
 
 from tests.support import running, unique_world
 from worldline.actors.registry import build
+from worldline.actors.runtime import publish
 from worldline.actors.runtime.bus import FETCH_BYTES, PENDING_REQUESTS, describe
 from worldline.actors.runtime.declare import ensure_streams
 from worldline.actors.runtime.embedded import EmbeddedNats
@@ -92,6 +93,25 @@ def test_a_fetch_is_capped_in_bytes_below_what_the_server_lets_a_client_owe() ->
     assert PENDING_REQUESTS * FETCH_BYTES <= MAX_PENDING < 64 * 1024 * 1024
     assert describe(TimeoutError()) == "TimeoutError: TimeoutError()"
     assert describe(nats.errors.TimeoutError()).startswith("nats.errors.TimeoutError: ")
+
+
+async def test_a_publish_timeout_says_what_came_back(
+    nats_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A publish whose PubAcks never come (here: a plain subscriber, not a stream,
+    listens on the subject) fails with a reason, not an empty ``TimeoutError()``."""
+    monkeypatch.setattr(publish, "PUBLISH_TIMEOUT", 0.3)
+    nc = await nats.connect(nats_url)
+    try:
+        await nc.subscribe("nowhere.posterior")
+        item = OutboxItem(key=b"", subject="nowhere.posterior", msg_id="m-1",
+                          payload=b"x" * 1000)  # fmt: skip
+        with pytest.raises(TimeoutError) as failed:
+            await publish_all(nc.jetstream(), [item])
+    finally:
+        await nc.close()
+    assert "0 of 1 PubAcks (1,000 bytes published)" in str(failed.value)
+    assert describe(failed.value).startswith("TimeoutError: TimeoutError('0 of 1")
 
 
 async def test_a_burst_of_large_posteriors_reaches_the_materializer_whole(
