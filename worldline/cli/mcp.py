@@ -102,7 +102,7 @@ def run_mcp(args: argparse.Namespace) -> int:
     if tokens_file is None:
         sys.stderr.write(
             "worldline: --http needs --tokens FILE: who may call, as which agent "
-            "(docs/agents.md, 'MCP over HTTP'); unauthenticated HTTP is not served\n"
+            "(docs/agents.md, 'Over HTTP'); unauthenticated HTTP is not served\n"
         )
         return EXIT_USAGE
     tokens = load_tokens(tokens_file, env_creds=bool(os.environ.get(CREDS_ENV)))

@@ -46,6 +46,7 @@ from worldline.mcp.reads import read_tools
 from worldline.mcp.resources import Updates, follow, resources
 from worldline.mcp.writes import write_tools
 from worldline.sdk.client import connect
+from worldline.sdk.errors import BadRequest, BusUnavailable
 
 if TYPE_CHECKING:
     from worldline.mcp.auth import Tokens
@@ -222,16 +223,20 @@ async def serve_http(
     async with AsyncExitStack() as stack:
         worlds: dict[str, World] = {}
         for entry in tokens.entries:
-            worlds[entry.agent] = await stack.enter_async_context(
-                connect(
-                    url,
-                    world=world,
-                    agent=entry.agent,
-                    creds=entry.creds,
-                    request_timeout=request_timeout,
+            try:
+                worlds[entry.agent] = await stack.enter_async_context(
+                    connect(
+                        url,
+                        world=world,
+                        agent=entry.agent,
+                        creds=entry.creds,
+                        request_timeout=request_timeout,
+                    )
                 )
-            )
-        address = f"http://{host}:{port}"
+            except (BadRequest, BusUnavailable) as exc:  # name the tokens entry
+                raise type(exc)(f"[agents.{entry.agent}] of --tokens: {exc}") from exc
+        shown = f"[{host}]" if ":" in host else host  # an IPv6 address
+        address = f"http://{shown}:{port}"
         agents = Agents(world, worlds, authenticated=True)
         updates = Updates(agents)
         server = build_server(agents, updates=updates, tokens=tokens, url=address)
