@@ -77,6 +77,8 @@ TOOLS = (
     "inbox",
     "forecast",
 )
+_tool_errors = tool_errors  # the name tests/runtime/test_errors.py imports
+
 READ_ONLY = frozenset(
     {"before", "search", "list", "get", "trace", "read", "view", "watch", "forecast"}
 )
