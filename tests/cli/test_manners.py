@@ -359,3 +359,46 @@ def test_export_streams_to_its_file_and_replays(up: Up, tmp_path: Path) -> None:
     assert replayed.returncode == 0, replayed.stderr
     assert "\r" not in replayed.stderr
     assert "ops: 3" in replayed.stdout
+
+
+def test_export_and_load_draw_progress_on_a_terminal(up: Up, tmp_path: Path) -> None:
+    import pty
+
+    world = unique_world()
+    lines = tmp_path / "items.jsonl"
+    lines.write_text("".join(f'{{"add": {{"text": "Item {n}"}}}}\n' for n in range(5)))
+    env = {**os.environ, "WORLDLINE_NATS": up.url, "WORLDLINE_WORLD": world}
+    drawn = {}
+    for verb in (["load", str(lines)], ["export", "--out", str(tmp_path / "x.jsonl")]):
+        leader, follower = pty.openpty()
+        try:
+            done = subprocess.run(
+                [WORLDLINE, *verb],
+                stdout=subprocess.PIPE,
+                stderr=follower,
+                text=True,
+                env=env,
+                timeout=60,
+                check=False,
+            )
+            os.close(follower)
+            follower = -1
+            chunks = []
+            while True:
+                try:
+                    chunk = os.read(leader, 65536)
+                except OSError:  # the terminal closed: everything was read
+                    break
+                if not chunk:
+                    break
+                chunks.append(chunk)
+        finally:
+            os.close(leader)
+            if follower >= 0:
+                os.close(follower)
+        assert done.returncode == 0, done.stdout
+        drawn[verb[0]] = b"".join(chunks).decode()
+    assert "\r" in drawn["load"]
+    assert "5/5" in drawn["load"]
+    assert "\r" in drawn["export"]
+    assert f"export {world}: 5" in drawn["export"]
