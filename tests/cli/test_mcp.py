@@ -140,6 +140,15 @@ async def _watch(
     assert (view["world"], view["agent"]) == (world, "ada")
     read = await session.read_resource(mine)
     assert json.loads(_resource_text(read))["agent"] == "ada"
+    prompts = (await session.list_prompts()).prompts
+    assert [(p.name, [a.name for a in p.arguments or []]) for p in prompts] == [
+        ("turn", ["task"])
+    ]
+    turn = await session.get_prompt("turn", {"task": "plan the SLA memo"})
+    block = turn.messages[0].content
+    assert isinstance(block, TextContent)
+    assert "Task: plan the SLA memo" in block.text
+    assert "call the `after` tool" in block.text
     assert view["me"]["id"] == "agent:ada"
 
 
