@@ -12,6 +12,12 @@ verb or flag, a changed output format or a changed exit code fails this test.
 Every terminal gets the same fresh ``WORLDLINE_DATA`` folder and no other
 ``WORLDLINE_*`` variable: the clients find the server through ``<data>/nats.url``, as
 the page says.
+
+README.md's tour and docs/agents.md's python examples (all but its MCP section, which
+tests/cli/test_mcp.py covers) run the same way, as written: every shell line of the
+tour in one bash in order (``worldline up`` lines restart the stack, ``watch`` must
+print a view and stop on Ctrl-C), each python block as a notebook cell (top-level
+await allowed), against a real ``worldline up`` found through ``<data>/nats.url``.
 """
 
 from __future__ import annotations

@@ -436,6 +436,7 @@ class CrewMixin(ExportMixin):
         with self._permitted(lambda subject: durable.lower() in subject.split(".")):
             for item in items:
                 await item._msg.ack_sync()
+        await self.sync()  # a replica behind the declaration would not know it yet
         crew = await self.read_world(entity_type="none", beliefs=False)
         if crew.declaration is None:
             return
