@@ -29,7 +29,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from worldline.protocols import messages
-from worldline.protocols.beliefs import BeliefEdge, Evidence, TraceStep
+from worldline.protocols.beliefs import BeliefEdge, Contradiction, Evidence, TraceStep
+from worldline.protocols.contradictions import (
+    ContradictionResolved,
+    ContradictionsReply,
+    ListContradictions,
+    ResolveContradiction,
+)
 from worldline.protocols.messages import (
     EXTRACTOR_INBOX,
     FUSION_INBOX,
@@ -458,6 +464,43 @@ SAMPLES: Final[tuple[Message, ...]] = (
     ),
     StateHash(),
     StateHashReply(hash="ab" * 32, applied=42),
+    ResolveContradiction(
+        op_id="op-rc-1",
+        author="spock",
+        at=T2,
+        contradiction_id="c-0123456789abcdef",
+        reason="the lab re-measured",
+        winner="b-0123456789abcdef",
+    ),
+    ContradictionResolved(
+        contradiction_id="c-0123456789abcdef",
+        reason="the lab re-measured",
+        winner="b-0123456789abcdef",
+        author="spock",
+        at=T2,
+        seq=77,
+    ),
+    ListContradictions(status="all", at=T1, as_of=T2, limit=50),
+    ContradictionsReply(
+        contradictions=(
+            Contradiction(
+                kind="edge",
+                beliefs=("b-0123456789abcdef", "b-fedcba9876543210"),
+                strength=0.9,
+                trace=("b-0123456789abcdef", "b-fedcba9876543210", "be-1"),
+                id="c-0123456789abcdef",
+                status="resolved",
+                opened_at=T0,
+                opened_seq=12,
+                resolved_at=T2,
+                resolved_seq=77,
+                winner="b-0123456789abcdef",
+                reason="the lab re-measured",
+                resolved_by="spock",
+            ),
+        ),
+        total=1,
+    ),
     OpStatus(seq=43),
     OpStatusReply(
         state="rejected",
@@ -627,6 +670,10 @@ DECODERS: Final[dict[type[Message], tuple[Any, ...]]] = {
     GetView: (PROJECTOR_RPC.decode,),
     ViewReply: (PROJECTOR_REPLY.decode,),
     StateHash: (MATERIALIZER_RPC.decode,),
+    ResolveContradiction: (OPS_INBOX.decode,),
+    ContradictionResolved: (PROJECTOR_INBOX.decode,),
+    ListContradictions: (PROJECTOR_RPC.decode,),
+    ContradictionsReply: (PROJECTOR_REPLY.decode,),
     AddEdgeEvidence: (OPS_INBOX.decode,),
     EdgePosterior: (MATERIALIZER_INBOX.decode,),
     StateHashReply: (MATERIALIZER_REPLY.decode,),

@@ -77,6 +77,7 @@ from worldline.protocols.messages import (
     InboxChanged,
     LinkBeliefs,
     ListBeliefs,
+    ListContradictions,
     MaterializerInbox,
     MaterializerRpc,
     Message,
@@ -89,6 +90,7 @@ from worldline.protocols.messages import (
     PutWork,
     ReadWorld,
     RemoveEdge,
+    ResolveContradiction,
     RpcError,
     SetField,
     SetTrust,
@@ -782,6 +784,14 @@ def op_templates() -> list[Message]:
             at=AT,
         ),
         DeclareWorld(op_id="op-8", declaration=_decl(), author=AUTHOR, at=AT),
+        ResolveContradiction(
+            op_id="op-rc",
+            contradiction_id="c-0123456789abcdef",
+            reason="checked",
+            winner="b-1",
+            author=AUTHOR,
+            at=AT,
+        ),
         UpsertEntity(
             op_id="op-9",
             entity=PILOT,
@@ -1369,6 +1379,8 @@ def _request_templates(case: ServiceCase, session_id: str) -> list[Message]:
             GetView(agent=AUTHOR),
             TraceBelief(belief_id="b-1"),
             Before(agent=AUTHOR, query="is the pilot converting?", at=AT),
+            ListContradictions(status="all", at=AT, as_of=AT, limit=10),
+            GetBelief(belief_id="b-1", at=AT, as_of=AT),
         ]
     return [
         SimStatus(),

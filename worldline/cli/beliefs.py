@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from worldline.cli.common import emit
+from worldline.cli.contradictions import line as contradiction_line
 from worldline.cli.sim import forecast_lines
 from worldline.sdk.errors import BadRequest
 from worldline.sdk.paging import LIST_PAGE
@@ -198,7 +199,7 @@ async def _trace_either(world: World, some_id: str) -> TraceReply:
 
 def _read(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
     async def run(world: World) -> None:
-        reply = await world.read(at=args.at)
+        reply = await world.read(at=args.at, as_of=args.as_of)
         lines = [f"beliefs ({len(reply.beliefs)}):"]
         lines += [_show(b) for b in reply.beliefs]
         lines.append(f"gaps ({len(reply.gaps)}):")
@@ -206,10 +207,7 @@ def _read(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
         lines.append(f"goals ({len(reply.goals)}):")
         lines += [_show(b) for b in reply.goals]
         lines.append(f"contradictions ({len(reply.contradictions)}):")
-        lines += [
-            f"  {c.kind}: {' vs '.join(c.beliefs)} (strength {c.strength:.2f})"
-            for c in reply.contradictions
-        ]
+        lines += [f"  {contradiction_line(c)}" for c in reply.contradictions]
         lines.append(f"edges ({len(reply.belief_edges)}):")
         lines += [_show_edge(e) for e in reply.belief_edges]
         lines.append(f"moves ({len(reply.moves)}, best first):")
@@ -260,7 +258,7 @@ def _forecasts(annotated: WorldviewForecasts) -> list[str]:
 
 def _get(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
     async def run(world: World) -> None:
-        belief = await world.get(args.id, at=args.at)
+        belief = await world.get(args.id, at=args.at, as_of=args.as_of)
         if belief is None:
             raise BadRequest(f"no belief {args.id!r} in world {world.world!r}")
         emit(args, belief, _show_one(belief))
@@ -309,6 +307,7 @@ def _list(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
             "flag": args.flag,
             "status": args.status,
             "at": args.at,
+            "as_of": args.as_of,
         }
         if args.cursor:
             empty = "no more beliefs"

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from worldline.actors.runtime.auth import CREDS_ENV
 from worldline.cli import completion, operate
+from worldline.cli import contradictions as contradictions_verb
 from worldline.cli import load as load_verb
 from worldline.cli import mcp as mcp_verb
 from worldline.cli import sim as sim_verb
@@ -65,6 +66,9 @@ def _instant(text: str) -> datetime:
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
+AS_OF = "as the world had been told by this time (recorded time)"
+
+
 def parser() -> argparse.ArgumentParser:
     """The CLI's argument parser (also the source of the CLI reference)."""
     from worldline import __version__
@@ -108,6 +112,7 @@ def parser() -> argparse.ArgumentParser:
     get = verbs.add_parser("get", parents=[client], help="one belief by id")
     get.add_argument("id")
     get.add_argument("--at", type=_instant, default=None, help="read at this clock")
+    get.add_argument("--as-of", type=_instant, default=None, help=AS_OF)
 
     lst = verbs.add_parser(
         "list",
@@ -131,6 +136,7 @@ def parser() -> argparse.ArgumentParser:
         "--status", choices=["active", "retracted", "resolved", "any"], default="active"
     )
     lst.add_argument("--at", type=_instant, default=None, help="read at this clock")
+    lst.add_argument("--as-of", type=_instant, default=None, help=AS_OF)
     lst.add_argument(
         "--cursor",
         default="",
@@ -218,6 +224,7 @@ def parser() -> argparse.ArgumentParser:
         "read", parents=[client], help="the whole world model (beliefs, gaps, ...)"
     )
     read.add_argument("--at", type=_instant, default=None, help="read at this clock")
+    read.add_argument("--as-of", type=_instant, default=None, help=AS_OF)
 
     for name, what in (("retract", "tombstone a belief"), ("resolve", "close a gap")):
         closing = verbs.add_parser(name, parents=[client], help=what)
@@ -238,6 +245,7 @@ def parser() -> argparse.ArgumentParser:
     trust.add_argument("source")
     trust.add_argument("value", type=float)
     trust.add_argument("--lock", action="store_true")
+    contradictions_verb.add_parsers(verbs, client, _instant)
 
     bulk = verbs.add_parser(
         "load",

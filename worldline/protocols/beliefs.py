@@ -14,6 +14,7 @@ __all__ = [
     "EVIDENCE_KINDS",
     "BeliefEdge",
     "Contradiction",
+    "ContradictionStatus",
     "Direction",
     "EdgeType",
     "Evidence",
@@ -55,6 +56,10 @@ class Evidence(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     artifact: Annotated[str, msgspec.Meta(max_length=1024)] = ""  # observation ref
     author: Token  # the agent that reported it
     recorded_seq: int = 0  # OPS sequence of the op that recorded it
+    # When the world was told: the ``at`` of the op that recorded it (fusion sets
+    # it; None on evidence recorded before the field existed). ``as_of`` reads
+    # count only evidence recorded by then (docs/belief-math.md, "Two time axes").
+    recorded_at: datetime | None = None
     # What read it out of an artifact: the extractor's "deterministic" reading, or
     # the id of the model that proposed it (LLM extraction); empty for evidence
     # written by hand.
@@ -87,13 +92,29 @@ class BeliefEdge(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     posterior_seq: int = 0  # OPS sequence of the op behind the posterior shown
 
 
+ContradictionStatus = Literal["open", "resolved", "dissolved"]
+
+
 class Contradiction(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """A first-class disagreement: never averaged away."""
+    """A first-class disagreement: never averaged away. It has an id and a
+    lifecycle recorded from the log (docs/belief-math.md, "Contradictions"): open
+    from when it first appears, until ``resolved`` by a ``ResolveContradiction``
+    op or ``dissolved`` (an end closed, the edge removed)."""
 
     kind: Literal["edge", "split"]  # an explicit contradicts edge, or split evidence
     beliefs: tuple[str, ...]  # the endpoints (one belief for a split)
     strength: float  # edge posterior, or the minority side's share of the evidence
     trace: tuple[str, ...]  # belief (and edge) ids that put it here
+    # "c-" + 16 hex of sha256(world, kind, sorted belief ids): the same on replay
+    id: str = ""
+    status: ContradictionStatus = "open"
+    opened_at: datetime | None = None  # the `at` of the op that opened it
+    opened_seq: int = 0  # ... and its OPS sequence
+    resolved_at: datetime | None = None  # resolved or dissolved: the op's `at`
+    resolved_seq: int = 0  # ... and its OPS sequence
+    winner: str = ""  # the end a resolution named as right ("" for none)
+    reason: str = ""  # the resolution's reason, or why it dissolved
+    resolved_by: str = ""  # the agent that resolved it
 
 
 class TraceStep(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

@@ -31,6 +31,12 @@ from worldline.protocols.base import (
     Message,
 )
 from worldline.protocols.beliefs import Direction, EvidenceKind
+from worldline.protocols.contradictions import (
+    ContradictionResolved,
+    ContradictionsReply,
+    ListContradictions,
+    ResolveContradiction,
+)
 from worldline.protocols.derived import OpVerdict, PosteriorUpdate, Transition
 from worldline.protocols.dlq import DeadLetter
 from worldline.protocols.edges import AddEdgeEvidence, EdgePosterior
@@ -131,6 +137,8 @@ __all__ = [
     "BeliefType",
     "CloseBelief",
     "Confidence",
+    "ContradictionResolved",
+    "ContradictionsReply",
     "CrewOp",
     "DeadLetter",
     "DeclareWorld",
@@ -149,6 +157,7 @@ __all__ = [
     "Lease",
     "LinkBeliefs",
     "ListBeliefs",
+    "ListContradictions",
     "MaterializerInbox",
     "MaterializerReply",
     "MaterializerRpc",
@@ -170,6 +179,7 @@ __all__ = [
     "RejectCode",
     "Rejection",
     "RemoveEdge",
+    "ResolveContradiction",
     "RpcError",
     "SearchBeliefs",
     "SearchHit",
@@ -213,7 +223,14 @@ __all__ = [
 ExtractorInbox = Observe
 
 CrewOp = (
-    DeclareWorld | UpsertEntity | SetField | AddEdge | RemoveEdge | PutWork | AckInbox
+    DeclareWorld
+    | UpsertEntity
+    | SetField
+    | AddEdge
+    | RemoveEdge
+    | PutWork
+    | AckInbox
+    | ResolveContradiction
 )
 BeliefOp = (
     AddBelief
@@ -233,6 +250,7 @@ SimulatorInbox = Transition
 
 ProjectorInbox = (
     BeliefChanged
+    | ContradictionResolved
     | BeliefEdgeChanged
     | OpApplied
     | EntityChanged
@@ -244,10 +262,18 @@ ProjectorInbox = (
 InboxMessage = Rejection | Notification | WorkAssigned
 
 ProjectorRpc = (
-    GetBelief | ListBeliefs | ReadWorld | GetView | TraceBelief | Before | SearchBeliefs
+    GetBelief
+    | ListBeliefs
+    | ReadWorld
+    | GetView
+    | TraceBelief
+    | Before
+    | SearchBeliefs
+    | ListContradictions
 )
 ProjectorReply = (
     BeliefReply
+    | ContradictionsReply
     | BeliefListReply
     | WorldReply
     | ViewReply

@@ -60,8 +60,10 @@ class GetBelief(Message, tag="rpc.get.v1", kw_only=True, frozen=True):
 
     belief_id: Ident
     # None: at the world's one read clock, its newest belief change
-    # (docs/belief-math.md, "Clocks")
+    # (docs/belief-math.md, "Two time axes")
     at: datetime | None = None
+    # Recorded time: only what the world had been told by then (None: everything)
+    as_of: datetime | None = None
 
 
 class ListBeliefs(Message, tag="rpc.list.v1", kw_only=True, frozen=True):
@@ -75,6 +77,7 @@ class ListBeliefs(Message, tag="rpc.list.v1", kw_only=True, frozen=True):
     at: datetime | None = None
     # Opaque: the previous page's ``next_cursor`` ("" for the first page)
     cursor: Cursor = ""
+    as_of: datetime | None = None  # recorded time, as ``GetBelief.as_of``
 
 
 class SearchBeliefs(Message, tag="rpc.search.v1", kw_only=True, frozen=True):
@@ -249,6 +252,7 @@ class ReadWorld(Message, tag="rpc.read_world.v1", kw_only=True, frozen=True):
     cursor: Cursor = ""
     # beliefs and belief edges a page holds at most (None: as many as fit ~512 KiB)
     limit: Annotated[int, msgspec.Meta(ge=1, le=10_000)] | None = None
+    as_of: datetime | None = None  # recorded time, as ``GetBelief.as_of``
 
 
 class WorldReply(Message, tag="rpc.world.v1", kw_only=True, frozen=True):

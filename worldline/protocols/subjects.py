@@ -156,6 +156,7 @@ RpcVerb = Literal[
     "trace",
     "before",
     "search",
+    "contradictions",
     "state_hash",
     "op_status",
     "sim.status",

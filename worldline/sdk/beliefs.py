@@ -12,6 +12,7 @@ import anyio
 from worldline.actors.belief_model.text import belief_id as belief_id_for
 from worldline.protocols.beliefs import (
     BeliefEdge,
+    Contradiction,
     Direction,
     EdgeType,
     Evidence,
@@ -26,14 +27,17 @@ from worldline.protocols.messages import (
     BeliefReply,
     BeliefType,
     CloseBelief,
+    ContradictionsReply,
     GetBelief,
     LinkBeliefs,
+    ListContradictions,
     Message,
     Observe,
     OpStatus,
     OpStatusReply,
     OpVerdict,
     ReadWorld,
+    ResolveContradiction,
     SetTrust,
     TraceBelief,
     TraceReply,
@@ -379,18 +383,89 @@ class BeliefMixin(CrewMixin):
 
     # --- reads ----------------------------------------------------------------------
 
-    async def get(self, belief_id: str, *, at: datetime | None = None) -> Belief | None:
-        """One belief by id, read at clock ``at`` (default: the world's one read
-        clock, its newest belief change; docs/belief-math.md, "Clocks")."""
-        reply = await self._request("get", GetBelief(belief_id=belief_id, at=at))
+    async def get(
+        self,
+        belief_id: str,
+        *,
+        at: datetime | None = None,
+        as_of: datetime | None = None,
+    ) -> Belief | None:
+        """One belief by id, read at valid time ``at`` (default: the world's one
+        read clock, its newest belief change) as the world had been told by
+        recorded time ``as_of`` (default: everything recorded); None when it did
+        not exist by either (docs/belief-math.md, "Two time axes")."""
+        request = GetBelief(belief_id=belief_id, at=at, as_of=as_of)
+        reply = await self._request("get", request)
         if not isinstance(reply, BeliefReply):
             raise BadRequest(f"unexpected reply to get: {reply!r}")
         return reply.belief
 
-    async def read(self, *, at: datetime | None = None) -> WorldReply:
+    async def read(
+        self, *, at: datetime | None = None, as_of: datetime | None = None
+    ) -> WorldReply:
         """The whole world model: beliefs, edges, gaps, goals, contradictions, and the
-        crew world (declaration, entities, typed edges), read a page at a time."""
-        return await self._read_pages(ReadWorld(at=at), fenced=False)
+        crew world (declaration, entities, typed edges), read a page at a time, at
+        valid time ``at`` and recorded time ``as_of`` (as :meth:`get`)."""
+        return await self._read_pages(ReadWorld(at=at, as_of=as_of), fenced=False)
+
+    async def contradictions(
+        self,
+        *,
+        status: Literal["open", "resolved", "dissolved", "all"] = "open",
+        at: datetime | None = None,
+        as_of: datetime | None = None,
+        limit: int = 1000,
+    ) -> list[Contradiction]:
+        """The world's contradictions with their id, kind, ends, strength and
+        lifecycle (``opened_at``, ``status``, ``resolved_at``, ``winner``): those
+        opened by valid time ``at``, as recorded by ``as_of``
+        (docs/belief-math.md, "Contradictions")."""
+        request = ListContradictions(status=status, at=at, as_of=as_of, limit=limit)
+        reply = await self._request("contradictions", validated(request))
+        if not isinstance(reply, ContradictionsReply):
+            raise BadRequest(f"unexpected reply to contradictions: {reply!r}")
+        return list(reply.contradictions)
+
+    async def resolve_contradiction(
+        self, contradiction_id: str, reason: str, *, winner: str | None = None
+    ) -> int:
+        """Settle an open contradiction, naming the end judged right (``winner``)
+        or none; it stops widening its ends' uncertainty. Returns the op's OPS
+        sequence once applied.
+
+        Raises:
+            BadRequest: no such contradiction, it is not open, the winner is not
+                one of its ends, or the reason is empty.
+            Rejected: the materializer refused the op (its reason).
+        """
+        if not reason.strip():
+            raise BadRequest("say why the contradiction is settled: pass a reason")
+        known = {c.id: c for c in await self.contradictions(status="all", limit=10_000)}
+        found = known.get(contradiction_id)
+        if found is None:
+            raise BadRequest(
+                f"no contradiction {contradiction_id!r} in world {self.world!r}; "
+                "list them with `worldline contradictions --status all`"
+            )
+        if found.status != "open":
+            raise BadRequest(
+                f"contradiction {contradiction_id} is {found.status} already"
+                + (f" (winner {found.winner})" if found.winner else "")
+            )
+        if winner is not None and winner not in found.beliefs:
+            raise BadRequest(
+                f"winner {winner!r} is not an end of contradiction {contradiction_id}"
+                f"; its ends: {', '.join(found.beliefs)}"
+            )
+        op = ResolveContradiction(
+            op_id=new_id("op"),
+            author=self.agent,
+            at=utc_now(),
+            contradiction_id=contradiction_id,
+            reason=reason,
+            winner=winner,
+        )
+        return await self._submit(validated(op))
 
     async def before(self, query: str, *, at: datetime | None = None) -> Worldview:
         """The worldview for the move ``query``: six bounded, traced slices and the

@@ -55,6 +55,7 @@ class PagingMixin(BeliefMixin):
         at: datetime | None = None,
         limit: int = 1000,
         cursor: str = "",
+        as_of: datetime | None = None,
     ) -> BeliefListReply:
         """One page of the matching beliefs, oldest first: at most ``limit`` of them
         from ``cursor`` (the previous page's ``next_cursor``; "" for the first),
@@ -78,6 +79,7 @@ class PagingMixin(BeliefMixin):
                     flag=flag,
                     status=status,
                     at=at,
+                    as_of=as_of,
                     limit=min(LIST_PAGE, limit - len(found)),
                     cursor=cursor,
                 )
@@ -98,6 +100,7 @@ class PagingMixin(BeliefMixin):
         at: datetime | None = None,
         page: int = LIST_PAGE,
         cursor: str = "",
+        as_of: datetime | None = None,
     ) -> AsyncIterator[Belief]:
         """Every matching belief from ``cursor`` to the end, oldest first, read
         ``page`` beliefs per request (1 to 10,000; the projector also stops a page
@@ -116,6 +119,7 @@ class PagingMixin(BeliefMixin):
                     flag=flag,
                     status=status,
                     at=at,
+                    as_of=as_of,
                     limit=page,
                     cursor=cursor,
                 )
@@ -135,6 +139,7 @@ class PagingMixin(BeliefMixin):
         status: Status = "active",
         at: datetime | None = None,
         limit: int | None = 1000,
+        as_of: datetime | None = None,
     ) -> list[Belief]:
         """The active set (or a filtered part of it), oldest first: at most ``limit``
         beliefs (None: every one), read a page at a time. For the cursor of what
@@ -147,13 +152,19 @@ class PagingMixin(BeliefMixin):
             return [
                 b
                 async for b in self.iter_list(
-                    type=type, label=label, flag=flag, status=status, at=at
+                    type=type, label=label, flag=flag, status=status, at=at, as_of=as_of
                 )
             ]
         if limit < 1:
             raise BadRequest(f"limit {limit} lists nothing; pass 1 or more, or None")
         page = await self.list_page(
-            type=type, label=label, flag=flag, status=status, at=at, limit=limit
+            type=type,
+            label=label,
+            flag=flag,
+            status=status,
+            at=at,
+            limit=limit,
+            as_of=as_of,
         )
         return list(page.beliefs)
 

@@ -164,6 +164,8 @@ class SyncWorld:
     search = _Blocking(World.search)
     iter_search = _Iterating(World.iter_search)
     read = _Blocking(World.read)
+    contradictions = _Blocking(World.contradictions)
+    resolve_contradiction = _Blocking(World.resolve_contradiction)
     before = _Blocking(World.before)
     trace = _Blocking(World.trace)
     trace_edge = _Blocking(World.trace_edge)

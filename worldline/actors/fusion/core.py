@@ -384,6 +384,7 @@ def _evidence(
             f"no belief {item.belief_id} in world {ctx.world}; add it first "
             "(`worldline add`), then attach evidence to its id",
         )
+    item = msgspec.structs.replace(item, recorded_at=op.at)  # when told
     updated = _with_evidence(reader, ctx, fused, item)
     if updated is None:
         return Step()
@@ -405,6 +406,7 @@ def _statement(
         # is the negation, so support for one is refutation of the other.
         flipped = "supports" if item.direction == "refutes" else "refutes"
         item = msgspec.structs.replace(item, direction=flipped)
+    item = msgspec.structs.replace(item, recorded_at=op.at)  # when told
     updated = _with_evidence(reader, ctx, fused, item)
     if updated is None:
         return Step()

@@ -45,6 +45,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from worldline.actors.belief_model.posterior import NO_PROBABILITY
+from worldline.actors.materializer.contradictions import resolve
 from worldline.actors.materializer.core import conflict_key, last_op_key
 from worldline.actors.materializer.declaration import declare, load_decl
 from worldline.actors.materializer.edges import add_edge, link_beliefs, remove_edge
@@ -68,6 +69,7 @@ from worldline.protocols.messages import (
     PutWork,
     Rejection,
     RemoveEdge,
+    ResolveContradiction,
     SetField,
     SetTrust,
     Statement,
@@ -119,6 +121,8 @@ def handle(
                 declare(tx, op, secured=secured)
             case LinkBeliefs():
                 link_beliefs(tx, op)  # beliefs need no declared world
+            case ResolveContradiction():
+                resolve(tx, op)  # nor do their contradictions
             case _:
                 decl = load_decl(tx, ctx.world)
                 if decl is None:

@@ -10,8 +10,8 @@ A read without ``at`` is read at one clock for the whole answer, the world's clo
 (:func:`world_clock`): the same for ``get``, ``list`` and ``read``, and a function
 of the replica's state only, so a reply is the same whenever it is asked for, and
 two beliefs with the same evidence read the same whatever order they were loaded in
-(docs/belief-math.md, "Clocks"). Decision views without ``at`` (``before``, standing
-views) keep the stored readings.
+(docs/belief-math.md, "Two time axes"). Decision views without ``at`` (``before``,
+standing views) keep the stored readings.
 """
 
 from __future__ import annotations
@@ -22,10 +22,19 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from worldline.actors.belief_model import contradictions as contra_model
 from worldline.actors.belief_model import embedding, posterior
-from worldline.actors.belief_model.posterior import NO_PROBABILITY
+from worldline.actors.belief_model.posterior import NO_PROBABILITY, UNCERTAIN_SD
+from worldline.actors.projector import contradictions as contra
 from worldline.actors.projector import edge_trace, index, lexical, relevance
 from worldline.actors.projector import worldview as worldview_model
+from worldline.actors.projector.clocks import (
+    Reads,
+    as_of,
+    at_clock,
+    clock_key,
+    world_clock,
+)
 from worldline.actors.runtime.memory import Overlay
 from worldline.protocols.beliefs import BeliefEdge, Contradiction, Evidence, TraceStep
 from worldline.protocols.messages import (
@@ -61,6 +70,8 @@ __all__ = [
 _RECORD = msgspec.msgpack.Decoder(BeliefChanged)
 _CLOCK = msgspec.msgpack.Decoder(datetime)
 _EDGE = msgspec.msgpack.Decoder(BeliefEdge)
+_Reads = Reads  # pages and search read through it
+_at_clock = at_clock
 LOAD_BEARING: int = 2  # beliefs resting on it (depends_on, derived_from)
 
 
@@ -72,10 +83,6 @@ def _edge_key(world: str, edge_id: str) -> bytes:
     return f"bedge/{world}/{edge_id}".encode()
 
 
-def clock_key(world: str) -> bytes:
-    return f"bclock/{world}".encode()
-
-
 class _Stamp(msgspec.Struct):
     updated_at: datetime
 
@@ -85,16 +92,6 @@ class _StampedHead(msgspec.Struct):
 
 
 _STAMP = msgspec.msgpack.Decoder(_StampedHead)
-
-
-def world_clock(reader: Reader, world: str) -> datetime | None:
-    """The clock a read without ``at`` uses: the newest ``updated_at`` among the
-    world's belief changes (None for a world without beliefs). Kept under
-    ``bclock/<w>`` as changes arrive; a replica written before that key existed
-    gets it from the start-up upgrade (``upgrade.py``), never from a scan on a
-    read."""
-    raw = reader.get(clock_key(world))
-    return None if raw is None else _CLOCK.decode(raw)
 
 
 def apply_belief(
@@ -110,6 +107,10 @@ def apply_belief(
     clock = reader.get(clock_key(ctx.world))
     if clock is None or _CLOCK.decode(clock) < change.belief.updated_at:
         writes[clock_key(ctx.world)] = msgspec.msgpack.encode(change.belief.updated_at)
+    touching = _touching(reader, ctx.world, "from", change.belief.id) + _touching(
+        reader, ctx.world, "to", change.belief.id
+    )
+    writes.update(contra.on_belief(reader, ctx.world, change, touching))
     _reindex(reader, ctx.world, change.belief, writes, lazy=ctx.pending > 0)
     return writes
 
@@ -152,6 +153,19 @@ def apply_edge(
     if not edge.removed:
         writes[_end_key(ctx.world, "from", edge.source, edge.id)] = edge.id.encode()
         writes[_end_key(ctx.world, "to", edge.target, edge.id)] = edge.id.encode()
+    if edge.type == "contradicts":
+        overlay = Overlay(reader, writes)
+        pair = {edge.source, edge.target}
+        between = [
+            e
+            for e in _touching(overlay, ctx.world, "from", edge.source)
+            + _touching(overlay, ctx.world, "to", edge.source)
+            if e.type == "contradicts" and {e.source, e.target} == pair
+        ]
+        if edge.removed:
+            between.append(edge)  # the removed one is no longer indexed by its ends
+        now = {end: _held(reader, ctx.world, end) for end in sorted(pair)}
+        writes.update(contra.on_edge(reader, ctx.world, edge, between, now))
     # The ends' local influence moved: re-rank them.
     ends = {edge.source, edge.target}
     if raw is not None:
@@ -186,6 +200,11 @@ def _touching(reader: Reader, world: str, end: str, belief_id: str) -> list[Beli
     return found
 
 
+def _held(reader: Reader, world: str, belief_id: str) -> Belief | None:
+    raw = reader.get(_key(world, belief_id))
+    return None if raw is None else _RECORD.decode(raw).belief
+
+
 def _records(reader: Reader, world: str) -> list[BeliefChanged]:
     return [_RECORD.decode(raw) for _, raw in reader.scan(f"belief/{world}/".encode())]
 
@@ -194,67 +213,6 @@ def belief_edges(reader: Reader, world: str) -> list[BeliefEdge]:
     """The world's belief edges that are not removed."""
     found = [_EDGE.decode(raw) for _, raw in reader.scan(f"bedge/{world}/".encode())]
     return [e for e in found if not e.removed]
-
-
-def _at_clock(
-    record: BeliefChanged, at: datetime | None, *, dated: bool = True
-) -> Belief:
-    """The belief re-read at ``at`` (None: the stored reading). ``dated``: only the
-    evidence observed by then counts (a caller's ``at``); otherwise (the world's
-    clock) every recorded item counts, as fusion counts it."""
-    belief = record.belief
-    if at is None or (not dated and belief.updated_at == at):
-        return belief  # fusion read it at this very clock
-    evidence = [e for e in record.evidence if not dated or e.observed_at <= at]
-    reading = posterior.read(
-        belief.prior,
-        evidence,
-        record.trust,
-        at,
-        probabilistic=belief.type not in NO_PROBABILITY,
-    )
-    return msgspec.structs.replace(
-        belief,
-        confidence=reading.confidence,
-        evidence_weight=reading.evidence_weight,
-        uncertainty=reading.uncertainty,
-        fragility=reading.fragility,
-        flags=reading.flags,
-        evidence_count=len(evidence),
-    )
-
-
-class _Reads:
-    """Beliefs read at one clock, each at most once per request: the caller's
-    ``at``, else the world's clock (:func:`world_clock`) for the whole answer."""
-
-    def __init__(
-        self,
-        reader: Reader,
-        world: str,
-        at: datetime | None,
-        *,
-        one_clock: bool = True,
-    ) -> None:
-        self.reader = reader
-        self.world = world
-        self.at = at  # the caller's clock (None: none given)
-        self.clock = at
-        if at is None and one_clock:
-            self.clock = world_clock(reader, world)
-        self.memo: dict[str, Belief | None] = {}
-
-    def belief(self, belief_id: str) -> Belief | None:
-        if belief_id not in self.memo:
-            raw = self.reader.get(_key(self.world, belief_id))
-            self.memo[belief_id] = (
-                None
-                if raw is None
-                else _at_clock(
-                    _RECORD.decode(raw), self.clock, dated=self.at is not None
-                )
-            )
-        return self.memo[belief_id]
 
 
 MAX_CLOSURE: int = 10_000  # dependency closure walked for one belief's effective value
@@ -269,8 +227,8 @@ def _annotate(reads: _Reads, belief_id: str) -> Belief | None:
     if belief is None:
         return None
     world, reader = reads.world, reads.reader
-    outgoing = _touching(reader, world, "from", belief_id)
-    incoming = _touching(reader, world, "to", belief_id)
+    outgoing = reads.edges(_touching(reader, world, "from", belief_id))
+    incoming = reads.edges(_touching(reader, world, "to", belief_id))
     closure: list[BeliefEdge] = []
     seen = {belief_id}
     frontier = [e for e in outgoing if e.type == "depends_on"]
@@ -281,7 +239,7 @@ def _annotate(reads: _Reads, belief_id: str) -> Belief | None:
             seen.add(edge.target)
             frontier += [
                 e
-                for e in _touching(reader, world, "from", edge.target)
+                for e in reads.edges(_touching(reader, world, "from", edge.target))
                 if e.type == "depends_on"
             ]
     scored = {}
@@ -291,8 +249,31 @@ def _annotate(reads: _Reads, belief_id: str) -> Belief | None:
             scored[node] = b.confidence
     effective = posterior.effective_confidence(scored, closure).get(belief_id)
     flags = list(belief.flags)
+    opened, _ = contra.disputes(
+        reader, world, belief, outgoing + incoming, at=reads.at, as_of=reads.as_of
+    )
+    open_ids = {c.id for c in opened}
+    uncertainty = belief.uncertainty
+    if opened:
+        # An open contradiction widens the uncertainty of its ends and keeps them
+        # from being stable (docs/belief-math.md, "Contradictions").
+        uncertainty = contra_model.widened(
+            uncertainty,
+            belief.confidence,
+            [contra_model.disagreement(c) for c in opened],
+        )
+        flags = [f for f in flags if f != "stable"]
+        if (
+            uncertainty is not None
+            and uncertainty >= UNCERTAIN_SD
+            and "uncertain" not in flags
+        ):
+            flags.append("uncertain")
     if "contradicted" not in flags and any(
-        e.type == "contradicts" and e.confidence >= 0.5 for e in outgoing + incoming
+        e.type == "contradicts"
+        and e.confidence >= 0.5
+        and contra.pair_id(world, e) in open_ids
+        for e in outgoing + incoming
     ):
         # A contradicted claim is disputed, and a disputed claim is never stable.
         flags = [f for f in flags if f != "stable"]
@@ -314,41 +295,44 @@ def _annotate(reads: _Reads, belief_id: str) -> Belief | None:
         label=label,
         effective_confidence=effective,
         valid_until=until,
+        uncertainty=uncertainty,
     )
 
 
-def world_beliefs(reader: Reader, world: str, at: datetime | None) -> list[Belief]:
+def world_beliefs(
+    reader: Reader, world: str, at: datetime | None, as_of: datetime | None = None
+) -> list[Belief]:
     """Every belief of ``world`` as ``get`` reads it at ``at`` (see :func:`visible`)."""
-    reads = _Reads(reader, world, at)
+    reads = _Reads(reader, world, at, as_of=as_of)
     ids = [key.decode().rsplit("/", 1)[1] for key, _ in reader.scan(_key(world, ""))]
     return [b for i in ids if (b := visible(reads, i)) is not None]
 
 
-def as_of(belief: Belief, at: datetime) -> Belief:
-    """The belief's status as it stood at ``at``: a belief retracted, resolved or
-    superseded later was still active then."""
-    if belief.valid_until is not None and belief.valid_until > at:
-        return msgspec.structs.replace(belief, status="active", valid_until=None)
+def visible(reads: _Reads, belief_id: str) -> Belief | None:
+    """The belief as ``get``, ``list`` and ``read`` report it: annotated at the
+    clock; with a caller's ``at`` (valid time) or ``as_of`` (recorded time), None
+    if it was created after either, else with the status it had then."""
+    belief = _annotate(reads, belief_id)
+    if belief is None:
+        return None
+    for clock in (reads.at, reads.as_of):
+        if clock is not None:
+            if belief.created_at > clock:
+                return None
+            belief = as_of(belief, clock)
     return belief
 
 
-def visible(reads: _Reads, belief_id: str, *, created: bool = True) -> Belief | None:
-    """The belief as ``get``, ``list`` and ``read`` report it: annotated at the
-    clock and, with a caller's ``at``, with the status it had then. ``created``:
-    None if it was created after ``at`` (``list`` and ``read``; ``get`` still
-    answers, its ``at`` serving as a decay clock, see docs/belief-math.md)."""
-    belief = _annotate(reads, belief_id)
-    if belief is None or reads.at is None:
-        return belief
-    if created and belief.created_at > reads.at:
-        return None
-    return as_of(belief, reads.at)
-
-
-def get(reader: Reader, world: str, belief_id: str, at: datetime | None) -> BeliefReply:
+def get(
+    reader: Reader,
+    world: str,
+    belief_id: str,
+    at: datetime | None,
+    as_of_time: datetime | None = None,
+) -> BeliefReply:
     """One belief, annotated, reading only its own neighbourhood."""
-    reads = _Reads(reader, world, at)
-    return BeliefReply(belief=visible(reads, belief_id, created=False))
+    reads = _Reads(reader, world, at, as_of=as_of_time)
+    return BeliefReply(belief=visible(reads, belief_id))
 
 
 def evidence(reader: Reader, world: str, belief_id: str) -> list[Evidence]:
@@ -358,14 +342,16 @@ def evidence(reader: Reader, world: str, belief_id: str) -> list[Evidence]:
 
 
 def contradictions(
-    reader: Reader, world: str, beliefs: list[Belief], at: datetime | None = None
+    reader: Reader,
+    world: str,
+    beliefs: list[Belief],
+    at: datetime | None = None,
+    as_of: datetime | None = None,
 ) -> list[Contradiction]:
-    """Explicit ``contradicts`` edges and split evidence, as first-class objects."""
-    dated = at is not None
-    if at is None:
-        at = world_clock(reader, world)
+    """The contradictions among ``beliefs`` (explicit ``contradicts`` edges and
+    split evidence), open or resolved, with their ids and lifecycle."""
     edges = belief_edges(reader, world)
-    return _contradictions(reader, world, beliefs, edges, at, dated=dated)
+    return _contradictions(reader, world, beliefs, edges, at, as_of=as_of, settled=True)
 
 
 def _contradictions(
@@ -376,35 +362,28 @@ def _contradictions(
     at: datetime | None,
     *,
     dated: bool = True,
+    as_of: datetime | None = None,
+    settled: bool = False,
 ) -> list[Contradiction]:
+    """The recorded contradictions whose ends are among the active ``beliefs``
+    (edges: among ``edges``), as of ``as_of`` and opened by ``at`` (when
+    ``dated``): open ones, and resolved ones too when ``settled``. Their status
+    is the record's, whatever the clock (docs/belief-math.md, "Contradictions")."""
     active = {b.id for b in beliefs if b.status == "active"}
-    found = [
-        Contradiction(
-            kind="edge",
-            beliefs=(e.source, e.target),
-            strength=e.confidence,
-            trace=(e.source, e.target, e.id),
-        )
-        for e in sorted(edges, key=lambda e: e.id)
-        if e.type == "contradicts" and e.source in active and e.target in active
-    ]
+    valid = at if dated else None
+    keep = ("open", "resolved") if settled else ("open",)
+    found: dict[str, Contradiction] = {}
+    for e in sorted(edges, key=lambda e: e.id):
+        if e.type == "contradicts" and e.source in active and e.target in active:
+            c = contra.edge_contradiction(reader, world, e, at=valid, as_of=as_of)
+            if c is not None and c.status in keep:
+                found.setdefault(c.id, c)
     for b in beliefs:
-        if b.id in active and b.confidence is not None and "contradicted" in b.flags:
-            record = _RECORD.decode(reader.get(_key(world, b.id)) or b"")
-            clock = at or b.updated_at
-            seen = [e for e in record.evidence if not dated or e.observed_at <= clock]
-            reading = posterior.read(b.prior, seen, record.trust, clock)
-            total = reading.support + reading.refute
-            if total > 0 and min(reading.support, reading.refute) > 0:
-                found.append(
-                    Contradiction(
-                        kind="split",
-                        beliefs=(b.id,),
-                        strength=min(reading.support, reading.refute) / total,
-                        trace=(b.id,),
-                    )
-                )
-    return found
+        if b.id in active:
+            c = contra.split_contradiction(reader, world, b, at=valid, as_of=as_of)
+            if c is not None and c.status in keep:
+                found.setdefault(c.id, c)
+    return list(found.values())
 
 
 def trace(reader: Reader, world: str, belief_id: str) -> TraceReply:

@@ -11,15 +11,24 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from worldline.actors.projector import beliefs, pages, search, views, worldview
+from worldline.actors.projector import (
+    beliefs,
+    contradictions,
+    pages,
+    search,
+    views,
+    worldview,
+)
 from worldline.actors.runtime.spec import Step
 from worldline.protocols.messages import (
     Before,
     BeliefChanged,
     BeliefEdgeChanged,
+    ContradictionResolved,
     GetBelief,
     GetView,
     ListBeliefs,
+    ListContradictions,
     ProjectorInbox,
     ProjectorRpc,
     ReadWorld,
@@ -43,6 +52,8 @@ def handle(reader: Reader, change: ProjectorInbox, ctx: Context) -> Step:
             writes = beliefs.apply_belief(reader, change, ctx)
         case BeliefEdgeChanged():
             writes = beliefs.apply_edge(reader, change, ctx)
+        case ContradictionResolved():
+            writes = contradictions.apply_resolution(reader, change, ctx.world)
         case _:
             return views.apply_change(reader, change, ctx)
     if not writes:
@@ -56,17 +67,24 @@ def newest_only(change: ProjectorInbox) -> str | None:
     the feed brings a belief's versions in order, so of several changes to one
     belief in a batch only the last needs applying. That also spares rebuilding
     every agent's view per change when a batch restates one belief many times.
-    Edges and crew changes are applied one by one."""
+    Edges and crew changes are applied one by one, and so is a belief change
+    whose evidence is split or that closes the belief: each may open or dissolve
+    a contradiction (docs/belief-math.md, "Contradictions")."""
     if isinstance(change, BeliefChanged):
-        return change.belief.id
+        belief = change.belief
+        if "contradicted" in belief.flags or belief.status != "active":
+            return None
+        return belief.id
     return None
 
 
 def serve(reader: Reader, request: ProjectorRpc, world: str) -> Message:
     """Answer a request from the replica."""
     match request:
-        case GetBelief(belief_id=belief_id, at=at):
-            return beliefs.get(reader, world, belief_id, at)
+        case GetBelief(belief_id=belief_id, at=at, as_of=as_of):
+            return beliefs.get(reader, world, belief_id, at, as_of)
+        case ListContradictions():
+            return contradictions.listing(reader, world, request)
         case ListBeliefs():
             return pages.list_beliefs(reader, world, request)
         case TraceBelief(belief_id=belief_id):

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Final, TypeVar
 import msgspec
 
 from worldline.actors.projector import beliefs, views, worldview
+from worldline.actors.projector import contradictions as contra
 from worldline.protocols.beliefs import BeliefEdge, Contradiction
 from worldline.protocols.messages import BeliefListReply, RpcError, WorldReply, encode
 
@@ -130,7 +131,8 @@ class _ReadPage:
         self.reader = reader
         self.world = world
         self.at = request.at
-        self.reads = beliefs._Reads(reader, world, request.at)
+        self.as_of = request.as_of
+        self.reads = beliefs._Reads(reader, world, request.at, as_of=request.as_of)
         self.first = crew is not None
         self.limit = request.limit
         # The first page also carries the crew part: what is left of the budget
@@ -188,6 +190,8 @@ class _ReadPage:
             [],
             self.reads.clock,
             dated=self.at is not None,
+            as_of=self.as_of,
+            settled=True,
         )
 
     def fill_edges(self, after: bytes) -> None:
@@ -197,7 +201,7 @@ class _ReadPage:
             if key <= after:
                 continue
             edge = _EDGE.decode(raw)
-            if not edge.removed:
+            if not edge.removed and self.reads.edges([edge]):
                 if not self._room(len(raw)):
                     self.next = ("e", last)
                     break
@@ -207,14 +211,11 @@ class _ReadPage:
                     and self._is_active(edge.source)
                     and self._is_active(edge.target)
                 ):
-                    self.crossed.append(
-                        Contradiction(
-                            kind="edge",
-                            beliefs=(edge.source, edge.target),
-                            strength=edge.confidence,
-                            trace=(edge.source, edge.target, edge.id),
-                        )
+                    found = contra.edge_contradiction(
+                        self.reader, self.world, edge, at=self.at, as_of=self.as_of
                     )
+                    if found is not None and found.status != "dissolved":
+                        self.crossed.append(found)
             last = key
 
     def reply(self, crew: WorldReply) -> WorldReply:
@@ -276,9 +277,11 @@ def list_beliefs(
             and (
                 request.status == "any"
                 or request.at is not None
+                or request.as_of is not None
                 or head.status == request.status
             )
             and (request.at is None or head.created_at <= request.at)
+            and (request.as_of is None or head.created_at <= request.as_of)
         ):
             heads.append((head.created_at, head.id))
     heads.sort()
@@ -288,11 +291,14 @@ def list_beliefs(
     filtered = (
         request.label is not None
         or request.flag is not None
-        or (request.at is not None and request.status != "any")
+        or (
+            (request.at is not None or request.as_of is not None)
+            and request.status != "any"
+        )
     )
     if total < 0 and not filtered:
         total = len(heads)
-    reads = beliefs._Reads(reader, world, request.at)
+    reads = beliefs._Reads(reader, world, request.at, as_of=request.as_of)
     page: list[Belief] = []
     used = 0
     more = False

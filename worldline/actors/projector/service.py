@@ -44,5 +44,8 @@ def spec(replica: str = "0") -> ActorSpec:
             Service(rpc_pattern("trace"), "projector", PROJECTOR_RPC, core.serve),
             Service(rpc_pattern("before"), "projector", PROJECTOR_RPC, core.serve),
             Service(rpc_pattern("search"), "projector", PROJECTOR_RPC, core.serve),
+            Service(
+                rpc_pattern("contradictions"), "projector", PROJECTOR_RPC, core.serve
+            ),
         ),
     )
