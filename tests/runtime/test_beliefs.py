@@ -45,7 +45,7 @@ async def test_corroboration_direction_and_decay_end_to_end(
     ):
         one = await ada.add("Churn is under five percent", confidence=0.5)
         many = await ada.add("Pilots renew after the first quarter", confidence=0.5)
-        base = datetime(2026, 1, 1, tzinfo=UTC)
+        base = datetime(2100, 1, 1, tzinfo=UTC)  # after the beliefs are created
         # P2: ten paraphrases from one source weigh as one; ten sources as ten.
         for i in range(10):
             await ada.evidence(one.id, direction="supports", kind="citation",
@@ -91,7 +91,7 @@ async def test_corroboration_direction_and_decay_end_to_end(
 
 async def _posteriors(nats_url: str, tmp_path: Path, shards: int) -> list[object]:
     world = unique_world(f"shard{shards}")
-    base = datetime(2026, 1, 1, tzinfo=UTC)
+    base = datetime(2100, 1, 1, tzinfo=UTC)  # after the beliefs are created
     async with (
         running(actors(shards), url=nats_url, data=tmp_path / str(shards)),  # type: ignore[arg-type]
         worldline.connect(nats_url, world=world, agent="ada") as ada,

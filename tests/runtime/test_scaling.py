@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.nats
 
-BASE = datetime(2026, 1, 1, tzinfo=UTC)
+BASE = datetime(2100, 1, 1, tzinfo=UTC)  # after the beliefs are created
 LATER = BASE + timedelta(days=30)
 WORLDS = ("alpha", "beta", "gamma")
 
