@@ -18,9 +18,10 @@ from hypothesis import strategies as st
 from worldline.actors.belief_model import contradictions as model
 from worldline.actors.belief_model import posterior
 from worldline.actors.projector import core as projector
+from worldline.actors.projector import upgrade
 from worldline.actors.registry import build
 from worldline.actors.runtime.memory import MemoryState
-from worldline.actors.runtime.spec import Context
+from worldline.actors.runtime.spec import Context, Step
 from worldline.protocols.beliefs import BeliefEdge, Contradiction, Evidence
 from worldline.protocols.messages import (
     AddBelief,
@@ -340,6 +341,27 @@ def test_a_readded_edge_reopens_it_and_an_old_resolution_does_not_count() -> Non
     s.op(link("x1", "b1", "b2", T0 + 4 * DAY))
     c = listing(s.run())[pair("b1", "b2")]
     assert (c.status, c.opened_at) == ("open", T0 + 4 * DAY)
+
+
+def test_a_replica_written_before_records_were_kept_gets_them_at_start_up() -> None:
+    s = seed_example()
+    s.op(add("b2"))
+    s.op(add("b3"))
+    s.op(link("x1", "b1", "b2", T0 + 11 * DAY))
+    s.op(link("x2", "b2", "b3", T0 + 12 * DAY))
+    s.op(CloseBelief(op_id="close-b3", author="ada", at=T0 + 13 * DAY,
+                     belief_id="b3", how="retracted"))  # fmt: skip
+    st_ = s.run()
+    kept = listing(st_)
+    assert {c.status for c in kept.values()} == {"open", "dissolved"}
+    older = MemoryState()
+    older.data.update(
+        (k, v) for k, v in st_.data.items() if not k.startswith((b"contra", b"format/"))
+    )
+    assert listing(older) == {}
+    while (writes := upgrade.upgrade(older)) is not None:
+        older.apply(Step(writes=writes))
+    assert listing(older) == kept
 
 
 # --- the materializer passes a resolution on ----------------------------------------

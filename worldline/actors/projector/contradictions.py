@@ -27,6 +27,7 @@ import msgspec
 
 from worldline.actors.belief_model import contradictions as model
 from worldline.actors.belief_model import posterior
+from worldline.actors.runtime.memory import Overlay
 from worldline.protocols.beliefs import BeliefEdge, Contradiction
 from worldline.protocols.messages import (
     BeliefChanged,
@@ -45,6 +46,7 @@ __all__ = [
     "edge_contradiction",
     "listing",
     "lookup",
+    "missing",
     "on_belief",
     "on_edge",
     "pair_id",
@@ -56,6 +58,7 @@ __all__ = [
 _RECORD = msgspec.msgpack.Decoder(Contradiction)
 _RESOLUTION = msgspec.msgpack.Decoder(ContradictionResolved)
 _BELIEF = msgspec.msgpack.Decoder(BeliefChanged)
+_EDGE = msgspec.msgpack.Decoder(BeliefEdge)
 Writes = dict[bytes, bytes | None]
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -337,6 +340,40 @@ def disputes(
         [c for c in ordered if c.status == "open"],
         [c for c in ordered if c.status == "resolved"],
     )
+
+
+def missing(reader: Reader) -> Writes:
+    """The records a replica written before they were kept lacks (the start-up
+    upgrade): each live ``contradicts`` edge opened by its last write, each active
+    belief flagged ``contradicted`` by its own evidence opened by its last change,
+    dissolved at once where an end is already closed. One pass over the edges and
+    the belief records."""
+    writes: Writes = {}
+    overlay = Overlay(reader, writes)
+    for key, raw in reader.scan(b"bedge/"):
+        edge = _EDGE.decode(raw)
+        world = key.decode().split("/", 2)[1]
+        if edge.type != "contradicts" or edge.removed:
+            continue
+        if overlay.get(record_key(world, pair_id(world, edge))) is not None:
+            continue
+        ends = {}
+        for end in (edge.source, edge.target):
+            held = reader.get(f"belief/{world}/{end}".encode())
+            ends[end] = None if held is None else _BELIEF.decode(held).belief
+        writes.update(on_edge(overlay, world, edge, [edge], ends))
+    for key, raw in reader.scan(b"belief/"):
+        world = key.decode().split("/", 2)[1]
+        change = _BELIEF.decode(raw)
+        belief = change.belief
+        sid = split_id(world, belief.id)
+        if (
+            belief.status == "active"
+            and "contradicted" in belief.flags
+            and overlay.get(record_key(world, sid)) is None
+        ):
+            writes.update(on_belief(overlay, world, change, []))
+    return writes
 
 
 def listing(

@@ -5,8 +5,9 @@ Such a store has ``tok/`` keys (a stem index by influence) and cards without a
 length. The upgrade deletes the ``tok/`` keys, then gives each such card its terms,
 postings and counters (:func:`worldline.actors.projector.index.index_writes`, which
 keeps the card's vector), :data:`CHUNK` cards per transaction, then each world's
-read clock (``bclock/<w>``, the newest ``updated_at`` of its belief records), and last
-records :data:`FORMAT`. A crash in between resumes: every step finds what is left.
+read clock (``bclock/<w>``, the newest ``updated_at`` of its belief records), then the
+contradiction records it lacks (``contradictions.missing``), and last records
+:data:`FORMAT`. A crash in between resumes: every step finds what is left.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING, Final
 
 import msgspec
 
-from worldline.actors.projector import beliefs, index
+from worldline.actors.projector import beliefs, contradictions, index
 from worldline.actors.runtime.memory import Overlay
 
 if TYPE_CHECKING:
@@ -25,7 +26,8 @@ if TYPE_CHECKING:
 __all__ = ["CHUNK", "FORMAT", "FORMAT_KEY", "upgrade"]
 
 FORMAT_KEY: Final = b"format/projector-index"
-FORMAT: Final = b"lexical-v2"  # v2: each world's read clock (bclock/<w>) kept
+# v2: each world's read clock (bclock/<w>) kept; v3: contradiction records
+FORMAT: Final = b"lexical-v3"
 CHUNK: Final = 2000  # cards re-indexed per transaction
 _DELETES: Final = 20_000  # old keys deleted per transaction
 
@@ -91,5 +93,6 @@ def upgrade(reader: Reader) -> dict[bytes, bytes | None] | None:
         if done >= CHUNK:
             return writes
     writes.update(_missing_clocks(reader))  # from belief records: no card touches
+    writes.update(contradictions.missing(reader))  # records, from edges and beliefs
     writes[FORMAT_KEY] = FORMAT
     return writes
