@@ -390,8 +390,9 @@ def parser() -> argparse.ArgumentParser:
     mcp = verbs.add_parser(
         "mcp",
         parents=[client],
-        help="serve this agent's world model as MCP tools over stdio",
+        help="serve this agent's world model as MCP tools (stdio, or --http)",
     )
+    mcp_verb.add_arguments(mcp)
     mcp.set_defaults(run=mcp_verb.run_mcp)
 
     who = verbs.add_parser(
