@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from worldline.cli.common import emit
 
 if TYPE_CHECKING:
@@ -80,7 +82,9 @@ def _contradictions(args: argparse.Namespace) -> Callable[[World], Awaitable[Non
             status=args.status, at=args.at, as_of=args.as_of, limit=args.limit
         )
         human = "\n".join(line(c) for c in found) or f"no {args.status} contradiction"
-        emit(args, found, human.replace("no all ", "no "))
+        # Every field, the defaults too (an open one's status included).
+        rows = [msgspec.structs.asdict(c) for c in found]
+        emit(args, rows, human.replace("no all ", "no "))
 
     return run
 
