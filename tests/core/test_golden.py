@@ -39,6 +39,8 @@ from worldline.protocols.contradictions import (
 from worldline.protocols.messages import (
     EXTRACTOR_INBOX,
     FUSION_INBOX,
+    FUSION_REPLY,
+    FUSION_RPC,
     INBOX,
     LEASE_VALUE,
     MATERIALIZER_INBOX,
@@ -58,6 +60,7 @@ from worldline.protocols.messages import (
     AddEdgeEvidence,
     AddEvidence,
     AgentView,
+    AssessSources,
     Before,
     Belief,
     BeliefChanged,
@@ -107,6 +110,9 @@ from worldline.protocols.messages import (
     SimStatusReply,
     SimStep,
     SimStepReply,
+    Sources,
+    SourcesReply,
+    SourceStanding,
     StateHash,
     StateHashReply,
     Statement,
@@ -501,6 +507,21 @@ SAMPLES: Final[tuple[Message, ...]] = (
         ),
         total=1,
     ),
+    Sources(source="gartner", limit=10),
+    SourcesReply(
+        sources=[
+            SourceStanding(
+                source="gartner",
+                trust=0.5,
+                accuracy=0.9,
+                independence=0.75,
+                claims=12,
+                learned=1.1,
+                weight=0.55,
+            )
+        ],
+        total=1,
+    ),
     OpStatus(seq=43),
     OpStatusReply(
         state="rejected",
@@ -552,6 +573,7 @@ SAMPLES: Final[tuple[Message, ...]] = (
         evidence=[msgspec.structs.replace(EVIDENCE, id="ev-e1", belief_id="be-1")],
         trust={"grafana": 0.5},
     ),
+    AssessSources(op_id="op-as-1", author="henry", at=T2),
     CloseBelief(
         op_id="op-cl-1",
         author="alice",
@@ -676,6 +698,9 @@ DECODERS: Final[dict[type[Message], tuple[Any, ...]]] = {
     ContradictionsReply: (PROJECTOR_REPLY.decode,),
     AddEdgeEvidence: (OPS_INBOX.decode,),
     EdgePosterior: (MATERIALIZER_INBOX.decode,),
+    Sources: (FUSION_RPC.decode,),
+    SourcesReply: (FUSION_REPLY.decode,),
+    AssessSources: (OPS_INBOX.decode,),
     StateHashReply: (MATERIALIZER_REPLY.decode,),
     OpStatus: (MATERIALIZER_RPC.decode,),
     OpStatusReply: (MATERIALIZER_REPLY.decode,),

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from worldline.actors.belief_model import posterior, rivals
-from worldline.actors.fusion import assess, slots
+from worldline.actors.fusion import assess, records, slots
 from worldline.actors.fusion import core as fusion
 from worldline.actors.runtime.memory import MemoryState
 from worldline.actors.runtime.spec import Context
@@ -30,6 +30,7 @@ from worldline.protocols.messages import (
     OpVerdict,
     PosteriorUpdate,
     SetTrust,
+    Statement,
 )
 from worldline.protocols.subjects import ops
 
@@ -63,7 +64,8 @@ def test_support_for_a_rival_is_evidence_against_an_answer() -> None:
     slot = [member("a", "Tolkien", "s1"), member("b", "Lewis", "s2", "s3")]
     a = rivals.read("a", None, slot, {}, AT)
     b = rivals.read("b", None, slot, {}, AT)
-    assert a.confidence is not None and alone.confidence is not None
+    assert a.confidence is not None
+    assert alone.confidence is not None
     assert b.confidence is not None
     assert a.confidence < alone.confidence  # its rival's two stores count against it
     assert b.confidence > a.confidence  # two stores beat one
@@ -92,12 +94,14 @@ def test_partial_overlap_is_partial_support() -> None:
         rivals.similarity("Tolkien wrote The Hobbit", "Lewis wrote The Hobbit", asked)
         == 0.0
     )
-    assert rivals.similarity("Tolkien wrote The Hobbit", "Lewis wrote The Hobbit") == 0.5
+    framed = rivals.similarity("Tolkien wrote The Hobbit", "Lewis wrote The Hobbit")
+    assert framed == 0.5
     near = [member("t", truth), member("p", partial, "s1", "s2")]
     far = [member("t", truth), member("o", other, "s1", "s2")]
     with_near = rivals.read("t", None, near, {}, AT).confidence
     with_far = rivals.read("t", None, far, {}, AT).confidence
-    assert with_near is not None and with_far is not None
+    assert with_near is not None
+    assert with_far is not None
     assert with_near > with_far  # stores listing most of its authors half back it
 
 
@@ -147,7 +151,8 @@ def test_more_support_for_a_rival_never_raises_an_answer(extra: list[str]) -> No
     before = rivals.read("a", None, base, {}, AT).confidence
     grown = [base[0], member("b", "Lewis", "s3", *extra)]
     after = rivals.read("a", None, grown, {}, AT).confidence
-    assert before is not None and after is not None
+    assert before is not None
+    assert after is not None
     assert after <= before + 1e-12
 
 
@@ -201,7 +206,8 @@ def test_evidence_for_one_answer_re_reads_its_rivals_in_one_op() -> None:
     assert set(moved) == {"a", "b"}  # one op moved both answers
     assert moved["b"].slot == "q1"
     a, b = moved["a"].confidence, moved["b"].confidence
-    assert a is not None and b is not None
+    assert a is not None
+    assert b is not None
     assert a == pytest.approx(b)  # one store each: a tie
 
 
@@ -226,7 +232,8 @@ def test_a_retracted_answer_no_longer_weighs_against_its_rivals() -> None:
             )
         ],
     )
-    assert closed["a"].confidence is not None and held is not None
+    assert closed["a"].confidence is not None
+    assert held is not None
     assert closed["a"].confidence > held
 
 
@@ -245,8 +252,7 @@ def test_a_slot_holds_at_most_max_rivals_answers(
 def slot_log() -> list[OpsInbox]:
     log: list[OpsInbox] = []
     for q in range(12):
-        for v in range(3):
-            log.append(answer(f"q{q}-v{v}", f"answer {q} {v}", slot=f"q{q}"))
+        log += [answer(f"q{q}-v{v}", AUTHORS[v], slot=f"q{q}") for v in range(3)]
         log.append(cite(f"q{q}-v{q % 3}", f"store-{q % 5}", q))
         log.append(cite(f"q{q}-v{(q + 1) % 3}", f"store-{(q + 2) % 5}", q))
         log.append(cite(f"q{q}-v{q % 3}", f"store-{(q + 3) % 5}", q))
@@ -288,8 +294,7 @@ def bookstores(copies: int) -> list[OpsInbox]:
     log: list[OpsInbox] = []
     honest = [f"store-{i}" for i in range(5)]
     for q in range(40):
-        for v in range(4):
-            log.append(answer(f"q{q}-v{v}", AUTHORS[v], slot=f"q{q}"))
+        log += [answer(f"q{q}-v{v}", AUTHORS[v], slot=f"q{q}") for v in range(4)]
         for n, store in enumerate(honest):
             if rng.random() < 0.45:
                 continue  # stores list a subset of the books
@@ -298,8 +303,7 @@ def bookstores(copies: int) -> list[OpsInbox]:
         if q % 4:
             continue
         wrong = 1 + q % 3
-        for c in range(copies + 1):
-            log.append(cite(f"q{q}-v{wrong}", f"bad-{c}", 100 + c))
+        log += [cite(f"q{q}-v{wrong}", f"bad-{c}", 100 + c) for c in range(copies + 1)]
     return log
 
 
@@ -332,7 +336,8 @@ def test_learned_reliability_resists_clones_of_a_bad_source() -> None:
     assert accuracy(learned) > accuracy(best(plain)) + 0.15
     bad = assess.learned(assessed_state, W, "bad-3")
     good = assess.learned(assessed_state, W, "store-1")
-    assert bad is not None and good is not None
+    assert bad is not None
+    assert good is not None
     assert bad.factor < 0.2 < 1.0 < good.factor
     assert bad.independence < 0.5  # seen as copies of one another
 
@@ -348,7 +353,7 @@ def test_an_assessment_is_replay_identical_and_a_lock_pins_a_source() -> None:
     first, second = MemoryState(), MemoryState()
     assert run(first, log) == run(second, log)
     assert first.data == second.data
-    trust = fusion._trust(first, W, [item("x", "bad-0"), item("x", "bad-1")])
+    trust = records.trust_of(first, W, [item("x", "bad-0"), item("x", "bad-1")])
     assert trust["bad-0"] == 1.0  # locked: the learned factor does not apply
     assert trust["bad-1"] < 0.5
 
@@ -373,7 +378,8 @@ def test_re_adding_a_statement_is_reconciled_as_evidence() -> None:
     update = step.out[0].message
     assert isinstance(update, PosteriorUpdate)
     assert update.belief.evidence_count == 1
-    assert first["a"].confidence is not None and update.belief.confidence is not None
+    assert first["a"].confidence is not None
+    assert update.belief.confidence is not None
     assert update.belief.confidence > first["a"].confidence
     stored = fusion.decode_fused(state.data[fusion.belief_key(W, "a")])
     assert [(e.kind, e.source, e.author) for e in stored.evidence] == [
@@ -381,7 +387,8 @@ def test_re_adding_a_statement_is_reconciled_as_evidence() -> None:
     ]
     other_slot = msgspec.structs.replace(again, op_id="op-slot", slot="q2")
     refused = fusion.handle(state, other_slot, ctx("bob", 3)).out[0].message
-    assert isinstance(refused, OpVerdict) and refused.code == "conflict"
+    assert isinstance(refused, OpVerdict)
+    assert refused.code == "conflict"
 
 
 def test_membership_is_known_in_every_shard() -> None:
@@ -390,3 +397,25 @@ def test_membership_is_known_in_every_shard() -> None:
         run(state, [answer("a", "Tolkien", slot="q9")], shard=(index, 3))
     for state in states:
         assert slots.slot_of(state, W, "a") == "q9"
+
+
+def test_only_the_extractor_reports_evidence_as_another_agent() -> None:
+    def statement(author: str) -> Statement:
+        ev = msgspec.structs.replace(item("s1", "doc"), author="bob")
+        return Statement(
+            op_id=f"op-st-{author}",
+            author=author,
+            at=AT,
+            belief_id="s1",
+            text="The cache is cold.",
+            evidence=ev,
+        )
+
+    state = MemoryState()
+    forged = fusion.handle(state, statement("mallory"), ctx("mallory", 1))
+    verdict = forged.out[0].message
+    assert isinstance(verdict, OpVerdict)
+    assert (verdict.outcome, verdict.code) == ("rejected", "invalid")
+    assert not forged.writes
+    observed = fusion.handle(state, statement("extractor"), ctx("extractor", 2))
+    assert isinstance(observed.out[0].message, PosteriorUpdate)

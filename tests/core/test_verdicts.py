@@ -101,7 +101,7 @@ def fused(*log: OpsInbox) -> MemoryState:
             "unknown_belief",
             "no belief b-unknown",
         ),
-        (add(op_id="op-other"), "conflict", "already exists"),
+        (add(op_id="op-other", text="Other text."), "conflict", "already exists"),
         (add("g1", op_id="op-g", type="goal", confidence=0.5), "invalid", "no prob"),
         (
             CloseBelief(

@@ -77,7 +77,11 @@ def _show_one(belief: Belief) -> str:
 def _add(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
     async def run(world: World) -> None:
         belief = await world.add(
-            args.text, confidence=args.confidence, type=args.type, id=args.id
+            args.text,
+            confidence=args.confidence,
+            type=args.type,
+            id=args.id,
+            slot=args.slot,
         )
         emit(args, belief, _show(belief))
 

@@ -1,7 +1,8 @@
 """``worldline load FILE|-``: many adds and evidence items from JSON lines, through the
 SDK's batch write (:meth:`worldline.sdk.batch.LoadMixin.load`).
 
-Each line is one object, ``{"add": {"text", "confidence"?, "type"?, "id"?}}`` or
+Each line is one object,
+``{"add": {"text", "confidence"?, "type"?, "id"?, "slot"?}}`` or
 ``{"evidence": {"belief_id", "direction", "kind", "source", "text"?}}``; blank lines
 are skipped. Every line is checked before anything is published: a bad line refuses
 the whole file (exit 2, naming the first bad line), so no file is half-applied

@@ -15,6 +15,7 @@ from worldline.cli import contradictions as contradictions_verb
 from worldline.cli import load as load_verb
 from worldline.cli import mcp as mcp_verb
 from worldline.cli import sim as sim_verb
+from worldline.cli import sources as sources_verb
 from worldline.cli.common import default_agent
 from worldline.cli.manners import Parser, describe
 from worldline.cli.parsing_ops import add_admin_verbs, add_server_verbs
@@ -108,6 +109,12 @@ def parser() -> argparse.ArgumentParser:
     add.add_argument("--confidence", type=_confidence, default=None)
     add.add_argument("--type", choices=BELIEF_TYPES, default="claim")
     add.add_argument("--id", default=None, help="belief id (default: generated)")
+    add.add_argument(
+        "--slot",
+        default=None,
+        help="the question it answers, when it is one of several rival answers "
+        "(evidence for one then counts against the others)",
+    )
 
     get = verbs.add_parser("get", parents=[client], help="one belief by id")
     get.add_argument("id")
@@ -245,13 +252,15 @@ def parser() -> argparse.ArgumentParser:
     trust.add_argument("source")
     trust.add_argument("value", type=float)
     trust.add_argument("--lock", action="store_true")
+    sources_verb.add_parsers(verbs, client)
     contradictions_verb.add_parsers(verbs, client, _instant)
 
     bulk = verbs.add_parser(
         "load",
         parents=[client],
         help="many adds and evidence items from JSON lines, in chunks",
-        description='Each line: {"add": {"text", "confidence"?, "type"?, "id"?}} or '
+        description='Each line: {"add": {"text", "confidence"?, "type"?, "id"?, '
+        '"slot"?}} or '
         '{"evidence": {"belief_id", "direction", "kind", "source", "text"?}}. Every '
         "line is checked first: a bad one refuses the file (exit 2) before anything "
         "is published. Exit 3 if fusion refused any item.",

@@ -76,3 +76,4 @@ class Belief(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     valid_from: datetime | None = None  # when it started to hold (its creation)
     valid_until: datetime | None = None  # when it stopped (retracted, superseded)
     effective_confidence: Confidence | None = None  # after depends_on (at read time)
+    slot: str = ""  # the question it is a rival answer to (AddBelief.slot), if any

@@ -47,6 +47,7 @@ from worldline.protocols.ops import (
     AddBelief,
     AddEdge,
     AddEvidence,
+    AssessSources,
     CloseBelief,
     DeclareWorld,
     LinkBeliefs,
@@ -85,6 +86,9 @@ from worldline.protocols.rpc import (
     SimStatusReply,
     SimStep,
     SimStepReply,
+    Sources,
+    SourcesReply,
+    SourceStanding,
     StateHash,
     StateHashReply,
     TraceBelief,
@@ -107,6 +111,8 @@ __all__ = [
     "BELIEF_TYPES",
     "EXTRACTOR_INBOX",
     "FUSION_INBOX",
+    "FUSION_REPLY",
+    "FUSION_RPC",
     "INBOX",
     "LEASE_VALUE",
     "MATERIALIZER_INBOX",
@@ -126,6 +132,7 @@ __all__ = [
     "AddEdgeEvidence",
     "AddEvidence",
     "AgentView",
+    "AssessSources",
     "BatchItems",
     "Before",
     "Belief",
@@ -200,6 +207,9 @@ __all__ = [
     "SimulatorInbox",
     "SimulatorReply",
     "SimulatorRpc",
+    "SourceStanding",
+    "Sources",
+    "SourcesReply",
     "StateHash",
     "StateHashReply",
     "Statement",
@@ -239,6 +249,7 @@ BeliefOp = (
     | SetTrust
     | LinkBeliefs
     | CloseBelief
+    | AssessSources
     | AddEdgeEvidence
 )
 OpsInbox = BeliefOp | CrewOp
@@ -299,6 +310,10 @@ SimulatorReply = (
 # One reused decoder per inbox (msgspec: decoders are cheap to reuse, costly to build).
 EXTRACTOR_INBOX: Final = msgspec.msgpack.Decoder(ExtractorInbox)
 FUSION_INBOX: Final = msgspec.msgpack.Decoder(FusionInbox)
+FusionRpc = Sources
+FusionReply = SourcesReply | RpcError
+FUSION_RPC: Final = msgspec.msgpack.Decoder(FusionRpc)
+FUSION_REPLY: Final = msgspec.msgpack.Decoder(FusionReply)
 OPS_INBOX: Final = FUSION_INBOX  # fusion and the materializer both read the OPS record
 INBOX: Final = msgspec.msgpack.Decoder(InboxMessage)
 PRESENCE_VALUE: Final = msgspec.msgpack.Decoder(Presence)

@@ -22,11 +22,15 @@ from worldline.protocols.base import (
 from worldline.protocols.beliefs import BeliefEdge, Evidence
 from worldline.protocols.world import Edge, EntityRef, FieldName, Value, WorldDecl
 
+SlotName = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
+"""A question that rival answers share, e.g. ``author-of:isbn-0131103628``."""
+
 __all__ = [
     "AckInbox",
     "AddBelief",
     "AddEdge",
     "AddEvidence",
+    "AssessSources",
     "CloseBelief",
     "DeclareWorld",
     "LinkBeliefs",
@@ -63,6 +67,10 @@ class AddBelief(Message, tag="op.add_belief.v1", kw_only=True, frozen=True):
     type: BeliefType = "claim"
     confidence: Confidence | None = None  # None: no stated prior (0.5 for claims)
     source: str = ""  # for extracted beliefs: the observation they came from
+    # The question this belief answers, when it is one of several rival answers:
+    # beliefs with the same slot are exclusive (at most one is true), so evidence
+    # for one is evidence against the others (docs/belief-math.md, "Rival answers").
+    slot: SlotName | None = None
 
 
 class AddEvidence(Message, tag="op.add_evidence.v1", kw_only=True, frozen=True):
@@ -87,6 +95,15 @@ class Statement(Message, tag="op.statement.v1", kw_only=True, frozen=True):
     type: BeliefType = "claim"
     negated: bool = False  # the text itself is negated ("X is not Y")
     evidence: Evidence  # its direction is relative to the text's positive form
+
+
+class AssessSources(Message, tag="op.assess_sources.v1", kw_only=True, frozen=True):
+    """Learn each source's reliability from how its answers agree with the others'
+    (the world's rival-answer slots), and weigh its evidence by it from now on."""
+
+    op_id: Ident
+    author: Token
+    at: datetime
 
 
 class SetTrust(Message, tag="op.set_trust.v1", kw_only=True, frozen=True):

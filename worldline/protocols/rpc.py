@@ -45,6 +45,9 @@ __all__ = [
     "SimStatusReply",
     "SimStep",
     "SimStepReply",
+    "SourceStanding",
+    "Sources",
+    "SourcesReply",
     "StateHash",
     "StateHashReply",
     "TraceBelief",
@@ -370,3 +373,28 @@ class RpcError(Message, tag="rpc.error.v1", kw_only=True, frozen=True):
     # Seconds after which the same request may succeed (a replica catching up after
     # a restart); 0: retrying will not help.
     retry_after: Annotated[float, msgspec.Meta(ge=0)] = 0.0
+
+
+class Sources(Message, tag="rpc.sources.v1", kw_only=True, frozen=True):
+    """Ask fusion how it weighs each source: declared trust, learned reliability."""
+
+    source: str = ""  # only this source ("" : every source, least weighed first)
+    limit: Annotated[int, msgspec.Meta(ge=1, le=1000)] = 100
+
+
+class SourceStanding(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One source as fusion weighs it."""
+
+    source: str
+    trust: float | None = None  # declared (SetTrust); None: never set
+    locked: bool = False  # declared and locked: the learned factor does not apply
+    accuracy: float | None = None  # learned (AssessSources); None: not assessed
+    independence: float = 1.0  # share of its vote left after copy detection
+    claims: int = 0  # rival-answer questions it answered at the last assessment
+    learned: float = 1.0  # the learned multiplier (1.0: none)
+    weight: float = 1.0  # what its evidence is multiplied by: trust x learned
+
+
+class SourcesReply(Message, tag="rpc.sources_reply.v1", kw_only=True, frozen=True):
+    sources: list[SourceStanding] = msgspec.field(default_factory=list)
+    total: int = 0  # sources that matched, before the limit

@@ -149,6 +149,7 @@ def dlq(world: str, actor: str) -> str:
 
 
 RpcVerb = Literal[
+    "sources",
     "get",
     "list",
     "read",

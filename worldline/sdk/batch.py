@@ -22,7 +22,7 @@ import msgspec
 import nats.js.errors
 from nats.js import api
 
-from worldline.actors.belief_model.text import belief_id as belief_id_for
+from worldline.actors.belief_model.text import answer_id
 from worldline.protocols.beliefs import Direction, Evidence, EvidenceKind
 from worldline.protocols.messages import (
     AddBelief,
@@ -64,6 +64,7 @@ class AddItem(msgspec.Struct, frozen=True, kw_only=True):
     confidence: float | None = None
     type: BeliefType = "claim"
     id: str | None = None
+    slot: str | None = None  # the question it answers, among rival answers
 
 
 class EvidenceItem(msgspec.Struct, frozen=True, kw_only=True):
@@ -297,10 +298,11 @@ def build_op(
                 op_id=new_id("op"),
                 author=agent,
                 at=at,
-                belief_id=item.id or belief_id_for(world, item.text),
+                belief_id=item.id or answer_id(world, item.slot, item.text),
                 text=item.text,
                 type=item.type,
                 confidence=item.confidence,
+                slot=item.slot,
             )
         )
     evidence = Evidence(

@@ -1,5 +1,6 @@
 """The belief half of the SDK: add, evidence, observe/after, get/read/trace,
-retract/resolve, relate (belief edges), trust; ``list`` and ``search`` page in
+retract/resolve, relate (belief edges); trust and sources in
+:mod:`worldline.sdk.sources`; ``list`` and ``search`` page in
 :mod:`worldline.sdk.paging`. Mixed into :class:`worldline.sdk.client.World`."""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
-from worldline.actors.belief_model.text import belief_id as belief_id_for
+from worldline.actors.belief_model.text import answer_id
 from worldline.protocols.beliefs import (
     BeliefEdge,
     Contradiction,
@@ -38,15 +39,20 @@ from worldline.protocols.messages import (
     OpVerdict,
     ReadWorld,
     ResolveContradiction,
-    SetTrust,
     TraceBelief,
     TraceReply,
     WorldReply,
     WorldviewReply,
 )
 from worldline.protocols.subjects import obs
-from worldline.sdk.crew import CrewMixin, new_id, utc_now, validated
-from worldline.sdk.errors import BadRequest, BusUnavailable, NotApplied, Rejected
+from worldline.sdk.crew import new_id, utc_now, validated
+from worldline.sdk.errors import (
+    BadRequest,
+    BusUnavailable,
+    NotApplied,
+    Rejected,
+)
+from worldline.sdk.sources import SourceMixin
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -56,7 +62,7 @@ if TYPE_CHECKING:
 __all__ = ["BeliefMixin", "observation_id"]
 
 
-class BeliefMixin(CrewMixin):
+class BeliefMixin(SourceMixin):
     """Belief verbs, on top of the crew verbs (``_submit``, ``_publish_op``); the
     client supplies ``_request`` and ``_publish``."""
 
@@ -113,8 +119,15 @@ class BeliefMixin(CrewMixin):
         confidence: float | None = None,
         type: BeliefType = "claim",
         id: str | None = None,
+        slot: str | None = None,
     ) -> Belief:
         """Seed a belief (a stated confidence is a weak prior) and return it applied.
+
+        ``slot`` names the question it answers when it is one of several rival
+        answers (``"author-of:isbn-0131103628"``): the answers of one slot are
+        exclusive, so evidence for one counts against the others, and the same text
+        in two slots is two beliefs. Adding the same statement again (same words, same
+        slot) records it as the author's ``user-assertion`` evidence for it.
 
         Raises:
             BadRequest: empty text, confidence outside 0-1, or a confidence on a
@@ -131,10 +144,11 @@ class BeliefMixin(CrewMixin):
             at=utc_now(),
             # By default the id is the normalized text's, so the extractor's later
             # restatements of it become evidence for this belief, not duplicates.
-            belief_id=id or belief_id_for(self.world, text),
+            belief_id=id or answer_id(self.world, slot, text),
             text=text,
             type=type,
             confidence=confidence,
+            slot=slot,
         )
         return await self._through_fusion(op, op.belief_id)
 
@@ -191,59 +205,6 @@ class BeliefMixin(CrewMixin):
             reason=reason,
         )
         return await self._through_fusion(op, belief_id)
-
-    async def trust(self, source: str, value: float, *, lock: bool = False) -> int:
-        """Scale ``source``'s contribution (``agent:<name>`` for an agent's) by
-        ``value``; ``lock`` keeps others from changing it. Returns the op sequence
-        once fusion applied it: the posteriors it changed are then readable (fusion
-        sends its verdict after them, and the materializer keeps both in order).
-
-        One wait, on fusion's verdict through ``op_status``, polled with a backoff
-        (20 ms up to 250 ms): a burst of calls in flight at once must not flood the
-        materializer with status requests while fusion works through the burst.
-
-        Raises:
-            Rejected: fusion refused it (code ``locked``: another agent locked this
-                source's trust), with fusion's reason.
-            NotApplied: recorded, but fusion did not answer within the timeout.
-        """
-        op = SetTrust(
-            op_id=new_id("op"),
-            author=self.agent,
-            at=utc_now(),
-            source=source,
-            trust=value,
-            lock=lock,
-        )
-        seq = await self._publish_op(validated(op))
-        delay = 0.02
-        with anyio.move_on_after(self.timeout):
-            while True:  # fusion answers every trust setting: applied or refused
-                try:
-                    reply = await self._request("op_status", OpStatus(seq=seq))
-                except BusUnavailable:  # a materializer takeover: not yet
-                    reply = None
-                if isinstance(reply, OpStatusReply):
-                    if reply.rejection is not None:
-                        r = reply.rejection
-                        raise Rejected(f"{r.code}: {r.reason}", code=r.code)
-                    verdict = reply.verdict
-                    if verdict is not None and verdict.op_id == op.op_id:
-                        if verdict.outcome == "rejected":
-                            raise Rejected(
-                                f"{verdict.code}: {verdict.reason}",
-                                code=verdict.code or "rejected",
-                            )
-                        if reply.state != "pending":
-                            self._fence = max(self._fence, reply.fence)
-                            return seq
-                await anyio.sleep(delay)
-                delay = min(delay * 1.5, 0.25)
-        raise NotApplied(
-            f"trust setting {op.op_id} is recorded (seq {seq}) but fusion did not "
-            f"answer it within {self.timeout:g}s; is fusion running (`worldline "
-            "status`)?"
-        )
 
     async def relate(
         self,

@@ -26,6 +26,7 @@ from worldline.actors.runtime.auth import CredentialsError, load_credentials
 from worldline.actors.runtime.bus import connect as bus_connect
 from worldline.actors.runtime.errors import BusUnavailable as RuntimeBusUnavailable
 from worldline.protocols.messages import (
+    FUSION_REPLY,
     MATERIALIZER_REPLY,
     PRESENCE_VALUE,
     PROJECTOR_REPLY,
@@ -68,6 +69,7 @@ _REPLIES: dict[str, Any] = {
     "sim.step": SIMULATOR_REPLY,
     "sim.end": SIMULATOR_REPLY,
     "sim.forecast": SIMULATOR_REPLY,
+    "sources": FUSION_REPLY,
 }
 
 

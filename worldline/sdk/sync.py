@@ -152,6 +152,8 @@ class SyncWorld:
     retract = _Blocking(World.retract)
     resolve = _Blocking(World.resolve)
     trust = _Blocking(World.trust)
+    assess_sources = _Blocking(World.assess_sources)
+    sources = _Blocking(World.sources)
     load = _Blocking(World.load)  # worldline.sdk.batch: many adds and evidence
     relate = _Blocking(World.relate)
     edge_evidence = _Blocking(World.edge_evidence)

@@ -31,12 +31,28 @@ from typing import TYPE_CHECKING, Final, Literal
 
 import msgspec
 
-from worldline.actors.belief_model import posterior
+from worldline.actors.belief_model import posterior, rivals
 from worldline.actors.belief_model.posterior import NO_PROBABILITY
 from worldline.actors.belief_model.text import normalize
-from worldline.actors.fusion import edges, sources
+from worldline.actors.fusion import (
+    answers,
+    edges,
+    learning,
+    posteriors,
+    records,
+    slots,
+    sources,
+)
+from worldline.actors.fusion.records import (
+    FusedBelief,
+    TrustSetting,
+    belief_key,
+    decode_fused,
+    decode_trust,
+    trust_key,
+    trust_prefix,
+)
 from worldline.actors.runtime.errors import InvalidInput
-from worldline.actors.runtime.keys import key_part
 from worldline.actors.runtime.memory import Overlay
 from worldline.actors.runtime.spec import Context, Outgoing, Reader, Step
 from worldline.protocols.beliefs import Evidence
@@ -44,12 +60,12 @@ from worldline.protocols.messages import (
     AddBelief,
     AddEdgeEvidence,
     AddEvidence,
+    AssessSources,
     Belief,
     CloseBelief,
     LinkBeliefs,
     OpsInbox,
     OpVerdict,
-    PosteriorUpdate,
     SetTrust,
     Statement,
     encode,
@@ -66,39 +82,18 @@ __all__ = [
     "TrustSetting",
     "belief_key",
     "decode_fused",
+    "decode_trust",
     "handle",
     "shard_of",
     "trust_key",
+    "trust_prefix",
 ]
 
 PRIOR_STRENGTH: Final = posterior.PRIOR_STRENGTH
 """Belief types firewalled from the posterior math: intent, not claims about truth."""
 
-# 6 + 64 (a world is a token) + 1 + 400 = 471 bytes a trust key at most; any source
-# that fits (every one written before keys were bounded, but the longest) is kept whole.
-TRUST_SOURCE_BYTES: Final = 400
+EXTRACTOR: Final = "extractor"  # the actor whose statements name the observing agent
 MAX_EVIDENCE: Final = 10_000  # per belief; more is refused, never silently cut
-
-
-class FusedBelief(
-    msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag="fusion.belief.v2"
-):
-    """Fusion's record of a belief: the stated prior and every piece of evidence."""
-
-    belief: Belief
-    op_id: str  # the op that created it (a replay of that op is a no-op)
-    evidence: list[Evidence] = msgspec.field(default_factory=list)  # sorted by id
-    negated: bool = False  # its text is a negation: statements flip against it
-
-
-class TrustSetting(
-    msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag="fusion.trust.v1"
-):
-    """A trust multiplier for one source (or ``agent:<name>``)."""
-
-    trust: float
-    locked: bool = False
-    author: str = ""
 
 
 class _Refused(Exception):
@@ -109,25 +104,6 @@ class _Refused(Exception):
         super().__init__(reason)
         self.code = code
         self.reason = reason
-
-
-_FUSED = msgspec.msgpack.Decoder(FusedBelief)
-_TRUST = msgspec.msgpack.Decoder(TrustSetting)
-
-
-def decode_fused(raw: bytes) -> FusedBelief:
-    """A stored :class:`FusedBelief`."""
-    return _FUSED.decode(raw)
-
-
-def belief_key(world: str, belief_id: str) -> bytes:
-    return f"belief/{world}/{belief_id}".encode()
-
-
-def trust_key(world: str, source: str) -> bytes:
-    """Where ``source``'s trust setting is kept: bounded whatever the source (a
-    source name of 256 characters may take 1,024 bytes; LMDB refuses keys over 511)."""
-    return f"trust/{world}/{key_part(source, TRUST_SOURCE_BYTES)}".encode()
 
 
 def shard_of(belief_id: str, shards: int) -> int:
@@ -149,10 +125,17 @@ def handle(
             belief: input no honest client sends (dead-lettered for the operator).
     """
     match op:
-        case AddBelief() | AddEvidence() | Statement() | CloseBelief() | SetTrust():
+        case (
+            AddBelief()
+            | AddEvidence()
+            | Statement()
+            | CloseBelief()
+            | SetTrust()
+            | AssessSources()
+        ):
             pass
         case LinkBeliefs() | AddEdgeEvidence():  # edges: worldline.actors.fusion.edges
-            return edges.handle(reader, op, ctx, shard=shard, trust_of=_trust)
+            return edges.handle(reader, op, ctx, shard=shard, trust_of=records.trust_of)
         case _:
             return Step()
     if op.author != ctx.author:
@@ -160,10 +143,15 @@ def handle(
             f"op {op.op_id} names author {op.author!r} but was published on "
             f"{ctx.subject!r}; agents publish only their own ops"
         )
+    if isinstance(op, AssessSources):
+        step = learning.assess(reader, op, ctx, shard)
+        if shard[0] == 0:  # one shard answers
+            step.out.append(_verdict(ctx, op, shard, "applied").out[0])
+        return step
     if isinstance(op, SetTrust):
         try:
             step = _set_trust(reader, op, ctx, shard)
-            step = edges.retrust(reader, op, ctx, shard, step, _trust)
+            step = edges.retrust(reader, op, ctx, shard, step, records.trust_of)
         except _Refused as refused:
             return _verdict(ctx, op, shard, "rejected", refused=refused)
         if shard[0] != 0:
@@ -171,8 +159,8 @@ def handle(
         step.out.append(_verdict(ctx, op, shard, "applied").out[0])
         return step
     target = op.evidence.belief_id if isinstance(op, AddEvidence) else op.belief_id
-    if shard_of(target, shard[1]) != shard[0]:
-        return Step()
+    if shard_of(answers.route(reader, ctx.world, op, target), shard[1]) != shard[0]:
+        return answers.membership(reader, ctx.world, op)  # another shard's belief
     try:
         step = _belief_op(reader, op, ctx, shard)
     except _Refused as refused:
@@ -202,7 +190,7 @@ def _belief_op(
 
 def _verdict(
     ctx: Context,
-    op: AddBelief | AddEvidence | Statement | CloseBelief | SetTrust,
+    op: AddBelief | AddEvidence | Statement | CloseBelief | SetTrust | AssessSources,
     shard: tuple[int, int],
     outcome: Literal["applied", "rejected", "unchanged"],
     belief_id: str = "",
@@ -229,86 +217,6 @@ def _verdict(
     )
 
 
-def _load(reader: Reader, world: str, belief_id: str) -> FusedBelief | None:
-    raw = reader.get(belief_key(world, belief_id))
-    return None if raw is None else _FUSED.decode(raw)
-
-
-def _trust(reader: Reader, world: str, evidence: list[Evidence]) -> dict[str, float]:
-    """The trust multipliers that apply to ``evidence`` (only those set, != 1)."""
-    if next(reader.scan(trust_key(world, "")), None) is None:
-        return {}  # the usual case: nothing set in this world
-    names = {e.source for e in evidence} | {f"agent:{e.author}" for e in evidence}
-    found = {}
-    for name in sorted(names):
-        raw = reader.get(trust_key(world, name))
-        if raw is not None:
-            found[name] = _TRUST.decode(raw).trust
-    return found
-
-
-def _emit(
-    reader: Reader,
-    ctx: Context,
-    fused: FusedBelief,
-    cause: str,
-    now: datetime,
-    shard: tuple[int, int],
-    *,
-    added: Evidence | None = None,
-    **changes: object,
-) -> Step:
-    """Re-read the belief at ``now`` and publish its posterior, with the evidence
-    ``added`` by this op (as recorded), not the whole list: a trust change re-sends
-    every belief its source bears on (issue 18)."""
-    trust = _trust(reader, ctx.world, fused.evidence)
-    old = fused.belief
-    reading = posterior.read(
-        old.prior,
-        fused.evidence,
-        trust,
-        now,
-        probabilistic=old.type not in NO_PROBABILITY,
-    )
-    belief = msgspec.structs.replace(
-        old,
-        confidence=reading.confidence,
-        evidence_weight=reading.evidence_weight,
-        uncertainty=reading.uncertainty,
-        fragility=reading.fragility,
-        flags=reading.flags,
-        evidence_count=len(fused.evidence),
-        updated_at=now,
-        **changes,
-    )
-    fused = msgspec.structs.replace(fused, belief=belief)
-    return Step(
-        writes={belief_key(ctx.world, belief.id): encode(fused)},
-        out=[
-            Outgoing(
-                subject=derived(ctx.world, "posterior", str(shard[0])),
-                message=PosteriorUpdate(
-                    belief=belief,
-                    cause=cause,
-                    cause_seq=ctx.seq,
-                    trust=trust,
-                    delta=True,
-                    added=[]
-                    if added is None
-                    else [e for e in fused.evidence if e.id == added.id],
-                ),
-                msg_id=f"posterior:{ctx.world}:{belief.id}:{cause}",
-            )
-        ],
-    )
-
-
-def _indexed(step: Step, ctx: Context, item: Evidence) -> Step:
-    """``step`` with ``item`` recorded in the index by source."""
-    step.writes.update(sources.index_writes(ctx.world, item.belief_id, [item]))
-    return step
-
-
 def _new_belief(op: AddBelief | Statement, confidence: float | None) -> FusedBelief:
     belief = Belief(
         id=op.belief_id,
@@ -325,15 +233,11 @@ def _new_belief(op: AddBelief | Statement, confidence: float | None) -> FusedBel
 
 
 def _add(reader: Reader, op: AddBelief, ctx: Context, shard: tuple[int, int]) -> Step:
-    existing = _load(reader, ctx.world, op.belief_id)
+    existing = records.load(reader, ctx.world, op.belief_id)
     if existing is not None:
         if existing.op_id == op.op_id:
             return Step()  # the same op again: already applied
-        raise _Refused(
-            "conflict",
-            f"belief {op.belief_id} already exists in world {ctx.world}; "
-            "add it under a new id, or attach evidence to the existing one",
-        )
+        return _readd(reader, op, ctx, shard, existing)
     if op.type in NO_PROBABILITY and op.confidence is not None:
         raise _Refused(
             "invalid",
@@ -344,7 +248,109 @@ def _add(reader: Reader, op: AddBelief, ctx: Context, shard: tuple[int, int]) ->
     fused = msgspec.structs.replace(
         _new_belief(op, op.confidence), negated=normalize(op.text)[1]
     )
-    return _emit(reader, ctx, fused, op.op_id, op.at, shard)
+    if op.slot is None:
+        return posteriors.emit(reader, ctx, fused, op.op_id, op.at, shard)
+    if op.type in NO_PROBABILITY:
+        raise _Refused(
+            "invalid",
+            f"a {op.type} is not an answer to a question; add it without a slot",
+        )
+    held = slots.answers(reader, ctx.world, op.slot)
+    if len(held) >= rivals.MAX_RIVALS:
+        raise _Refused(
+            "full",
+            f"slot {op.slot!r} already holds {rivals.MAX_RIVALS} answers; attach "
+            "evidence to one of them (`worldline list`) or split the question",
+        )
+    fused = msgspec.structs.replace(
+        fused, belief=msgspec.structs.replace(fused.belief, slot=op.slot)
+    )
+    step = Step(
+        writes={
+            slots.member_key(ctx.world, op.belief_id): op.slot.encode(),
+            slots.slot_key(ctx.world, op.slot, op.belief_id): op.belief_id.encode(),
+        }
+    )
+    more = posteriors.emit(
+        Overlay(reader, step.writes), ctx, fused, op.op_id, op.at, shard
+    )
+    step.writes.update(more.writes)
+    step.out.extend(more.out)
+    return step
+
+
+def _readd(
+    reader: Reader,
+    op: AddBelief,
+    ctx: Context,
+    shard: tuple[int, int],
+    existing: FusedBelief,
+) -> Step:
+    """The same statement added again (by another op) is reconciled as evidence, as
+    an extracted restatement is: the author's assertion, a ``user-assertion`` from
+    their source, supporting it (refuting it when the stated confidence is under
+    0.5; neutral at 0.5)."""
+    if normalize(op.text)[0] != normalize(existing.belief.text)[0]:
+        raise _Refused(
+            "conflict",
+            f"belief {op.belief_id} already exists in world {ctx.world} with other "
+            "text; add it under a new id, or attach evidence to the existing one",
+        )
+    if (op.slot or "") != existing.belief.slot:
+        raise _Refused(
+            "conflict",
+            f"belief {op.belief_id} already exists in world {ctx.world} "
+            + (
+                f"as an answer to {existing.belief.slot!r}"
+                if existing.belief.slot
+                else "without a slot"
+            )
+            + "; a belief's slot is set when it is first added",
+        )
+    c = op.confidence
+    direction: Literal["supports", "refutes", "neutral"] = (
+        "supports" if c is None or c > 0.5 else "refutes" if c < 0.5 else "neutral"
+    )
+    item = Evidence(
+        id=op.op_id,
+        belief_id=op.belief_id,
+        direction=direction,
+        kind="user-assertion",
+        source=op.source or f"agent:{op.author}",
+        observed_at=op.at,
+        text=op.text,
+        author=op.author,
+    )
+    return _record(reader, ctx, shard, op.op_id, op.at, existing, item)
+
+
+def _record(
+    reader: Reader,
+    ctx: Context,
+    shard: tuple[int, int],
+    cause: str,
+    at: datetime,
+    fused: FusedBelief,
+    item: Evidence,
+) -> Step:
+    """Record ``item`` for ``fused``; publish its posterior and, when it answers a
+    slot, its rivals' that moved. No change when the evidence id is known."""
+    item = msgspec.structs.replace(item, recorded_at=at)  # when the world was told
+    updated = _with_evidence(reader, ctx, fused, item)
+    if updated is None:
+        return Step()
+    step = posteriors.indexed(
+        posteriors.emit(reader, ctx, updated, cause, at, shard, added=item), ctx, item
+    )
+    return posteriors.reemit(
+        reader,
+        ctx,
+        step,
+        answers.rivals_of(reader, ctx.world, updated),
+        cause,
+        at,
+        shard,
+    )
 
 
 def _with_evidence(
@@ -377,19 +383,14 @@ def _evidence(
             "invalid",
             f"evidence {item.id} names author {item.author!r}; report it as yourself",
         )
-    fused = _load(reader, ctx.world, item.belief_id)
+    fused = records.load(reader, ctx.world, item.belief_id)
     if fused is None:
         raise _Refused(
             "unknown_belief",
             f"no belief {item.belief_id} in world {ctx.world}; add it first "
             "(`worldline add`), then attach evidence to its id",
         )
-    item = msgspec.structs.replace(item, recorded_at=op.at)  # when told
-    updated = _with_evidence(reader, ctx, fused, item)
-    if updated is None:
-        return Step()
-    step = _emit(reader, ctx, updated, op.op_id, op.at, shard, added=item)
-    return _indexed(step, ctx, item)
+    return _record(reader, ctx, shard, op.op_id, op.at, fused, item)
 
 
 def _statement(
@@ -397,7 +398,15 @@ def _statement(
 ) -> Step:
     if op.evidence.belief_id != op.belief_id:
         raise InvalidInput(f"statement {op.op_id}: evidence names another belief")
-    fused = _load(reader, ctx.world, op.belief_id)
+    if op.evidence.author != op.author and ctx.author != EXTRACTOR:
+        # Only the extractor (whose subject nobody else may publish on) reports
+        # evidence as the agent that observed it; anyone else reports as itself.
+        raise _Refused(
+            "invalid",
+            f"statement evidence names author {op.evidence.author!r}; report it as "
+            "yourself",
+        )
+    fused = records.load(reader, ctx.world, op.belief_id)
     if fused is None:
         fused = msgspec.structs.replace(_new_belief(op, None), negated=op.negated)
     item = op.evidence
@@ -406,18 +415,13 @@ def _statement(
         # is the negation, so support for one is refutation of the other.
         flipped = "supports" if item.direction == "refutes" else "refutes"
         item = msgspec.structs.replace(item, direction=flipped)
-    item = msgspec.structs.replace(item, recorded_at=op.at)  # when told
-    updated = _with_evidence(reader, ctx, fused, item)
-    if updated is None:
-        return Step()
-    step = _emit(reader, ctx, updated, op.op_id, op.at, shard, added=item)
-    return _indexed(step, ctx, item)
+    return _record(reader, ctx, shard, op.op_id, op.at, fused, item)
 
 
 def _close(
     reader: Reader, op: CloseBelief, ctx: Context, shard: tuple[int, int]
 ) -> Step:
-    fused = _load(reader, ctx.world, op.belief_id)
+    fused = records.load(reader, ctx.world, op.belief_id)
     if fused is None:
         raise _Refused(
             "unknown_belief",
@@ -433,7 +437,7 @@ def _close(
             f"a {belief.type} is {'resolved' if belief.type == 'gap' else 'retracted'}"
             f", not {op.how}",
         )
-    return _emit(
+    step = posteriors.emit(
         reader,
         ctx,
         fused,
@@ -444,6 +448,9 @@ def _close(
         closed_reason=op.reason,
         valid_until=op.at,
     )
+    # A withdrawn answer no longer weighs against its rivals.
+    rivals_ = answers.rivals_of(reader, ctx.world, fused)
+    return posteriors.reemit(reader, ctx, step, rivals_, op.op_id, op.at, shard)
 
 
 def _set_trust(
@@ -452,7 +459,7 @@ def _set_trust(
     key = trust_key(ctx.world, op.source)
     raw = reader.get(key)
     if raw is not None:
-        current = _TRUST.decode(raw)
+        current = records.decode_setting(raw)
         if current.locked and current.author != op.author:
             if shard[0] != 0:
                 return Step()  # one shard reports the refusal
@@ -466,12 +473,15 @@ def _set_trust(
     # Re-read every belief of this shard that the source (or agent) contributed to:
     # the index by source names them, so the cost is theirs, not the world's.
     overlay_reader = Overlay(reader, step.writes)
-    for belief_id in sources.bearing(reader, ctx.world, op.source):
-        fused = _load(reader, ctx.world, belief_id)
+    bearing = sources.bearing(reader, ctx.world, op.source)
+    for belief_id in bearing:
+        fused = records.load(reader, ctx.world, belief_id)
         if fused is None:
             continue  # pragma: no cover - the index is written with the belief
         if any(op.source in sources.names(e) for e in fused.evidence):
-            more = _emit(overlay_reader, ctx, fused, op.op_id, op.at, shard)
+            more = posteriors.emit(overlay_reader, ctx, fused, op.op_id, op.at, shard)
             step.writes.update(more.writes)
             step.out.extend(more.out)
-    return step
+    # The source's answers also weigh against their rivals, which it never cited.
+    others = sorted(set(answers.with_rivals(reader, ctx.world, bearing)) - set(bearing))
+    return posteriors.reemit(reader, ctx, step, others, op.op_id, op.at, shard)

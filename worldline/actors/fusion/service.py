@@ -3,7 +3,8 @@
 Inbox: ``wl.*.ops.*`` through durable ``fusion`` (one instance) or ``fusion-<i>of<n>``
 (shard ``i`` of ``n``: each shard reads every op and keeps the beliefs whose id hashes
 to it). Accepts the belief ops (``AddBelief``, ``AddEvidence``, ``Statement``,
-``SetTrust``, ``CloseBelief``); crew ops are ignored. Outputs: ``PosteriorUpdate`` on
+``SetTrust``, ``CloseBelief``, ``AssessSources``); crew ops are ignored. Serves
+``sources`` (shard 0). Outputs: ``PosteriorUpdate`` on
 ``wl.<world>.derived.posterior.<shard>``. State: see ``worldline.actors.fusion.core``.
 Ack policy: after the LMDB commit; rejected ops are terminated and dead-lettered.
 Upgrade: a store written before the index by source is indexed at start-up
@@ -14,10 +15,10 @@ from __future__ import annotations
 
 from functools import partial
 
-from worldline.actors.fusion import core, upgrade
-from worldline.actors.runtime.spec import ActorSpec, Input, parse_part
-from worldline.protocols.messages import FUSION_INBOX
-from worldline.protocols.subjects import fusion_in
+from worldline.actors.fusion import core, standing, upgrade
+from worldline.actors.runtime.spec import ActorSpec, Input, Service, parse_part
+from worldline.protocols.messages import FUSION_INBOX, FUSION_RPC
+from worldline.protocols.subjects import fusion_in, rpc_pattern
 
 __all__ = ["parse_shard", "spec"]
 
@@ -39,6 +40,13 @@ def spec(shard: str = "0/1") -> ActorSpec:
                 FUSION_INBOX,
                 partial(core.handle, shard=(index, count)),
             ),
+        ),
+        # `sources`: how each source is weighed. Shard 0 answers (each shard learns
+        # from the slots it owns; docs/belief-math.md, "Learned reliability").
+        services=(
+            (Service(rpc_pattern("sources"), "fusion", FUSION_RPC, standing.serve),)
+            if index == 0
+            else ()
         ),
         upgrade=upgrade.upgrade,  # indexes a store written before the source index
     )

@@ -62,6 +62,7 @@ from worldline.protocols.messages import (
     AddEdge,
     AddEdgeEvidence,
     AddEvidence,
+    AssessSources,
     CloseBelief,
     DeclareWorld,
     LinkBeliefs,
@@ -106,7 +107,9 @@ def handle(
         ):
             last_op[known_key(ctx.world, op.belief_id)] = b""
         return Step(writes=last_op)
-    if isinstance(op, AddEvidence | SetTrust | CloseBelief | AddEdgeEvidence):
+    if isinstance(
+        op, AddEvidence | SetTrust | CloseBelief | AddEdgeEvidence | AssessSources
+    ):
         return Step(writes=last_op)
     tx = Tx(reader, ctx)
     tx.writes.update(last_op)

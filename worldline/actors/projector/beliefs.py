@@ -26,7 +26,7 @@ from worldline.actors.belief_model import contradictions as contra_model
 from worldline.actors.belief_model import embedding, posterior
 from worldline.actors.belief_model.posterior import NO_PROBABILITY, UNCERTAIN_SD
 from worldline.actors.projector import contradictions as contra
-from worldline.actors.projector import edge_trace, index, lexical, relevance
+from worldline.actors.projector import edge_trace, index, lexical, relevance, slots
 from worldline.actors.projector import worldview as worldview_model
 from worldline.actors.projector.clocks import (
     Reads,
@@ -111,6 +111,7 @@ def apply_belief(
         reader, ctx.world, "to", change.belief.id
     )
     writes.update(contra.on_belief(reader, ctx.world, change, touching))
+    writes.update(slots.index_writes(ctx.world, change.belief))
     _reindex(reader, ctx.world, change.belief, writes, lazy=ctx.pending > 0)
     return writes
 

@@ -17,9 +17,12 @@ import msgspec
 
 from worldline.actors.belief_model import posterior
 from worldline.actors.belief_model.posterior import NO_PROBABILITY
+from worldline.actors.projector import slots
 from worldline.protocols.messages import Belief, BeliefChanged
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from worldline.actors.runtime.spec import Reader
     from worldline.protocols.beliefs import BeliefEdge, Evidence
 
@@ -59,6 +62,7 @@ def at_clock(
     *,
     dated: bool = True,
     as_of: datetime | None = None,
+    rivals: Sequence[BeliefChanged] = (),
 ) -> Belief:
     """The belief re-read at ``at`` (None: the stored reading). ``dated``: only the
     evidence observed by then counts (a caller's ``at``); otherwise (the world's
@@ -74,13 +78,16 @@ def at_clock(
         )
 
     evidence = [e for e in record.evidence if counts(e)]
-    reading = posterior.read(
-        belief.prior,
-        evidence,
-        record.trust,
-        at,
-        probabilistic=belief.type not in NO_PROBABILITY,
-    )
+    if belief.slot:  # a rival answer: weighed against its rivals, as fusion does
+        reading = slots.read(record, evidence, rivals, counts, at, dated=dated)
+    else:
+        reading = posterior.read(
+            belief.prior,
+            evidence,
+            record.trust,
+            at,
+            probabilistic=belief.type not in NO_PROBABILITY,
+        )
     return msgspec.structs.replace(
         belief,
         confidence=reading.confidence,
@@ -134,6 +141,12 @@ class Reads:
                     self.clock,
                     dated=self.at is not None,
                     as_of=self.as_of,
+                    rivals=slots.rival_records(
+                        self.reader,
+                        self.world,
+                        record.belief,
+                        lambda rival: _key(self.world, rival),
+                    ),
                 )
             )
         return self.memo[belief_id]

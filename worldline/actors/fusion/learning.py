@@ -1,0 +1,48 @@
+"""``AssessSources`` applied: learn every source's reliability from this shard's
+rival-answer slots (the estimate and its table: :mod:`.assess`), replace the learned
+table, and re-read the beliefs whose sources' weight moved.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from worldline.actors.fusion import answers, posteriors, records, slots, sources
+from worldline.actors.fusion import assess as learned
+from worldline.actors.runtime.spec import Step
+
+if TYPE_CHECKING:
+    from worldline.actors.runtime.spec import Context, Reader
+    from worldline.protocols.messages import AssessSources
+
+__all__ = ["assess"]
+
+
+def assess(
+    reader: Reader, op: AssessSources, ctx: Context, shard: tuple[int, int]
+) -> Step:
+    """Learn every source's reliability from this shard's rival-answer slots
+    (:mod:`worldline.actors.fusion.assess`), replace the learned table, and re-read
+    each belief a source whose weight changed bears on (with its rivals)."""
+    claims: list[learned.Claim] = []
+    for belief_id in slots.every_answer(reader, ctx.world):
+        fused = records.load(reader, ctx.world, belief_id)
+        if fused is not None and fused.belief.status == "active":
+            claims += learned.claims_of(fused.belief.slot, belief_id, fused.evidence)
+    rows = learned.table(claims)
+    before = {
+        row.source: row.factor
+        for _, raw in reader.scan(learned.learned_prefix(ctx.world))
+        for row in (learned.decode(raw),)
+    }
+    step = Step(writes=learned.writes(reader, ctx.world, rows))
+    moved = sorted(
+        source
+        for source in set(before) | set(rows)
+        if before.get(source, 1.0) != (rows[source].factor if source in rows else 1.0)
+    )
+    touched = sorted(
+        {b for source in moved for b in sources.bearing(reader, ctx.world, source)}
+    )
+    touched = answers.with_rivals(reader, ctx.world, touched)
+    return posteriors.reemit(reader, ctx, step, touched, op.op_id, op.at, shard)

@@ -1,0 +1,109 @@
+"""Publishing fusion's posteriors: a belief re-read at the op's time and sent with what
+changed (the evidence its op added, not the whole list), and a batch of beliefs
+re-read together (a slot's rivals, the beliefs a trust change or an assessment moved).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from worldline.actors.fusion import answers, records, sources
+from worldline.actors.fusion.records import belief_key
+from worldline.actors.runtime.memory import Overlay
+from worldline.actors.runtime.spec import Outgoing, Step
+from worldline.protocols.messages import PosteriorUpdate, encode
+from worldline.protocols.subjects import derived
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    from worldline.actors.fusion.records import FusedBelief
+    from worldline.actors.runtime.spec import Context, Reader
+    from worldline.protocols.beliefs import Evidence
+
+__all__ = ["emit", "indexed", "reemit"]
+
+
+def reemit(
+    reader: Reader,
+    ctx: Context,
+    step: Step,
+    belief_ids: list[str],
+    cause: str,
+    now: datetime,
+    shard: tuple[int, int],
+) -> Step:
+    """``step`` plus a posterior for each active belief of ``belief_ids`` (in order)
+    whose reading at ``now`` changed, seeing the writes ``step`` holds so far."""
+    overlay = Overlay(reader, step.writes)
+    for belief_id in belief_ids:
+        fused = records.load(overlay, ctx.world, belief_id)
+        if fused is None or fused.belief.status != "active":
+            continue
+        more = emit(overlay, ctx, fused, cause, now, shard)
+        emitted = fused.belief
+        for out in more.out:
+            if isinstance(out.message, PosteriorUpdate):
+                emitted = out.message.belief
+        if not answers.readings_differ(fused.belief, emitted):
+            continue
+        step.writes.update(more.writes)
+        step.out.extend(more.out)
+    return step
+
+
+def emit(
+    reader: Reader,
+    ctx: Context,
+    fused: FusedBelief,
+    cause: str,
+    now: datetime,
+    shard: tuple[int, int],
+    *,
+    added: Evidence | None = None,
+    **changes: object,
+) -> Step:
+    """Re-read the belief at ``now`` and publish its posterior, with the evidence
+    ``added`` by this op (as recorded), not the whole list: a trust change re-sends
+    every belief its source bears on (issue 18)."""
+    reading, trust = answers.read(reader, ctx.world, fused, now)
+    old = fused.belief
+    belief = msgspec.structs.replace(
+        old,
+        confidence=reading.confidence,
+        evidence_weight=reading.evidence_weight,
+        uncertainty=reading.uncertainty,
+        fragility=reading.fragility,
+        flags=reading.flags,
+        evidence_count=len(fused.evidence),
+        updated_at=now,
+        **changes,
+    )
+    fused = msgspec.structs.replace(fused, belief=belief)
+    return Step(
+        writes={belief_key(ctx.world, belief.id): encode(fused)},
+        out=[
+            Outgoing(
+                subject=derived(ctx.world, "posterior", str(shard[0])),
+                message=PosteriorUpdate(
+                    belief=belief,
+                    cause=cause,
+                    cause_seq=ctx.seq,
+                    trust=trust,
+                    delta=True,
+                    added=[]
+                    if added is None
+                    else [e for e in fused.evidence if e.id == added.id],
+                ),
+                msg_id=f"posterior:{ctx.world}:{belief.id}:{cause}",
+            )
+        ],
+    )
+
+
+def indexed(step: Step, ctx: Context, item: Evidence) -> Step:
+    """``step`` with ``item`` recorded in the index by source."""
+    step.writes.update(sources.index_writes(ctx.world, item.belief_id, [item]))
+    return step
