@@ -12,7 +12,6 @@ import secrets
 import socket
 import subprocess
 import sys
-import time
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -73,31 +72,36 @@ def tokens(secured: Secured, tmp_path: Path) -> dict[str, str]:
     return found
 
 
-@pytest.fixture
-def endpoint(secured: Secured, tokens: dict[str, str], tmp_path: Path) -> Iterator[str]:
-    """``worldline mcp --http`` serving the crew world, until the test ends."""
+@asynccontextmanager
+async def _serving(secured: Secured, tmp_path: Path) -> AsyncIterator[str]:
+    """``worldline mcp --http`` serving the crew world; yields its endpoint."""
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("WORLDLINE_")}
     command = [WORLDLINE, "mcp", "--http", "--port", str(port)]
     command += ["--tokens", str(tmp_path / "tokens.toml")]
     command += ["--nats", secured.url, "--world", secured.world]
-    with (tmp_path / "mcp-stderr.log").open("w") as errlog:
-        server = subprocess.Popen(command, stderr=errlog, env=env)
+    log = tmp_path / "mcp-stderr.log"
+    with log.open("w") as errlog:
+        server = await anyio.open_process(
+            command, stdin=subprocess.DEVNULL, stdout=None, stderr=errlog, env=env
+        )
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            assert server.poll() is None, (tmp_path / "mcp-stderr.log").read_text()
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "the HTTP server did not listen"
-                time.sleep(0.05)
+        with anyio.fail_after(30):
+            while True:
+                assert server.returncode is None, log.read_text()
+                try:
+                    probe = await anyio.connect_tcp("127.0.0.1", port)
+                except OSError:
+                    await anyio.sleep(0.05)
+                else:
+                    await probe.aclose()
+                    break
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
         server.terminate()
-        server.wait(timeout=10)
-    assert "Traceback" not in (tmp_path / "mcp-stderr.log").read_text()
+        with anyio.fail_after(10):
+            await server.wait()
+    assert "Traceback" not in log.read_text()
 
 
 @asynccontextmanager
@@ -123,7 +127,14 @@ def _text(result: Any) -> str:
     return block.text
 
 
-async def test_unauthenticated_calls_are_refused(endpoint: str) -> None:
+async def test_unauthenticated_calls_are_refused(
+    secured: Secured, tokens: dict[str, str], tmp_path: Path
+) -> None:
+    async with _serving(secured, tmp_path) as endpoint:
+        await _refused(endpoint)
+
+
+async def _refused(endpoint: str) -> None:
     hello = {
         "jsonrpc": "2.0",
         "id": 1,
@@ -168,12 +179,13 @@ def _leaves(error: BaseException) -> list[BaseException]:
 async def test_each_token_acts_as_its_agent_with_its_credentials(
     secured: Secured,
     tokens: dict[str, str],
-    endpoint: str,
+    tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     async with actors_as_own_users(secured, monkeypatch):
         await declared_by_the_operator(secured)
         async with (
+            _serving(secured, tmp_path) as endpoint,
             _as(endpoint, tokens["spock"]) as spock,
             _as(endpoint, tokens["scotty"]) as scotty,
         ):
@@ -193,6 +205,8 @@ async def test_each_token_acts_as_its_agent_with_its_credentials(
             theirs = await _ok(scotty, "add", text="The claims API p99 is 180 ms")
             assert (mine["author"], theirs["author"]) == ("spock", "scotty")
 
+            await _notified_of_new_work(spock, scotty)
+
             # The bus's authority, not the MCP layer's: spock holds no grant on
             # project.phase, scotty does.
             refused = await spock.call_tool(
@@ -200,8 +214,6 @@ async def test_each_token_acts_as_its_agent_with_its_credentials(
             )
             assert refused.is_error
             assert "rejected: unauthorized" in _text(refused)
-
-            await _notified_of_new_work(spock, scotty)
 
             # An agent reads its own resources, never another's.
             own = await spock.read_resource(resource_uri("spock", "view"))
@@ -216,7 +228,8 @@ async def test_each_token_acts_as_its_agent_with_its_credentials(
 async def _notified_of_new_work(spock: Client, scotty: Client) -> None:
     """scotty moves the pilot's phase; the rule sends a re-plan request to its
     collaborators, spock among them: spock's listen stream hears that its view and
-    inbox changed, and its inbox holds the request."""
+    inbox changed (nothing else had reached spock's inbox), and its inbox holds the
+    request."""
     wanted = {resource_uri("spock", part) for part in ("view", "inbox")}
     async with spock.listen(resource_subscriptions=sorted(wanted)) as events:
         written = await _ok(scotty, "write", entity=PILOT, field="phase", value="sla")

@@ -135,12 +135,13 @@ async def follow(agent: str, world: World, updates: Updates) -> None:
     """Publish an update for each of ``agent``'s resources whose part of its pushed
     view changed, until cancelled; a failed watch (the bus went away) is logged
     and started again."""
-    last: dict[str, str] | None = None
+    # From "no view": the first push after the server starts (or after the bus
+    # came back) is compared with what was seen last, so no change is missed; at
+    # worst a client hears of one it has already read.
+    last = parts(None)
     failed = ""  # the last failure, said once (not every retry)
     while True:
         try:
-            if last is None:  # what a client read before it subscribed
-                last = parts(await world.stored_view())
             async with aclosing(_views(world)) as views:
                 async for view in views:
                     now = parts(view)
