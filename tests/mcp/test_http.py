@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import httpx2
 import pytest
-from mcp import Client
+from mcp import Client, ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
-from mcp.shared.exceptions import MCPError
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp.shared.subscriptions import ResourceUpdated
 from mcp.types import TextContent
 
@@ -223,6 +223,30 @@ async def test_each_token_acts_as_its_agent_with_its_credentials(
             unknown = await spock.call_tool("get", {"belief_id": "b-x", "as": "ada"})
             assert unknown.is_error
             assert "unknown argument(s) 'as'" in _text(unknown)
+            await _legacy(endpoint, tokens["spock"])
+
+
+async def _legacy(endpoint: str, token: str) -> None:
+    """A 2025-era client (the initialize handshake) over the same HTTP endpoint:
+    the same identity, and resources/subscribe for its own resources only."""
+    headers = {"Authorization": f"Bearer {token}"}
+    async with (
+        create_mcp_http_client(headers=headers) as http,
+        streamable_http_client(endpoint, http_client=http) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        hello = await session.initialize()
+        assert hello.capabilities.resources is not None
+        assert hello.capabilities.resources.subscribe is True
+        view = await session.call_tool("view", {})
+        assert not view.is_error
+        assert isinstance(view.structured_content, dict)
+        assert view.structured_content["agent"] == "spock"
+        with pytest.warns(MCPDeprecationWarning):
+            await session.subscribe_resource(resource_uri("spock", "inbox"))
+        with pytest.warns(MCPDeprecationWarning), pytest.raises(MCPError) as refused:
+            await session.subscribe_resource(resource_uri("scotty", "inbox"))
+        assert "you are spock" in str(refused.value)
 
 
 async def _notified_of_new_work(spock: Client, scotty: Client) -> None:
