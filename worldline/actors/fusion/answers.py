@@ -75,20 +75,26 @@ def members(reader: Reader, world: str, fused: FusedBelief) -> list[FusedBelief]
 
 
 def read(
-    reader: Reader, world: str, fused: FusedBelief, now: datetime
+    reader: Reader,
+    world: str,
+    fused: FusedBelief,
+    now: datetime,
+    table: records.Weights | None = None,
 ) -> tuple[posterior.Reading, dict[str, float]]:
     """The belief's reading at ``now`` (with its rivals weighed in when it answers a
-    slot) and the trust multipliers it used."""
+    slot) and the trust multipliers it used (``table``: see
+    :func:`records.trust_of`)."""
     belief = fused.belief
     if not belief.slot:
-        trust = records.trust_of(reader, world, fused.evidence)
+        trust = records.trust_of(reader, world, fused.evidence, table)
         probabilistic = belief.type not in NO_PROBABILITY
         reading = posterior.read(
             belief.prior, fused.evidence, trust, now, probabilistic=probabilistic
         )
         return reading, trust
     slot = members(reader, world, fused)
-    trust = records.trust_of(reader, world, [e for m in slot for e in m.evidence])
+    evidence = [e for m in slot for e in m.evidence]
+    trust = records.trust_of(reader, world, evidence, table)
     answers = [rivals.Member(m.belief.id, m.belief.text, m.evidence) for m in slot]
     reading = rivals.read(belief.id, belief.prior, answers, trust, now, belief.slot)
     return reading, trust

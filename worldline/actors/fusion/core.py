@@ -472,14 +472,18 @@ def _set_trust(
     step = Step(writes={key: encode(setting)})
     # Re-read every belief of this shard that the source (or agent) contributed to:
     # the index by source names them, so the cost is theirs, not the world's.
-    overlay_reader = Overlay(reader, step.writes)
+    overlay = Overlay(reader, step.writes)
+    table = records.weights(overlay, ctx.world)  # read once for the whole burst
+    view = posteriors.BatchReader(overlay, reader)
     bearing = sources.bearing(reader, ctx.world, op.source)
     for belief_id in bearing:
         fused = records.load(reader, ctx.world, belief_id)
         if fused is None:
             continue  # pragma: no cover - the index is written with the belief
         if any(op.source in sources.names(e) for e in fused.evidence):
-            more = posteriors.emit(overlay_reader, ctx, fused, op.op_id, op.at, shard)
+            more = posteriors.emit(
+                view, ctx, fused, op.op_id, op.at, shard, table=table
+            )
             step.writes.update(more.writes)
             step.out.extend(more.out)
     # The source's answers also weigh against their rivals, which it never cited.

@@ -17,13 +17,14 @@ from worldline.protocols.messages import PosteriorUpdate, encode
 from worldline.protocols.subjects import derived
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from datetime import datetime
 
     from worldline.actors.fusion.records import FusedBelief
     from worldline.actors.runtime.spec import Context, Reader
     from worldline.protocols.beliefs import Evidence
 
-__all__ = ["emit", "indexed", "reemit"]
+__all__ = ["BatchReader", "emit", "indexed", "reemit"]
 
 
 def reemit(
@@ -34,24 +35,48 @@ def reemit(
     cause: str,
     now: datetime,
     shard: tuple[int, int],
+    *,
+    always: bool = False,
 ) -> Step:
     """``step`` plus a posterior for each active belief of ``belief_ids`` (in order)
-    whose reading at ``now`` changed, seeing the writes ``step`` holds so far."""
+    whose reading at ``now`` changed (``always``: each one), seeing the writes
+    ``step`` holds so far.
+
+    The batch may be the whole world (an assessment): the world's trust and learned
+    weights are read once, and slot answers from ``reader`` (a batch writes belief
+    records only), so no read scans the growing pending writes."""
     overlay = Overlay(reader, step.writes)
+    table = records.weights(overlay, ctx.world)
+    view = BatchReader(overlay, reader)
     for belief_id in belief_ids:
         fused = records.load(overlay, ctx.world, belief_id)
         if fused is None or fused.belief.status != "active":
             continue
-        more = emit(overlay, ctx, fused, cause, now, shard)
+        more = emit(view, ctx, fused, cause, now, shard, table=table)
         emitted = fused.belief
         for out in more.out:
             if isinstance(out.message, PosteriorUpdate):
                 emitted = out.message.belief
-        if not answers.readings_differ(fused.belief, emitted):
+        if not always and not answers.readings_differ(fused.belief, emitted):
             continue
         step.writes.update(more.writes)
         step.out.extend(more.out)
     return step
+
+
+class BatchReader:
+    """Reads for a batch of re-reads: records from the pending writes, scans (the
+    slot index) from the committed state, which the batch does not change."""
+
+    def __init__(self, overlay: Overlay, committed: Reader) -> None:
+        self.overlay = overlay
+        self.committed = committed
+
+    def get(self, key: bytes) -> bytes | None:
+        return self.overlay.get(key)
+
+    def scan(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        return self.committed.scan(prefix)
 
 
 def emit(
@@ -63,12 +88,13 @@ def emit(
     shard: tuple[int, int],
     *,
     added: Evidence | None = None,
+    table: records.Weights | None = None,
     **changes: object,
 ) -> Step:
     """Re-read the belief at ``now`` and publish its posterior, with the evidence
     ``added`` by this op (as recorded), not the whole list: a trust change re-sends
     every belief its source bears on (issue 18)."""
-    reading, trust = answers.read(reader, ctx.world, fused, now)
+    reading, trust = answers.read(reader, ctx.world, fused, now, table)
     old = fused.belief
     belief = msgspec.structs.replace(
         old,

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 __all__ = [
     "FusedBelief",
     "TrustSetting",
+    "Weights",
     "belief_key",
     "decode_fused",
     "decode_trust",
@@ -30,6 +31,7 @@ __all__ = [
     "trust_key",
     "trust_of",
     "trust_prefix",
+    "weights",
 ]
 
 # 6 + 64 (a world is a token) + 1 + 400 = 471 bytes a trust key at most; any source
@@ -97,27 +99,73 @@ def load(reader: Reader, world: str, belief_id: str) -> FusedBelief | None:
     return None if raw is None else _FUSED.decode(raw)
 
 
-def trust_of(reader: Reader, world: str, evidence: list[Evidence]) -> dict[str, float]:
+class Weights(msgspec.Struct, frozen=True):
+    """A world's declared trust settings and learned factors, read once for a batch
+    of re-reads (by store key: :func:`trust_key`, :func:`.assess.learned_key`)."""
+
+    declared: dict[bytes, TrustSetting]
+    learned: dict[bytes, float]
+
+
+def weights(reader: Reader, world: str) -> Weights:
+    """Every trust setting and learned factor of ``world``."""
+    return Weights(
+        declared={k: _TRUST.decode(v) for k, v in reader.scan(trust_prefix(world))},
+        learned={
+            k: assess.decode(v).factor
+            for k, v in reader.scan(assess.learned_prefix(world))
+        },
+    )
+
+
+def trust_of(
+    reader: Reader,
+    world: str,
+    evidence: list[Evidence],
+    table: Weights | None = None,
+) -> dict[str, float]:
     """The trust multipliers that apply to ``evidence`` (only those != 1): each
     name's declared trust times its learned reliability (:mod:`.assess`), unless
-    the declared setting is locked, which pins it."""
-    declared = next(reader.scan(trust_prefix(world)), None) is not None
-    learned = next(reader.scan(assess.learned_prefix(world)), None) is not None
+    the declared setting is locked, which pins it. ``table``: the world's
+    :func:`weights`, read once by a caller re-reading many beliefs."""
+    if table is None:
+        declared = next(reader.scan(trust_prefix(world)), None) is not None
+        learned = next(reader.scan(assess.learned_prefix(world)), None) is not None
+    else:
+        declared, learned = bool(table.declared), bool(table.learned)
     if not (declared or learned):
         return {}  # the usual case: nothing set or learned in this world
     names = {e.source for e in evidence} | {f"agent:{e.author}" for e in evidence}
     found = {}
     for name in sorted(names):
-        raw = reader.get(trust_key(world, name)) if declared else None
-        setting = None if raw is None else _TRUST.decode(raw)
-        row = None
+        setting = _setting(reader, world, name, table) if declared else None
+        factor = None
         if learned and not (setting is not None and setting.locked):
-            row = assess.learned(reader, world, name)
-        if setting is None and row is None:
+            factor = _learned(reader, world, name, table)
+        if setting is None and factor is None:
             continue
         value = (1.0 if setting is None else setting.trust) * (
-            1.0 if row is None else row.factor
+            1.0 if factor is None else factor
         )
         if setting is not None or value != 1.0:
             found[name] = value
     return found
+
+
+def _setting(
+    reader: Reader, world: str, name: str, table: Weights | None
+) -> TrustSetting | None:
+    key = trust_key(world, name)
+    if table is not None:
+        return table.declared.get(key)
+    raw = reader.get(key)
+    return None if raw is None else _TRUST.decode(raw)
+
+
+def _learned(
+    reader: Reader, world: str, name: str, table: Weights | None
+) -> float | None:
+    if table is not None:
+        return table.learned.get(assess.learned_key(world, name))
+    row = assess.learned(reader, world, name)
+    return None if row is None else row.factor
