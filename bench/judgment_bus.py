@@ -8,7 +8,8 @@ partial copies of one bad source.
 
 Each scenario gets a world of its own. Every (question, answer) becomes a belief added
 with ``slot=question`` (its rivals are the question's other answers), and every claim
-one ``citation`` from the claim's source, through ``World.load``. Three picks per gold
+one ``citation`` from the claim's source, all observed at one instant (the set is a
+snapshot), through ``World.load``. Three picks per gold
 question, each the highest value, ties to the smallest answer:
 
 - majority vote: the answer most distinct sources give (``reliability.majority``);
@@ -29,6 +30,7 @@ import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -52,6 +54,10 @@ if TYPE_CHECKING:
 __all__ = ["Config", "Scenario", "main", "run"]
 
 AGENT = "bench"
+# The claims carry no time of their own: each is observed when the set was taken, one
+# instant for all, so decay treats every claim alike (stamped at load time instead,
+# a claim loaded a minute later would be "fresher" and settle exact ties).
+SNAPSHOT = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -90,6 +96,7 @@ def batch(world: str, claims: Sequence[Claim]) -> list[AddItem | EvidenceItem]:
             kind="citation",
             source=c.source,
             id=f"c{i}",
+            observed_at=SNAPSHOT,
         )
         for i, c in enumerate(unique)
     ]

@@ -6,7 +6,7 @@ retract/resolve, relate (belief edges); trust and sources in
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import anyio
 
@@ -55,11 +55,14 @@ from worldline.sdk.errors import (
 from worldline.sdk.sources import SourceMixin
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
     from datetime import datetime
 
     from worldline.protocols.worldview import Worldview
 
 __all__ = ["BeliefMixin", "observation_id"]
+
+T = TypeVar("T")
 
 
 class BeliefMixin(SourceMixin):
@@ -93,22 +96,41 @@ class BeliefMixin(SourceMixin):
         the materializer's ``op_status`` (never through the dead-letter queue, which
         is the operator's)."""
         seq = await self._publish_op(validated(op))
+        return await self._until_read(
+            seq,
+            op.op_id,
+            lambda: self.get(belief_id),
+            lambda belief: belief.version,
+            f"belief {belief_id}",
+        )
+
+    async def _until_read(
+        self,
+        seq: int,
+        op_id: str,
+        read: Callable[[], Awaitable[T | None]],
+        version: Callable[[T], int],
+        what: str,
+    ) -> T:
+        """Poll ``read`` until what it reads reflects the op at ``seq`` (its
+        ``version`` reached it), fusion found the op changes nothing (a repeat: as it
+        reads), or fusion refused it (raised)."""
         with anyio.move_on_after(self.timeout):
             while True:
-                belief = await self.get(belief_id)
-                if belief is not None and belief.version >= seq:
-                    return belief
-                verdict = await self._verdict(seq, op.op_id)
+                held = await read()
+                if held is not None and version(held) >= seq:
+                    return held
+                verdict = await self._verdict(seq, op_id)
                 if verdict is not None and verdict.outcome == "rejected":
                     raise Rejected(
                         f"{verdict.code}: {verdict.reason}",
                         code=verdict.code or "rejected",
                     )
-                if verdict is not None and belief is not None:
-                    return belief  # unchanged: already applied, as it reads
+                if verdict is not None and held is not None:
+                    return held  # unchanged: already applied, as it reads
                 await anyio.sleep(0.02)
         raise NotApplied(
-            f"op {op.op_id} is recorded (seq {seq}) but belief {belief_id} did not "
+            f"op {op_id} is recorded (seq {seq}) but {what} did not "
             f"reflect it within {self.timeout:g}s; are the actors running?"
         )
 
@@ -265,23 +287,12 @@ class BeliefMixin(SourceMixin):
             op_id=new_id("op"), author=self.agent, at=at, edge_id=edge_id, evidence=item
         )
         seq = await self._publish_op(validated(op))
-        with anyio.move_on_after(self.timeout):
-            while True:
-                edge = await self._edge(edge_id)
-                if edge is not None and edge.posterior_seq >= seq:
-                    return edge
-                verdict = await self._verdict(seq, op.op_id)
-                if verdict is not None and verdict.outcome == "rejected":
-                    raise Rejected(
-                        f"{verdict.code}: {verdict.reason}",
-                        code=verdict.code or "rejected",
-                    )
-                if verdict is not None and edge is not None:
-                    return edge  # unchanged: already applied, as it reads
-                await anyio.sleep(0.02)
-        raise NotApplied(
-            f"op {op.op_id} is recorded (seq {seq}) but edge {edge_id} did not "
-            f"reflect it within {self.timeout:g}s; are the actors running?"
+        return await self._until_read(
+            seq,
+            op.op_id,
+            lambda: self._edge(edge_id),
+            lambda edge: edge.posterior_seq,
+            f"edge {edge_id}",
         )
 
     async def _edge(self, edge_id: str) -> BeliefEdge | None:
