@@ -419,3 +419,15 @@ def test_only_the_extractor_reports_evidence_as_another_agent() -> None:
     assert not forged.writes
     observed = fusion.handle(state, statement("extractor"), ctx("extractor", 2))
     assert isinstance(observed.out[0].message, PosteriorUpdate)
+
+
+def test_an_assessment_is_applied_off_the_event_loop() -> None:
+    """The runtime applies a batch holding a heavy op in a worker thread."""
+    from worldline.actors.fusion.service import spec
+    from worldline.protocols.messages import encode
+
+    (fusion_input,) = spec().inputs
+    assert fusion_input.heavy is not None
+    assessment = AssessSources(op_id="op-as", author="ada", at=AT)
+    assert fusion_input.heavy(encode(assessment))
+    assert not fusion_input.heavy(encode(answer("a", "Tolkien")))

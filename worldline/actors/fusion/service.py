@@ -39,6 +39,7 @@ def spec(shard: str = "0/1") -> ActorSpec:
                 fusion_in(index, count),
                 FUSION_INBOX,
                 partial(core.handle, shard=(index, count)),
+                heavy=core.heavy,
             ),
         ),
         # `sources`: how each source is weighed. Shard 0 answers (each shard learns

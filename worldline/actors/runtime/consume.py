@@ -293,7 +293,10 @@ async def _consume(
             items = sum(_size(m) for m in msgs[lo:hi])
             applying = time.perf_counter()
             try:
-                if pace.inline(durable, items):
+                heavy = inp.heavy is not None and any(
+                    inp.heavy(d.data) for d in deliveries[lo:hi]
+                )
+                if not heavy and pace.inline(durable, items):
                     result = apply()
                 else:
                     result = await pace.in_thread(apply)

@@ -157,6 +157,10 @@ class Input(Generic[In]):
     # ends the backlog or when a fetch finds the durable idle. Its own state must
     # bound how long it waits (it sees ``Context.now``).
     finish: Callable[[Reader, Context], Step] | None = None
+    # Whether a delivery (its raw payload) may take long to apply (a whole-world pass,
+    # such as fusion's source assessment): a batch holding one runs in a worker
+    # thread, never on the event loop, so heartbeats, reads and lease renewals go on.
+    heavy: Callable[[bytes], bool] | None = None
 
 
 @dataclass(frozen=True, slots=True)
