@@ -431,3 +431,28 @@ def test_an_assessment_is_applied_off_the_event_loop() -> None:
     assessment = AssessSources(op_id="op-as", author="ada", at=AT)
     assert fusion_input.heavy(encode(assessment))
     assert not fusion_input.heavy(encode(answer("a", "Tolkien")))
+
+
+def test_stores_that_write_one_answer_differently_agree_when_learning() -> None:
+    """Two stores give the true author in two spellings of the same words, a third a
+    wrong one: the assessment counts the two as agreeing (one answer key)."""
+    log: list[OpsInbox] = []
+    for q in range(8):
+        first, last = f"Ann{q}", f"Lee{q}"
+        log += [
+            answer(f"q{q}-a", f"{first} {last}", slot=f"q{q}"),
+            answer(f"q{q}-b", f"{last}, {first}", slot=f"q{q}"),
+            answer(f"q{q}-c", f"Bob{q} Ray{q}", slot=f"q{q}"),
+            cite(f"q{q}-a", "store-a", q),
+            cite(f"q{q}-b", "store-b", q),
+            cite(f"q{q}-c", "store-c", q),
+        ]
+    state = MemoryState()
+    run(state, [*log, AssessSources(op_id="op-as", author="ada", at=AT)])
+    a, b, c = (assess.learned(state, W, f"store-{s}") for s in "abc")
+    assert a is not None
+    assert b is not None
+    assert c is not None
+    assert a.accuracy == b.accuracy
+    assert a.accuracy > 0.8 > c.accuracy
+    assert rivals.answer_key("Ann Lee", "q") == rivals.answer_key("Lee, Ann", "q")

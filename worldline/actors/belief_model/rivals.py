@@ -40,7 +40,14 @@ if TYPE_CHECKING:
 
     from worldline.protocols.beliefs import Evidence
 
-__all__ = ["MAX_RIVALS", "Member", "read", "similarity", "slot_evidence"]
+__all__ = [
+    "MAX_RIVALS",
+    "Member",
+    "answer_key",
+    "read",
+    "similarity",
+    "slot_evidence",
+]
 
 MAX_RIVALS: Final = 64  # answers one slot may hold: each reading weighs them all
 
@@ -62,12 +69,22 @@ def similarity(a: str, b: str, question: str = "") -> float:
 
     Two answers with the same content words (``"J. K. Rowling"``, ``"Rowling, J K"``)
     are the same answer to the math (1.0); answers with no word in common, 0.0."""
-    asked = set(content_stems(question))
-    left = set(content_stems(a)) - asked
-    right = set(content_stems(b)) - asked
+    left, right = _words(a, question), _words(b, question)
     if not left or not right:
         return 1.0 if a == b else 0.0
     return len(left & right) / len(left | right)
+
+
+def _words(answer: str, question: str) -> set[str]:
+    return set(content_stems(answer)) - set(content_stems(question))
+
+
+def answer_key(answer: str, question: str = "") -> str:
+    """What an answer says, as the math compares answers: its content-word stems
+    beyond the question's, sorted (the text itself when it has none). Answers with one
+    key are the same answer (:func:`similarity` 1.0), however they are written."""
+    words = _words(answer, question)
+    return " ".join(sorted(words)) if words else answer
 
 
 def slot_evidence(

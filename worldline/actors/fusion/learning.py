@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from worldline.actors.belief_model import rivals
 from worldline.actors.fusion import answers, posteriors, records, slots, sources
 from worldline.actors.fusion import assess as learned
 from worldline.actors.runtime.spec import Step
@@ -28,7 +29,11 @@ def assess(
     for belief_id in slots.every_answer(reader, ctx.world):
         fused = records.load(reader, ctx.world, belief_id)
         if fused is not None and fused.belief.status == "active":
-            claims += learned.claims_of(fused.belief.slot, belief_id, fused.evidence)
+            # Answers written differently but saying the same (one key) are one
+            # answer to learn from: stores that format a name differently agree.
+            slot = fused.belief.slot
+            key = rivals.answer_key(fused.belief.text, slot)
+            claims += learned.claims_of(slot, key, fused.evidence)
     rows = learned.table(claims)
     before = {
         row.source: row.factor
