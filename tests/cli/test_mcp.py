@@ -218,6 +218,7 @@ async def _drive(session: ClientSession, world: str) -> None:
     assert [s["evidence"]["artifact"] for s in chain["steps"]] == [extracted["obs_id"]]
 
     await _beliefs(session, seeded, moved, claim, extracted)
+    await _judgment(session)
 
     # Bad calls are tool errors with the SDK's message; the server goes on.
     missing = await session.call_tool("trace", {"belief_id": "b-nope"})
@@ -311,6 +312,36 @@ async def _beliefs(
     assert again["status"] == "retracted"
     active = await _ok(session, "list", type="risk")
     assert risk not in {b["id"] for b in active["beliefs"]}
+
+
+async def _judgment(session: ClientSession) -> None:
+    """Rival answers through add's slot, then assess_sources, sources,
+    contradictions and a refused settle."""
+    asked = "who wrote The Hobbit"
+    right = await _ok(session, "add", text="Tolkien", slot=asked)
+    wrong = await _ok(session, "add", text="Lewis", slot=asked)
+    assert right["slot"] == wrong["slot"] == asked
+    for store in ("shop-a", "shop-b"):
+        await _ok(
+            session,
+            "evidence",
+            belief_id=right["id"],
+            direction="supports",
+            kind="citation",
+            source=store,
+        )
+    rival = await _ok(session, "get", belief_id=wrong["id"])
+    assert rival["confidence"] < 0.5  # the other answer's support counts against it
+    assessed = await _ok(session, "assess_sources")
+    assert assessed["seq"] > 0
+    assert {"shop-a", "shop-b"} <= {s["source"] for s in assessed["sources"]}
+    listed = await _ok(session, "sources", source="shop-a")
+    assert listed["sources"][0]["accuracy"] > 0.5
+    assert isinstance((await _ok(session, "contradictions"))["contradictions"], list)
+    refused = await session.call_tool(
+        "settle", {"contradiction_id": "c-nope", "reason": "checked"}
+    )
+    assert refused.is_error
 
 
 async def _search(session: ClientSession, seeded: str, found: set[str]) -> None:

@@ -42,6 +42,7 @@ from mcp.server.mcpserver import MCPServer
 from pydantic import AnyHttpUrl
 
 from worldline.mcp.common import Agents, tool_errors
+from worldline.mcp.judgment import judgment_tools
 from worldline.mcp.reads import read_tools
 from worldline.mcp.resources import Updates, follow, resources
 from worldline.mcp.writes import write_tools
@@ -76,11 +77,27 @@ TOOLS = (
     "watch",
     "inbox",
     "forecast",
+    "sources",
+    "assess_sources",
+    "contradictions",
+    "settle",
 )
 _tool_errors = tool_errors  # the name tests/runtime/test_errors.py imports
 
 READ_ONLY = frozenset(
-    {"before", "search", "list", "get", "trace", "read", "view", "watch", "forecast"}
+    {
+        "before",
+        "search",
+        "list",
+        "get",
+        "trace",
+        "read",
+        "view",
+        "watch",
+        "forecast",
+        "sources",
+        "contradictions",
+    }
 )
 
 INSTRUCTIONS = """\
@@ -148,7 +165,7 @@ def build_server(
         title=f"worldline: {agents.world} as {who}",
         instructions=INSTRUCTIONS,
         version=server_version(),
-        tools=[*read_tools(agents), *write_tools(agents)],
+        tools=[*read_tools(agents), *write_tools(agents), *judgment_tools(agents)],
         resources=list(resources(agents)),
         subscriptions=updates.bus,
         log_level="WARNING",

@@ -93,11 +93,23 @@ def write_tools(agents: Agents) -> list[Tool]:
         text: Annotated[str, Field(min_length=1, description="the statement")],
         confidence: Confidence | None = None,
         type: BeliefType = "claim",
+        slot: Annotated[
+            str | None,
+            Field(
+                min_length=1,
+                max_length=256,
+                description="the question it answers, when it is one of several "
+                "rival answers (evidence for one then counts against the others)",
+            ),
+        ] = None,
     ) -> CallToolResult:
         """Seed a belief (a stated confidence is a weak prior); returns it with
-        its id once every agent can read it."""
+        its id once every agent can read it. Adding the same statement again
+        records your assertion as evidence for it."""
         with tool_errors("add"):
-            belief = await agents.current().add(text, confidence=confidence, type=type)
+            belief = await agents.current().add(
+                text, confidence=confidence, type=type, slot=slot
+            )
         return result(as_json(belief))
 
     async def evidence(
