@@ -34,6 +34,7 @@ from worldline.protocols.messages import (
     encode,
 )
 from worldline.protocols.subjects import ops
+from worldline.sdk.backoff import Backoff
 from worldline.sdk.beliefs import BeliefMixin
 from worldline.sdk.crew import new_id, utc_now, validated
 from worldline.sdk.errors import BadRequest, BusUnavailable, bus_errors
@@ -175,7 +176,7 @@ class LoadMixin(BeliefMixin):
     ) -> list[Loaded]:
         found: dict[int, Loaded] = {}
         order = sorted(range(len(part)), key=lambda i: seqs[i])
-        delay = 0.02
+        backoff = Backoff()
         limit = anyio.Semaphore(_READS)
         failed: list[Exception] = []
 
@@ -193,9 +194,8 @@ class LoadMixin(BeliefMixin):
             # A fusion answers the log in order: wait on the chunk's last op alone,
             # then read every item; any still open (a sharded fusion) is read again.
             while order and await self._outcome(part, seqs, order[-1], start) is None:
-                await anyio.sleep(delay)
-                delay = min(delay * 1.5, 0.25)
-            delay = 0.02
+                await backoff.pause()
+            backoff.reset()
             while len(found) < len(part):
                 waiting = [i for i in range(len(part)) if i not in found]
                 async with anyio.create_task_group() as group:
@@ -204,8 +204,7 @@ class LoadMixin(BeliefMixin):
                 if failed:
                     raise failed[0]
                 if len(found) < len(part):
-                    await anyio.sleep(delay)
-                    delay = min(delay * 1.5, 0.25)
+                    await backoff.pause()
         return [
             found.get(i)
             or Loaded(

@@ -16,6 +16,7 @@ from worldline.protocols.messages import (
     Sources,
     SourcesReply,
 )
+from worldline.sdk.backoff import Backoff
 from worldline.sdk.crew import CrewMixin, new_id, utc_now, validated
 from worldline.sdk.errors import BusUnavailable, NotApplied, Rejected, ServerError
 
@@ -75,7 +76,7 @@ class SourceMixin(CrewMixin):
 
     async def _fusion_verdict(self, op_id: str, seq: int, what: str) -> int:
         """Wait for fusion's verdict on the op ``op_id`` recorded at ``seq``."""
-        delay = 0.02
+        backoff = Backoff()
         with anyio.move_on_after(self.timeout):
             while True:  # fusion answers every such op: applied or refused
                 try:
@@ -96,8 +97,7 @@ class SourceMixin(CrewMixin):
                         if reply.state != "pending":
                             self._fence = max(self._fence, reply.fence)
                             return seq
-                await anyio.sleep(delay)
-                delay = min(delay * 1.5, 0.25)
+                await backoff.pause()
         raise NotApplied(
             f"{what} {op_id} is recorded (seq {seq}) but fusion did not "
             f"answer it within {self.timeout:g}s; is fusion running (`worldline "
