@@ -63,6 +63,7 @@ __all__ = [
     "get",
     "trace",
     "visible",
+    "with_evidence",
     "world_beliefs",
     "world_clock",
 ]
@@ -334,6 +335,20 @@ def get(
     """One belief, annotated, reading only its own neighbourhood."""
     reads = _Reads(reader, world, at, as_of=as_of_time)
     return BeliefReply(belief=visible(reads, belief_id))
+
+
+def with_evidence(
+    reader: Reader, world: str, belief_ids: list[str], at: datetime | None
+) -> list[tuple[Belief, list[Evidence]]]:
+    """Each belief as ``get`` reports it (at one clock for all) with the evidence
+    held for it, each record read once; ids not visible are left out."""
+    reads = _Reads(reader, world, at)
+    found = []
+    for belief_id in belief_ids:
+        belief = visible(reads, belief_id)
+        if belief is not None:
+            found.append((belief, reads.evidence.get(belief_id, [])))
+    return found
 
 
 def evidence(reader: Reader, world: str, belief_id: str) -> list[Evidence]:

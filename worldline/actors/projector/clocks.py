@@ -122,6 +122,7 @@ class Reads:
             if as_of is not None and (self.clock is None or self.clock > as_of):
                 self.clock = as_of  # the world's clock as it stood then
         self.memo: dict[str, Belief | None] = {}
+        self.evidence: dict[str, list[Evidence]] = {}  # of each belief read, as held
 
     def edges(self, edges: list[BeliefEdge]) -> list[BeliefEdge]:
         """``edges`` as recorded by ``as_of`` (an edge keeps only its last write)."""
@@ -133,6 +134,8 @@ class Reads:
         if belief_id not in self.memo:
             raw = self.reader.get(_key(self.world, belief_id))
             record = None if raw is None else _RECORD.decode(raw)
+            if record is not None:
+                self.evidence[belief_id] = record.evidence
             self.memo[belief_id] = (
                 None
                 if record is None

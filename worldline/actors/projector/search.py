@@ -57,15 +57,17 @@ def search(
     depth = min(DEPTH, offset + request.limit)
     ranked = _ranked(reader, world, request, depth + 1)
     page = ranked[offset : offset + request.limit]
+    ids = [card.belief.id for _, _, card in page]
+    read = {
+        b.id: (b, held)
+        for b, held in beliefs.with_evidence(reader, world, ids, request.at)
+    }
     hits = []
     for value, channels, card in page:
-        found = beliefs.get(reader, world, card.belief.id, request.at).belief
-        if found is None:
+        if card.belief.id not in read:
             continue
-        trace = tuple(
-            f"{e.id} {e.source}"
-            for e in beliefs.evidence(reader, world, found.id)[:TRACE]
-        )
+        found, held = read[card.belief.id]
+        trace = tuple(f"{e.id} {e.source}" for e in held[:TRACE])
         hits.append(
             SearchHit(belief=found, score=value, channels=channels, trace=trace)
         )
