@@ -34,6 +34,7 @@ from worldline.protocols.messages import (
     AddBelief,
     AddEdge,
     AddEvidence,
+    AssessSources,
     CloseBelief,
     DeadLetter,
     DeclareWorld,
@@ -172,6 +173,7 @@ def _op(draw: st.DrawFn) -> Drawn:
                 "add_evidence",
                 "close_belief",
                 "set_trust",
+                "assess",
                 "declare",
             ]
         )
@@ -224,6 +226,9 @@ def _op(draw: st.DrawFn) -> Drawn:
                 "text": draw(st.sampled_from(["Pilots convert", "SLA is not signed"])),
                 "type": draw(st.sampled_from(["claim", "risk", "goal", "gap"])),
                 "confidence": draw(st.none() | st.floats(0.0, 1.0)),
+                # Sometimes a rival answer: one question, so evidence for one weighs
+                # on the others (and an assessment learns from them).
+                "slot": draw(st.none() | st.just("who signs the SLA")),
             }
         case "add_evidence":
             fields = {
@@ -248,6 +253,8 @@ def _op(draw: st.DrawFn) -> Drawn:
                 "trust": draw(st.sampled_from([0.0, 0.5, 2.0])),
                 "lock": draw(st.booleans()),
             }
+        case "assess":
+            fields = {}
         case _:  # a re-declaration: only admins may
             fields = {}
     return kind, fields
@@ -295,6 +302,8 @@ def _record(
             op = CloseBelief(**base, **fields)
         case "set_trust":
             op = SetTrust(**base, **fields)
+        case "assess":
+            op = AssessSources(**base)
         case _:
             op = DeclareWorld(**base, declaration=declaration())
     # Constraints are checked on decode: every op in the log is a valid message.
