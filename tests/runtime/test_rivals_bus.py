@@ -155,6 +155,12 @@ def test_the_cli_adds_answers_assesses_and_lists_sources(
         assessed = cli("assess")
         assert assessed.returncode == 0, assessed.stderr
         assert "assessed (seq" in assessed.stdout
+        traced = cli("trace", ids[0])
+        assert traced.returncode == 0, traced.stderr
+        assert "weights: s1 x" in traced.stdout  # the learned weight, per source
+        assert f"rival answers (their support counts against it): {ids[1]}" in (
+            traced.stdout
+        )
         listing = cli("sources", "--json")
         assert listing.returncode == 0, listing.stderr
         assert {s["source"] for s in json.loads(listing.stdout)["sources"]} == {

@@ -182,6 +182,16 @@ def _trace(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
                 + (f"\n      {e.text}" if e.text else "")
             )
         lines += [_show_edge(e) for e in reply.edges]
+        if reply.weights:
+            weighed = ", ".join(
+                f"{k} x{v:.3g}" for k, v in sorted(reply.weights.items())
+            )
+            lines.append(f"  weights: {weighed}")
+        if reply.rivals:
+            lines.append(
+                f"  rival answers (their support counts against it): "
+                f"{', '.join(reply.rivals)}"
+            )
         emit(args, reply, "\n".join(lines))
 
     return run

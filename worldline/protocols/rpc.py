@@ -290,6 +290,11 @@ class TraceReply(Message, tag="rpc.trace_reply.v1", kw_only=True, frozen=True):
     belief: Belief | None = None
     steps: list[TraceStep] = msgspec.field(default_factory=list)
     edges: list[BeliefEdge] = msgspec.field(default_factory=list)
+    # What each source's evidence is multiplied by (declared trust x learned
+    # reliability; only those != 1), and the slot's other answers, whose support
+    # weighs against this one (the steps read the belief's own evidence only).
+    weights: dict[str, float] = msgspec.field(default_factory=dict)
+    rivals: list[str] = msgspec.field(default_factory=list)
 
 
 class Before(Message, tag="rpc.before.v1", kw_only=True, frozen=True):

@@ -419,10 +419,15 @@ def trace(reader: Reader, world: str, belief_id: str) -> TraceReply:
     edges = _touching(reader, world, "from", belief_id) + _touching(
         reader, world, "to", belief_id
     )
+    rivals = slots.rival_records(
+        reader, world, record.belief, lambda rival: _key(world, rival)
+    )
     return TraceReply(
         belief=record.belief,
         steps=[TraceStep(evidence=e, before=b, after=a) for e, b, a in steps],
         edges=edges,
+        weights=dict(record.trust),
+        rivals=[r.belief.id for r in rivals],
     )
 
 
