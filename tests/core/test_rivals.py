@@ -456,3 +456,21 @@ def test_stores_that_write_one_answer_differently_agree_when_learning() -> None:
     assert a.accuracy == b.accuracy
     assert a.accuracy > 0.8 > c.accuracy
     assert rivals.answer_key("Ann Lee", "q") == rivals.answer_key("Lee, Ann", "q")
+
+
+def test_an_assessment_with_nothing_new_changes_nothing() -> None:
+    state = MemoryState()
+    log = [*bookstores(copies=1), AssessSources(op_id="op-as1", author="ada", at=AT)]
+    run(state, log)
+    again = fusion.handle(
+        state, AssessSources(op_id="op-as2", author="ada", at=AT), ctx("ada", 900)
+    )
+    assert not again.writes
+    (verdict,) = [o.message for o in again.out]
+    assert isinstance(verdict, OpVerdict)
+    assert verdict.outcome == "unchanged"
+    state.apply(fusion.handle(state, cite("q1-v0", "store-new"), ctx("ada", 901)))
+    third = fusion.handle(
+        state, AssessSources(op_id="op-as3", author="ada", at=AT), ctx("ada", 902)
+    )
+    assert third.writes  # a new answer's evidence: something to learn again

@@ -155,7 +155,10 @@ def handle(
     if isinstance(op, AssessSources):
         step = learning.assess(reader, op, ctx, shard)
         if shard[0] == 0:  # one shard answers
-            step.out.append(_verdict(ctx, op, shard, "applied").out[0])
+            outcome: Literal["applied", "unchanged"] = (
+                "applied" if step.writes else "unchanged"
+            )
+            step.out.append(_verdict(ctx, op, shard, outcome).out[0])
         return step
     if isinstance(op, SetTrust):
         try:
@@ -168,7 +171,8 @@ def handle(
         step.out.append(_verdict(ctx, op, shard, "applied").out[0])
         return step
     target = op.evidence.belief_id if isinstance(op, AddEvidence) else op.belief_id
-    if shard_of(answers.route(reader, ctx.world, op, target), shard[1]) != shard[0]:
+    route = answers.route(reader, ctx.world, op, target)
+    if shard_of(route, shard[1]) != shard[0]:
         return answers.membership(reader, ctx.world, op)  # another shard's belief
     try:
         step = _belief_op(reader, op, ctx, shard)
@@ -176,6 +180,8 @@ def handle(
         return _verdict(ctx, op, shard, "rejected", target, refused)
     if not step.out:
         return _verdict(ctx, op, shard, "unchanged", target)
+    if route != target:  # a rival answer changed: the next assessment has work
+        step.writes.update(slots.changed(ctx.world, ctx.seq))
     return step
 
 

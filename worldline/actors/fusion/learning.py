@@ -25,6 +25,9 @@ def assess(
     """Learn every source's reliability from this shard's rival-answer slots
     (:mod:`worldline.actors.fusion.assess`), replace the learned table, and re-read
     each belief a source whose weight changed bears on (with its rivals)."""
+    clock = reader.get(slots.clock_key(ctx.world)) or b"0"
+    if reader.get(slots.assessed_key(ctx.world)) == clock:
+        return Step()  # no answer changed since the last assessment: nothing to learn
     claims: list[learned.Claim] = []
     for belief_id in slots.every_answer(reader, ctx.world):
         fused = records.load(reader, ctx.world, belief_id)
@@ -41,6 +44,7 @@ def assess(
         for row in (learned.decode(raw),)
     }
     step = Step(writes=learned.writes(reader, ctx.world, rows))
+    step.writes[slots.assessed_key(ctx.world)] = clock
     moved = sorted(
         source
         for source in set(before) | set(rows)

@@ -6,6 +6,9 @@ Keys (every variable part bounded by :func:`worldline.actors.runtime.keys.key_pa
 - ``slot/<world>/<slot>/<belief id>`` -> the belief id: the slot's answers, in the
   store of the shard that owns the slot (``shard_of(slot)``), written when the belief
   is added;
+- ``slotclock/<world>`` -> the OPS sequence of the last change to a slot answer this
+  shard owns, and ``assessed/<world>`` -> that sequence as the last assessment found it
+  (an assessment with nothing new to learn from changes nothing);
 - ``member/<world>/<belief id>`` -> the slot, in EVERY shard: fusion's shards each read
   every op, so each can route a later op on that belief (evidence, a close) to the
   shard holding its rivals, although the op names only the belief.
@@ -25,6 +28,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "answers",
+    "assessed_key",
+    "changed",
+    "clock_key",
     "every_answer",
     "member_key",
     "route",
@@ -54,6 +60,21 @@ def slot_key(world: str, slot: str, belief_id: str) -> bytes:
 def member_key(world: str, belief_id: str) -> bytes:
     w = key_part(_escaped(world), WORLD_BYTES)
     return f"member/{w}/{key_part(belief_id, ID_BYTES)}".encode()
+
+
+def clock_key(world: str) -> bytes:
+    """Where the OPS sequence of the last change to any slot answer is kept."""
+    return f"slotclock/{key_part(_escaped(world), WORLD_BYTES)}".encode()
+
+
+def assessed_key(world: str) -> bytes:
+    """Where that sequence is kept as the last assessment found it."""
+    return f"assessed/{key_part(_escaped(world), WORLD_BYTES)}".encode()
+
+
+def changed(world: str, seq: int) -> dict[bytes, bytes | None]:
+    """The write that records a change to a slot answer at OPS sequence ``seq``."""
+    return {clock_key(world): str(seq).encode()}
 
 
 def slot_of(reader: Reader, world: str, belief_id: str) -> str | None:
