@@ -167,6 +167,32 @@ def test_the_cli_adds_answers_assesses_and_lists_sources(
             "s1",
             "s2",
         }
+        lines = [
+            {"add": {"text": "Knuth", "slot": "who wrote TAOCP", "id": "b-knuth"}},
+            {"add": {"text": "Wirth", "slot": "who wrote TAOCP", "id": "b-wirth"}},
+            *(
+                {
+                    "evidence": {
+                        "belief_id": "b-knuth",
+                        "direction": "supports",
+                        "kind": "citation",
+                        "source": store,
+                    }
+                }
+                for store in ("s1", "s2")
+            ),
+        ]
+        loaded = subprocess.run(
+            [WORLDLINE, "load", "-", "--nats", nats_url, "--world", world],
+            input="\n".join(json.dumps(line) for line in lines),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert loaded.returncode == 0, loaded.stderr
+        wirth = json.loads(cli("get", "b-wirth", "--json").stdout)
+        assert wirth["slot"] == "who wrote TAOCP"
+        assert wirth["confidence"] < 0.5
         conflict = cli("add", "Tolkien", "--slot", "another question", "--id", ids[0])
         assert conflict.returncode == 3, conflict.stderr
         assert "already exists" in conflict.stderr
