@@ -474,3 +474,11 @@ def test_an_assessment_with_nothing_new_changes_nothing() -> None:
         state, AssessSources(op_id="op-as3", author="ada", at=AT), ctx("ada", 902)
     )
     assert third.writes  # a new answer's evidence: something to learn again
+
+
+def test_the_heavy_marker_names_the_assessment_tag() -> None:
+    from worldline.actors.fusion import learning
+
+    tag = AssessSources.__struct_config__.tag
+    assert isinstance(tag, str)
+    assert tag.encode() == learning.ASSESS_TAG

@@ -84,7 +84,6 @@ __all__ = [
     "decode_fused",
     "decode_trust",
     "handle",
-    "heavy",
     "shard_of",
     "trust_key",
     "trust_prefix",
@@ -93,7 +92,6 @@ __all__ = [
 PRIOR_STRENGTH: Final = posterior.PRIOR_STRENGTH
 """Belief types firewalled from the posterior math: intent, not claims about truth."""
 
-ASSESS_TAG: Final = AssessSources.__struct_config__.tag.encode()  # type: ignore[union-attr]
 EXTRACTOR: Final = "extractor"  # the actor whose statements name the observing agent
 MAX_EVIDENCE: Final = 10_000  # per belief; more is refused, never silently cut
 
@@ -106,13 +104,6 @@ class _Refused(Exception):
         super().__init__(reason)
         self.code = code
         self.reason = reason
-
-
-def heavy(payload: bytes) -> bool:
-    """Whether an op may take long to apply: an ``AssessSources`` is a pass over the
-    whole world (the runtime then applies it in a worker thread). A false alarm (the
-    tag quoted in some text) only costs a thread hop."""
-    return ASSESS_TAG in payload
 
 
 def shard_of(belief_id: str, shards: int) -> int:

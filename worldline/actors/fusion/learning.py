@@ -5,7 +5,7 @@ table, and re-read the beliefs whose sources' weight moved.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from worldline.actors.belief_model import rivals
 from worldline.actors.fusion import answers, posteriors, records, slots, sources
@@ -16,7 +16,16 @@ if TYPE_CHECKING:
     from worldline.actors.runtime.spec import Context, Reader
     from worldline.protocols.messages import AssessSources
 
-__all__ = ["assess"]
+__all__ = ["ASSESS_TAG", "assess", "heavy"]
+
+ASSESS_TAG: Final = b"op.assess_sources.v1"  # AssessSources' tag, as encoded
+
+
+def heavy(payload: bytes) -> bool:
+    """Whether an op may take long to apply: an ``AssessSources`` is a pass over the
+    whole world (the runtime then applies it in a worker thread). A false alarm (the
+    tag quoted in some text) only costs a thread hop."""
+    return ASSESS_TAG in payload
 
 
 def assess(

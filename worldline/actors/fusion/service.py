@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from worldline.actors.fusion import core, standing, upgrade
+from worldline.actors.fusion import core, learning, standing, upgrade
 from worldline.actors.runtime.spec import ActorSpec, Input, Service, parse_part
 from worldline.protocols.messages import FUSION_INBOX, FUSION_RPC
 from worldline.protocols.subjects import fusion_in, rpc_pattern
@@ -39,7 +39,7 @@ def spec(shard: str = "0/1") -> ActorSpec:
                 fusion_in(index, count),
                 FUSION_INBOX,
                 partial(core.handle, shard=(index, count)),
-                heavy=core.heavy,
+                heavy=learning.heavy,
             ),
         ),
         # `sources`: how each source is weighed. Shard 0 answers (each shard learns
