@@ -198,3 +198,38 @@ def test_the_cli_adds_answers_assesses_and_lists_sources(
         assert "already exists" in conflict.stderr
 
     anyio.run(scenario)
+
+
+@pytest.mark.timeout(60)
+async def test_answers_loaded_together_tie_exactly(
+    nats_url: str, tmp_path: Path
+) -> None:
+    """One load is one instant: two answers with one citation each read exactly
+    alike, so a tie is not settled by which item was built a microsecond later."""
+    from worldline.actors.belief_model.text import answer_id
+
+    world_name = unique_world("tie")
+    async with (
+        running(all_actors(), url=nats_url, data=tmp_path),
+        worldline.connect(nats_url, world=world_name, agent="ada") as world,
+    ):
+        asked = "population of Springfield"
+        items: list[AddItem | EvidenceItem] = [
+            AddItem(text=n, slot=asked) for n in ("30720", "30270")
+        ]
+        items += [
+            EvidenceItem(
+                belief_id=answer_id(world_name, asked, n),
+                direction="supports",
+                kind="citation",
+                source=f"editor-{n}",
+            )
+            for n in ("30720", "30270")
+        ]
+        loaded = await world.load(items, chunk=1)  # every item its own chunk
+        assert {r.outcome for r in loaded} == {"applied"}
+        first = await world.get(answer_id(world_name, asked, "30720"))
+        second = await world.get(answer_id(world_name, asked, "30270"))
+        assert first is not None
+        assert second is not None
+        assert first.confidence == second.confidence

@@ -103,8 +103,10 @@ class Loaded(msgspec.Struct, frozen=True, kw_only=True):
 class LoadMixin(BeliefMixin):
     """``load``: many adds and evidence items, one wait."""
 
-    def _load_op(self, item: AddItem | EvidenceItem) -> AddBelief | AddEvidence:
-        return build_op(item, world=self.world, agent=self.agent)
+    def _load_op(
+        self, item: AddItem | EvidenceItem, at: datetime
+    ) -> AddBelief | AddEvidence:
+        return build_op(item, world=self.world, agent=self.agent, at=at)
 
     async def load(
         self, items: Sequence[AddItem | EvidenceItem], *, chunk: int = CHUNK
@@ -123,9 +125,12 @@ class LoadMixin(BeliefMixin):
         if chunk < 1:
             raise BadRequest(f"chunk {chunk} holds nothing; pass 1 or more")
         built: list[AddBelief | AddEvidence] = []
+        # One load is one instant: every op (and every item observed at no stated
+        # time) carries it, so decay never tells apart items loaded together.
+        at = utc_now()
         for index, item in enumerate(items):
             try:
-                built.append(self._load_op(item))
+                built.append(self._load_op(item, at))
             except BadRequest as exc:
                 raise BadRequest(f"item {index}: {exc}") from exc
         results: list[Loaded] = []
@@ -279,14 +284,19 @@ class LoadMixin(BeliefMixin):
 
 
 def build_op(
-    item: AddItem | EvidenceItem, *, world: str, agent: str
+    item: AddItem | EvidenceItem,
+    *,
+    world: str,
+    agent: str,
+    at: datetime | None = None,
 ) -> AddBelief | AddEvidence:
-    """The op ``item`` becomes when ``agent`` loads it into ``world``.
+    """The op ``item`` becomes when ``agent`` loads it into ``world`` at ``at``
+    (default: now).
 
     Raises:
         BadRequest: a malformed field, or a confidence on a goal or gap.
     """
-    at = utc_now()
+    at = at or utc_now()
     if isinstance(item, AddItem):
         if item.type in ("goal", "gap") and item.confidence is not None:
             raise BadRequest(
