@@ -29,6 +29,7 @@ from worldline.cli.common import (
 )
 from worldline.cli.progress import Progress
 from worldline.sdk.batch import AddItem, EvidenceItem, Loaded, build_op
+from worldline.sdk.crew import utc_now
 from worldline.sdk.errors import BadRequest
 
 if TYPE_CHECKING:
@@ -124,8 +125,10 @@ def run(args: argparse.Namespace) -> int:
     step = args.chunk * 8 if progress.shown else max(1, len(items))
 
     async def verb(world: World) -> None:
+        at = utc_now()  # the whole file is one instant, however many calls load it
         for start in range(0, len(items), step):
-            done = await world.load(items[start : start + step], chunk=args.chunk)
+            part = items[start : start + step]
+            done = await world.load(part, chunk=args.chunk, at=at)
             results.extend(done)
             progress.advance(len(done))
         progress.close()

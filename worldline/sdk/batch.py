@@ -109,7 +109,11 @@ class LoadMixin(BeliefMixin):
         return build_op(item, world=self.world, agent=self.agent, at=at)
 
     async def load(
-        self, items: Sequence[AddItem | EvidenceItem], *, chunk: int = CHUNK
+        self,
+        items: Sequence[AddItem | EvidenceItem],
+        *,
+        chunk: int = CHUNK,
+        at: datetime | None = None,
     ) -> list[Loaded]:
         """Record every item (an :class:`AddItem` or an :class:`EvidenceItem`) and
         return one :class:`Loaded` per item, in input order, once fusion has answered
@@ -125,9 +129,10 @@ class LoadMixin(BeliefMixin):
         if chunk < 1:
             raise BadRequest(f"chunk {chunk} holds nothing; pass 1 or more")
         built: list[AddBelief | AddEvidence] = []
-        # One load is one instant: every op (and every item observed at no stated
-        # time) carries it, so decay never tells apart items loaded together.
-        at = utc_now()
+        # One load is one instant (``at``, default now): every op, and every item
+        # observed at no stated time, carries it, so decay never tells apart items
+        # loaded together (pass one ``at`` to calls that load one set in parts).
+        at = at or utc_now()
         for index, item in enumerate(items):
             try:
                 built.append(self._load_op(item, at))
