@@ -119,7 +119,9 @@ class LoadMixin(BeliefMixin):
         return one :class:`Loaded` per item, in input order, once fusion has answered
         them all. Items go ``chunk`` at a time: a chunk's ops are published together
         (in order: evidence may name a belief added earlier in the same call), then
-        one wait, bounded by the timeout, covers the chunk.
+        one wait, bounded by the timeout, covers the chunk. The whole call is one
+        instant, ``at`` (default: now): every op carries it, and so does every
+        evidence item that states no ``observed_at``.
 
         Raises:
             BadRequest: an item is malformed (the message names its index); nothing
