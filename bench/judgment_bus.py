@@ -26,7 +26,6 @@ its defaults, chosen before any run.
 from __future__ import annotations
 
 import argparse
-import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -36,13 +35,11 @@ from typing import TYPE_CHECKING
 
 import anyio
 from judgment import DATA, accuracy, bad_source, copies, load
-from pipeline import stop_actor_processes
-from trust import start_actors
+from trust import actor_stack
 
 import worldline
 from worldline.actors.belief_model import reliability
 from worldline.actors.belief_model.text import answer_id
-from worldline.actors.runtime.embedded import EmbeddedNats
 from worldline.sdk.batch import AddItem, EvidenceItem
 
 if TYPE_CHECKING:
@@ -178,18 +175,8 @@ async def measure(url: str, config: Config) -> list[Scenario]:
 
 
 def run(config: Config) -> list[Scenario]:
-    with (
-        tempfile.TemporaryDirectory(prefix="wl-judge-") as tmp_name,
-        EmbeddedNats(Path(tmp_name) / "nats") as server,
-    ):
-        tmp = Path(tmp_name)
-        logs = tmp / "logs"
-        logs.mkdir()
-        procs = start_actors(server.url, tmp / "actors", logs)
-        try:
-            return anyio.run(measure, server.url, config, backend="asyncio")
-        finally:
-            stop_actor_processes(procs, timeout=60)
+    with actor_stack("wl-judge-") as stack:
+        return anyio.run(measure, stack.url, config, backend="asyncio")
 
 
 def main(argv: list[str] | None = None) -> list[Scenario]:

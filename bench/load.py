@@ -24,20 +24,16 @@ from __future__ import annotations
 
 import argparse
 import os
-import tempfile
 import time
 import uuid
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 import anyio
 import msgspec
 import nats
-from pipeline import stop_actor_processes
-from trust import publish_all, raw_publish_rate, start_actors, wait_applied
+from trust import actor_stack, publish_all, raw_publish_rate, wait_applied
 
 import worldline
-from worldline.actors.runtime.embedded import EmbeddedNats
 from worldline.protocols.messages import encode
 from worldline.protocols.subjects import ops
 from worldline.sdk.batch import AddItem, build_op
@@ -156,18 +152,8 @@ async def measure(url: str, config: Config) -> Results:
 
 
 def run(config: Config) -> Results:
-    with (
-        tempfile.TemporaryDirectory(prefix="wl-load-") as tmp_name,
-        EmbeddedNats(Path(tmp_name) / "nats") as server,
-    ):
-        tmp = Path(tmp_name)
-        logs = tmp / "logs"
-        logs.mkdir()
-        procs = start_actors(server.url, tmp / "actors", logs)
-        try:
-            return anyio.run(measure, server.url, config, backend="asyncio")
-        finally:
-            stop_actor_processes(procs, timeout=60)
+    with actor_stack("wl-load-") as stack:
+        return anyio.run(measure, stack.url, config, backend="asyncio")
 
 
 def main(argv: list[str] | None = None) -> Results:

@@ -34,6 +34,7 @@ import sys
 import tempfile
 import time
 import uuid
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -54,9 +55,11 @@ from worldline.protocols.subjects import STREAMS, ops
 from worldline.sdk.errors import NotApplied, Rejected
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from nats.js import JetStreamContext
 
-__all__ = ["Config", "Results", "main", "run"]
+__all__ = ["Config", "Results", "Stack", "actor_stack", "main", "run"]
 
 AGENT = "bench"
 WINDOW = 1000  # publish_async window
@@ -318,25 +321,54 @@ def slow_consumer_lines(paths: list[Path]) -> int:
     )
 
 
-def run(config: Config) -> Results:
+@dataclass(frozen=True)
+class Stack:
+    """A nats-server of its own and fusion, materializer and projector processes."""
+
+    server: EmbeddedNats
+    procs: list[subprocess.Popen[bytes]]
+    logs: Path
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def stop(self) -> None:
+        """Stop the actors (again: nothing); their logs stay until the stack ends."""
+        stop_actor_processes(self.procs, timeout=60)
+        self.procs.clear()
+
+
+@contextmanager
+def actor_stack(prefix: str) -> Iterator[Stack]:
+    """A temporary folder, its own nats-server and the three actors as processes
+    (:func:`start_actors`), stopped on exit."""
     with (
-        tempfile.TemporaryDirectory(prefix="wl-trust-") as tmp_name,
+        tempfile.TemporaryDirectory(prefix=prefix) as tmp_name,
         EmbeddedNats(Path(tmp_name) / "nats") as server,
     ):
         tmp = Path(tmp_name)
         logs = tmp / "logs"
         logs.mkdir()
-        procs = start_actors(server.url, tmp / "actors", logs)
-        names = ("fusion", "materializer", "projector")
-        pids = {name: proc.pid for name, proc in zip(names, procs, strict=True)}
-        pids["bench (SDK)"] = os.getpid()
-        if server.pid is not None:
-            pids["nats-server"] = server.pid
+        stack = Stack(server, start_actors(server.url, tmp / "actors", logs), logs)
         try:
-            result = anyio.run(measure, server.url, config, pids, backend="asyncio")
+            yield stack
         finally:
-            stop_actor_processes(procs, timeout=60)
-        paths = [*logs.glob("*.log"), server.log_path]
+            stack.stop()
+
+
+def run(config: Config) -> Results:
+    with actor_stack("wl-trust-") as stack:
+        names = ("fusion", "materializer", "projector")
+        pids = {name: proc.pid for name, proc in zip(names, stack.procs, strict=True)}
+        pids["bench (SDK)"] = os.getpid()
+        if stack.server.pid is not None:
+            pids["nats-server"] = stack.server.pid
+        try:
+            result = anyio.run(measure, stack.url, config, pids, backend="asyncio")
+        finally:
+            stack.stop()
+        paths = [*stack.logs.glob("*.log"), stack.server.log_path]
         result.slow_consumers = slow_consumer_lines(paths)
         return result
 

@@ -23,7 +23,7 @@ import nats.js.errors
 from nats.js import api
 
 from worldline.actors.belief_model.text import answer_id
-from worldline.protocols.beliefs import Direction, Evidence, EvidenceKind
+from worldline.protocols.beliefs import Direction, EvidenceKind
 from worldline.protocols.messages import (
     AddBelief,
     AddEvidence,
@@ -36,7 +36,7 @@ from worldline.protocols.messages import (
 from worldline.protocols.subjects import ops
 from worldline.sdk.backoff import Backoff
 from worldline.sdk.beliefs import BeliefMixin
-from worldline.sdk.crew import new_id, utc_now, validated
+from worldline.sdk.crew import evidence_item, new_id, utc_now, validated
 from worldline.sdk.errors import BadRequest, BusUnavailable, bus_errors
 
 if TYPE_CHECKING:
@@ -321,16 +321,17 @@ def build_op(
                 slot=item.slot,
             )
         )
-    evidence = Evidence(
-        id=item.id or new_id("ev"),
-        belief_id=item.belief_id,
-        direction=item.direction,
-        kind=item.kind,
-        source=item.source,
-        observed_at=item.observed_at or at,
+    evidence = evidence_item(
+        item.belief_id,
+        item.direction,
+        item.kind,
+        item.source,
+        agent,
+        at,
         text=item.text,
         artifact=item.artifact,
-        author=agent,
+        observed_at=item.observed_at,
+        id=item.id,
     )
     return validated(
         AddEvidence(op_id=new_id("op"), author=agent, at=at, evidence=evidence)

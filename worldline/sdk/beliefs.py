@@ -16,7 +16,6 @@ from worldline.protocols.beliefs import (
     Contradiction,
     Direction,
     EdgeType,
-    Evidence,
     EvidenceKind,
 )
 from worldline.protocols.messages import (
@@ -45,7 +44,7 @@ from worldline.protocols.messages import (
     WorldviewReply,
 )
 from worldline.protocols.subjects import obs
-from worldline.sdk.crew import new_id, utc_now, validated
+from worldline.sdk.crew import evidence_item, new_id, utc_now, validated
 from worldline.sdk.errors import (
     BadRequest,
     BusUnavailable,
@@ -193,16 +192,17 @@ class BeliefMixin(SourceMixin):
             Rejected: no such belief, or the belief is retracted.
         """
         at = utc_now()
-        item = Evidence(
-            id=id or new_id("ev"),
-            belief_id=belief_id,
-            direction=direction,
-            kind=kind,
-            source=source,
-            observed_at=observed_at or at,
+        item = evidence_item(
+            belief_id,
+            direction,
+            kind,
+            source,
+            self.agent,
+            at,
             text=text,
             artifact=artifact,
-            author=self.agent,
+            observed_at=observed_at,
+            id=id,
         )
         op = AddEvidence(op_id=new_id("op"), author=self.agent, at=at, evidence=item)
         return await self._through_fusion(op, belief_id)
@@ -272,16 +272,17 @@ class BeliefMixin(SourceMixin):
             NotApplied: recorded, but no actor applied it within the timeout.
         """
         at = utc_now()
-        item = Evidence(
-            id=id or new_id("ev"),
-            belief_id=edge_id,
-            direction=direction,
-            kind=kind,
-            source=source,
-            observed_at=observed_at or at,
+        item = evidence_item(
+            edge_id,
+            direction,
+            kind,
+            source,
+            self.agent,
+            at,
             text=text,
             artifact=artifact,
-            author=self.agent,
+            observed_at=observed_at,
+            id=id,
         )
         op = AddEdgeEvidence(
             op_id=new_id("op"), author=self.agent, at=at, edge_id=edge_id, evidence=item

@@ -16,6 +16,7 @@ import nats.js.errors
 from nats.js import api
 
 from worldline.actors.runtime.declare import ensure_consumer
+from worldline.protocols.beliefs import Direction, Evidence, EvidenceKind
 from worldline.protocols.messages import (
     INBOX,
     PRESENCE_VALUE,
@@ -75,6 +76,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CrewMixin",
     "InboxItem",
+    "evidence_item",
     "new_id",
     "utc_now",
     "validated",
@@ -467,3 +469,31 @@ class CrewMixin(ExportMixin):
         except nats.js.errors.KeyNotFoundError:
             return None
         return None if entry.value is None else PRESENCE_VALUE.decode(entry.value)
+
+
+def evidence_item(
+    target: str,
+    direction: Direction,
+    kind: EvidenceKind,
+    source: str,
+    author: str,
+    at: datetime,
+    *,
+    text: str = "",
+    artifact: str = "",
+    observed_at: datetime | None = None,
+    id: str | None = None,
+) -> Evidence:
+    """One evidence item ``author`` reports at ``at`` about ``target`` (a belief or
+    an edge id): observed then unless it says when, a new id unless it names one."""
+    return Evidence(
+        id=id or new_id("ev"),
+        belief_id=target,
+        direction=direction,
+        kind=kind,
+        source=source,
+        observed_at=observed_at or at,
+        text=text,
+        artifact=artifact,
+        author=author,
+    )
