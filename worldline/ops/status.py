@@ -25,7 +25,7 @@ import nats.js.errors
 from worldline.actors.registry import ACTORS, build
 from worldline.actors.runtime.bus import connect
 from worldline.actors.runtime.errors import BusUnavailable
-from worldline.protocols.messages import LEASE_VALUE
+from worldline.actors.runtime.lease import Unreadable, read_lease
 from worldline.protocols.status import HEARTBEAT_VALUE, Heartbeat
 from worldline.protocols.subjects import (
     ACTOR_NAMES,
@@ -120,6 +120,11 @@ class LeaseRow(msgspec.Struct, frozen=True, kw_only=True):
     holder: str  # the instance that publishes; the partition's others stand by
     term: int  # grows by one at every takeover
     published: dict[str, int]  # per input stream, the last sequence sent
+    # The key holds junk now (what was found; holder "?", term 0): the replicas
+    # take it back by compare-and-set (docs/runtime.md, "the lease")
+    unreadable: str | None = None
+    repairs: int = 0  # times the lease was taken back from junk
+    repaired: str = ""  # what was found the last time
 
 
 class StatusReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -287,7 +292,7 @@ async def _heartbeats(js: JetStreamContext) -> list[Heartbeat]:
             continue
         try:
             beats.append(HEARTBEAT_VALUE.decode(entry.value))
-        except msgspec.DecodeError:  # a newer or foreign writer: skip, not crash
+        except (msgspec.DecodeError, RecursionError):  # junk, or a foreign writer
             continue
     return beats
 
@@ -306,9 +311,17 @@ async def _leases(js: JetStreamContext) -> list[LeaseRow]:
             continue
         if entry.value is None:
             continue
-        try:
-            lease = LEASE_VALUE.decode(entry.value)
-        except msgspec.DecodeError:
+        lease = read_lease(entry.value, entry.revision or 0)
+        if isinstance(lease, Unreadable):
+            rows.append(
+                LeaseRow(
+                    partition=key,
+                    holder="?",
+                    term=0,
+                    published={},
+                    unreadable=lease.detail,
+                )
+            )
             continue
         rows.append(
             LeaseRow(
@@ -316,6 +329,8 @@ async def _leases(js: JetStreamContext) -> list[LeaseRow]:
                 holder=lease.holder,
                 term=lease.term,
                 published=dict(lease.published),
+                repairs=lease.repairs,
+                repaired=lease.repaired,
             )
         )
     return rows

@@ -137,6 +137,18 @@ def render(report: StatusReport) -> str:
         if lease_rows
         else []
     )
+    # Junk over a lease key: what it is now, or how often it was taken back.
+    for lease in report.leases:
+        if lease.unreadable is not None:
+            leases.append(
+                f"lease {lease.partition}: unreadable, the replicas take it back: "
+                f"{lease.unreadable}"
+            )
+        elif lease.repairs:
+            leases.append(
+                f"lease {lease.partition}: taken back {lease.repairs}x from an "
+                f"unreadable value; last: {lease.repaired}"
+            )
     return "\n".join(
         [
             f"nats: {report.nats}  instances: {len(report.instances)} ({summary})",

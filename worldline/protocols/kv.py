@@ -39,3 +39,8 @@ class Lease(Message, tag="lease.v1", kw_only=True, frozen=True):
     # msgspec copies a mutable default per instance (ruff cannot see that Message
     # is a msgspec Struct from another module).
     published: dict[str, Annotated[int, msgspec.Meta(ge=0)]] = {}  # noqa: RUF012
+    # Times a replica found this key unreadable (junk written over it) and took it
+    # back by compare-and-set, and what it found the last time: carried by every
+    # later renewal and takeover, so ``worldline status`` shows the event.
+    repairs: Annotated[int, msgspec.Meta(ge=0)] = 0
+    repaired: Annotated[str, msgspec.Meta(max_length=512)] = ""

@@ -23,6 +23,14 @@ The protocol (all writes are compare-and-set on the key's revision):
   the previous holder published everything up to its watermark, and the new holder
   applies, and publishes, everything after its own applied sequence, which is at
   most that watermark.
+- A value that does not decode (anything a client managed to write over the key,
+  such as a PubAck delivered there as a reply) is junk, not a reason to stop: it is
+  logged once per revision, and taken back by compare-and-set on its revision. The
+  holder whose own lease is still valid by its clock takes it back at once, in its
+  term (nobody can have taken over since its last renewal); any other replica treats
+  it like a lease that stopped changing, and takes it with a new term once the junk
+  revision has stood for the lease time. The lease then counts the repair
+  (``Lease.repairs``, ``Lease.repaired``), which ``worldline status`` shows.
 
 :func:`decide` is the pure rule; :class:`LeaseGate` runs it against the bucket.
 """
@@ -32,6 +40,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Literal
 
@@ -56,7 +65,9 @@ __all__ = [
     "VALID_FOR",
     "Action",
     "LeaseGate",
+    "Unreadable",
     "decide",
+    "read_lease",
 ]
 
 log = logging.getLogger("worldline.lease")
@@ -68,11 +79,34 @@ RENEW_EVERY = 0.5  # seconds between renewals (and between a standby's looks)
 Action = Literal["create", "renew", "take", "wait"]
 
 
-def decide(me: str, current: Lease | None, unchanged_for: float, ttl: float) -> Action:
+@dataclass(frozen=True, slots=True)
+class Unreadable:
+    """A lease value that does not decode: junk written over the key."""
+
+    detail: str  # what was found (revision, size, first bytes, why), for logs
+
+
+def decide(
+    me: str,
+    current: Lease | Unreadable | None,
+    unchanged_for: float,
+    ttl: float,
+    *,
+    valid: bool = False,
+) -> Action:
     """What replica ``me`` does on seeing ``current`` unchanged for ``unchanged_for``
-    seconds: create the lease, renew its own, take over a stale one, or wait."""
+    seconds: create the lease, renew its own, take over a stale one, or wait.
+
+    ``valid``: ``me`` holds the lease and its last renewal is still valid by its own
+    clock. Only then is an unreadable value taken back at once (``renew``: nobody can
+    have taken over since that renewal); otherwise junk is a lease that stopped
+    changing, taken over after ``ttl`` like any other."""
     if current is None:
         return "create"
+    if isinstance(current, Unreadable):
+        if valid:
+            return "renew"
+        return "take" if unchanged_for >= ttl else "wait"
     if current.holder == me:
         return "renew"
     if unchanged_for >= ttl:
@@ -109,7 +143,8 @@ class LeaseGate:
         self.valid_for = valid_for
         self.renew_every = renew_every
         self._clock = clock
-        self._current: Lease | None = None
+        self._current: Lease | Unreadable | None = None
+        self._known: Lease | None = None  # the last lease that was readable
         self._revision = 0
         self._seen_at = 0.0
         self._valid_until = 0.0
@@ -127,7 +162,8 @@ class LeaseGate:
     def follow_limit(self, stream: str) -> int:
         """The last sequence of ``stream`` a standby may apply: what the holder has
         published. Zero when there is no other holder to follow."""
-        current = self._current
+        # Over junk, the last readable lease: its holder published that much.
+        current = self._known
         if current is None or current.holder == self.holder:
             return 0
         return current.published.get(stream, 0)
@@ -199,31 +235,58 @@ class LeaseGate:
     async def _tick(self, kv: KeyValue, activate: Activate) -> None:
         current, revision = await _read(kv, self.key)
         now = self._clock()
+        valid = self.active
         if revision != self._revision or current != self._current:
+            if isinstance(current, Unreadable):  # once per revision, not per look
+                log.warning(
+                    "%s: lease %s is unreadable (%s); %s",
+                    self.holder,
+                    self.key,
+                    current.detail,
+                    "taking it back now"
+                    if valid
+                    else f"taking it over if it stays so for {self.ttl:g}s",
+                )
+            else:
+                self._known = current
             self._revision, self._current, self._seen_at = revision, current, now
             self._notify()
-        action = decide(self.holder, current, now - self._seen_at, self.ttl)
+        action = decide(
+            self.holder, current, now - self._seen_at, self.ttl, valid=valid
+        )
         if action == "wait":
             if self._holding:  # someone else holds it now
                 log.warning(
                     "%s: lease %s taken by %s; standing by",
                     self.holder,
                     self.key,
-                    current.holder if current else "?",
+                    current.holder if isinstance(current, Lease) else "?",
                 )
                 self._holding = False
                 self._notify()
             return
         same_term = action == "renew"
+        known = self._known
         if action == "create":
             term = 1
-        elif current is not None and same_term:
-            term = current.term
+        elif same_term:
+            term = current.term if isinstance(current, Lease) else self.term
         else:
-            term = (current.term if current is not None else 0) + 1
+            term = max(known.term if known is not None else 0, self.term) + 1
+        repairs, repaired = (
+            (0, "") if known is None else (known.repairs, known.repaired)
+        )
+        if isinstance(current, Unreadable):
+            repairs, repaired = repairs + 1, current.detail[:512]
         # The advertised watermark may lag what was published (a standby then
         # follows a little less far), never lead it.
-        lease = Lease(holder=self.holder, term=term, published=dict(self._published))
+        lease = Lease(
+            holder=self.holder,
+            term=term,
+            published=dict(self._published),
+            repairs=repairs,
+            repaired=repaired,
+        )
         sent = self._clock()
         try:
             if action == "create":
@@ -232,7 +295,15 @@ class LeaseGate:
                 revision = await kv.update(self.key, encode(lease), last=revision)
         except nats.js.errors.KeyWrongLastSequenceError:
             return  # someone wrote first; the next look sees who
-        self._current, self._revision, self._seen_at = lease, revision, sent
+        if isinstance(current, Unreadable):
+            log.warning(
+                "%s: lease %s taken back from an unreadable value (term %d)",
+                self.holder,
+                self.key,
+                term,
+            )
+        self._current, self._known = lease, lease
+        self._revision, self._seen_at = revision, sent
         self._valid_until = sent + self.valid_for
         if self._holding and not self._stranded:
             return
@@ -246,18 +317,23 @@ class LeaseGate:
         self._notify()
 
 
-async def _read(kv: KeyValue, key: str) -> tuple[Lease | None, int]:
+async def _read(kv: KeyValue, key: str) -> tuple[Lease | Unreadable | None, int]:
     try:
         entry = await kv.get(key)
     except nats.js.errors.NotFoundError:  # never created, or deleted by an operator
         return None, 0
+    revision = entry.revision or 0
     if entry.value is None:
-        return None, entry.revision or 0
+        return None, revision
+    return read_lease(entry.value, revision), revision
+
+
+def read_lease(value: bytes, revision: int) -> Lease | Unreadable:
+    """The lease ``value`` (at ``revision``) holds, or what makes it junk."""
     try:
-        return LEASE_VALUE.decode(entry.value), entry.revision or 0
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise ValueError(
-            f"lease {key} in bucket {LEASES.bucket} is unreadable ({exc}); delete "
-            f"the key (`nats kv del {LEASES.bucket} {key}`) and the replicas elect "
-            "a holder again"
-        ) from exc
+        return LEASE_VALUE.decode(value)
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
+        return Unreadable(
+            f"revision {revision} of {LEASES.bucket} holds {len(value)} bytes "
+            f"that are no lease ({value[:48]!r}: {exc})"[:512]
+        )
