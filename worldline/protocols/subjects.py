@@ -22,6 +22,7 @@ __all__ = [
     "DLQ",
     "EXTRACTOR_IN",
     "FUSION_IN",
+    "IMPORTED_REPLY_ROOT",
     "INBOX",
     "LEASES",
     "MATERIALIZER_IN",
@@ -60,7 +61,6 @@ __all__ = [
     "ops",
     "partition_of",
     "projector_in",
-    "requester_of",
     "rpc",
     "rpc_pattern",
     "slot_of",
@@ -179,29 +179,28 @@ def rpc_pattern(verb: RpcVerb) -> str:
 
 
 # Reply subjects: every requester's replies arrive under ``_INBOX.`` (nats-py's default
-# inbox prefix; a user with credentials gets ``_INBOX.<public key>``).
+# inbox prefix; a user with credentials gets ``_INBOX.<public key>``). A request that
+# crossed a service import (an agent's own account asking the actors' verbs) arrives
+# with the reply subject the server mapped it to, ``_R_.<token>.<token>``, which the
+# server routes back to the requester's own reply subject in the requester's account.
 REPLY_ROOT: Final = "_INBOX"
+IMPORTED_REPLY_ROOT: Final = "_R_"
 _REPLY_TOKEN = re.compile(r"[A-Za-z0-9_-]+")
 
 
 def is_reply_subject(subject: str) -> bool:
     """Whether an actor may answer a request on ``subject``: only a plain reply
-    inbox, ``_INBOX.<token>[.<token>...]``, never a stream, bucket or JetStream API
-    subject a request names (an actor holds rights there that the requester lacks:
-    answering there would make it a confused deputy)."""
+    inbox, ``_INBOX.<token>[.<token>...]`` (or a service import's mapped reply,
+    ``_R_.<token>.<token>``), never a stream, bucket or JetStream API subject a
+    request names (an actor holds rights there that the requester lacks: answering
+    there would make it a confused deputy)."""
     root, _, rest = subject.partition(".")
-    if root != REPLY_ROOT or not rest:
+    tokens = rest.split(".")
+    if root == IMPORTED_REPLY_ROOT and len(tokens) != 2:
         return False
-    return all(_REPLY_TOKEN.fullmatch(token) for token in rest.split("."))
-
-
-def requester_of(reply: str) -> str:
-    """Who asked, as far as the bus can tell: the first token after ``_INBOX.`` of a
-    reply subject. With per-agent credentials a user can only receive under
-    ``_INBOX.<its public key>``, so it is the caller's key; on an open server it is
-    the requester's connection inbox. Never a name the request's body declares."""
-    root, _, rest = reply.partition(".")
-    return rest.partition(".")[0] if root == REPLY_ROOT else ""
+    if root not in (REPLY_ROOT, IMPORTED_REPLY_ROOT) or not rest:
+        return False
+    return all(_REPLY_TOKEN.fullmatch(token) for token in tokens)
 
 
 def world_of(subject: str) -> str:

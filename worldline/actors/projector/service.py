@@ -10,16 +10,31 @@ Outputs: each agent's startup view to the ``wl-views`` bucket (key
 changes touched (while a backlog is pending, when it ends or a second after they
 went stale: ``views.refresh_stale``). State: see ``worldline.actors.projector.core``.
 Ack policy: after the LMDB commit.
+
+``view`` and ``before`` read as the agent their body names (its inbox summary, its
+work, its goals): on a secured deploy the runtime refuses them for an attested agent
+that names another (the operator may read as anyone; ``Service.reads_as``).
 """
 
 from __future__ import annotations
 
 from worldline.actors.projector import core, upgrade, views
 from worldline.actors.runtime.spec import ActorSpec, Input, Service
-from worldline.protocols.messages import PROJECTOR_INBOX, PROJECTOR_RPC
+from worldline.protocols.messages import (
+    PROJECTOR_INBOX,
+    PROJECTOR_RPC,
+    Before,
+    GetView,
+    ProjectorRpc,
+)
 from worldline.protocols.subjects import projector_in, rpc_pattern
 
-__all__ = ["spec"]
+__all__ = ["reads_as", "spec"]
+
+
+def reads_as(request: ProjectorRpc) -> str:
+    """The agent a request reads as: a view's or a worldview's; "" for the rest."""
+    return request.agent if isinstance(request, GetView | Before) else ""
 
 
 def spec(replica: str = "0") -> ActorSpec:
@@ -40,9 +55,13 @@ def spec(replica: str = "0") -> ActorSpec:
             Service(rpc_pattern("get"), "projector", PROJECTOR_RPC, core.serve),
             Service(rpc_pattern("list"), "projector", PROJECTOR_RPC, core.serve),
             Service(rpc_pattern("read"), "projector", PROJECTOR_RPC, core.serve),
-            Service(rpc_pattern("view"), "projector", PROJECTOR_RPC, core.serve),
+            Service(
+                rpc_pattern("view"), "projector", PROJECTOR_RPC, core.serve, reads_as
+            ),
             Service(rpc_pattern("trace"), "projector", PROJECTOR_RPC, core.serve),
-            Service(rpc_pattern("before"), "projector", PROJECTOR_RPC, core.serve),
+            Service(
+                rpc_pattern("before"), "projector", PROJECTOR_RPC, core.serve, reads_as
+            ),
             Service(rpc_pattern("search"), "projector", PROJECTOR_RPC, core.serve),
             Service(
                 rpc_pattern("contradictions"), "projector", PROJECTOR_RPC, core.serve

@@ -139,6 +139,7 @@ async def connect(
     # Connected once: from now on, reconnect forever (an actor outlives a server
     # restart). nats-py reads this option on every reconnect attempt.
     nc.options["max_reconnect_attempts"] = -1
+    nc.authenticated = auth is not None
     client.append(nc)
     return nc
 
@@ -186,6 +187,8 @@ class _Client(NATS):
     def __init__(self) -> None:
         super().__init__()
         self._sinks: dict[int, Callable[[bytes, bytes, bytes, bytes | None], None]] = {}
+        # Connected with credentials (a secured deploy: see serve.py's requester).
+        self.authenticated = False
 
     def sink(
         self, sid: int, sink: Callable[[bytes, bytes, bytes, bytes | None], None]

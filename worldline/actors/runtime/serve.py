@@ -1,9 +1,15 @@
 """The request/reply side of an actor: answer each service's requests on its queue
 group, reading the store in a bounded set of worker threads.
 
-Only a plain ``_INBOX.`` reply subject is answered (no confused deputy); a replica
-behind its start fence answers "catching up"; a replica behind a lease serves only
-while it holds it.
+Only a plain ``_INBOX.`` reply subject (or the ``_R_.`` one the server maps a request
+that crossed a service import to) is answered (no confused deputy); a replica behind
+its start fence answers "catching up"; a replica behind a lease serves only while it
+holds it.
+
+Who asked (:func:`requester`) is what the server vouches for on a secured deploy (the
+``Nats-Request-Info`` header, see ``requester.py``), never the reply subject; on the
+open bus nothing is vouched for. A service whose requests read as an agent
+(``Service.reads_as``) is refused for an attested requester that is another agent.
 """
 
 from __future__ import annotations
@@ -22,8 +28,9 @@ import nats.errors
 
 from worldline.actors.runtime.bus import SHUTDOWN_GRACE, valid_subject
 from worldline.actors.runtime.metrics import observe_rpc
+from worldline.actors.runtime.requester import ANONYMOUS, Requester, attested
 from worldline.protocols.messages import Message, RpcError, encode
-from worldline.protocols.subjects import is_reply_subject, requester_of, world_of
+from worldline.protocols.subjects import is_reply_subject, world_of
 
 if TYPE_CHECKING:
     from anyio.abc import TaskStatus
@@ -73,6 +80,8 @@ async def serve(
     task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     sub = await nc.subscribe(service.subject, queue=service.queue)
+    # Connected with credentials: the server vouches for who asks (see requester.py).
+    secured = bool(getattr(nc, "authenticated", False))
     threads = _read_threads(store)
     # Requests in flight for this service: when all are busy the loop stops taking
     # more (nats-py buffers, then drops as a slow consumer: the client times out)
@@ -99,7 +108,8 @@ async def serve(
                         await _respond(msg, encode(behind))
                     continue
                 await in_flight.acquire()
-                tg.start_soon(_reply, msg, store, service, threads, in_flight)
+                asker = attested(msg.headers) if secured else ANONYMOUS
+                tg.start_soon(_reply, msg, store, service, threads, in_flight, asker)
     finally:
         with anyio.CancelScope(shield=True), anyio.move_on_after(SHUTDOWN_GRACE):
             await sub.unsubscribe()
@@ -127,6 +137,7 @@ async def _reply(
     service: Service[Any],
     threads: anyio.CapacityLimiter,
     in_flight: anyio.Semaphore,
+    asker: Requester = ANONYMOUS,
 ) -> None:
     """Answer one request. The read (its LMDB read transaction opens and closes in
     the same worker thread) and the encoding run off the event loop, so a long read
@@ -139,7 +150,7 @@ async def _reply(
             service,
             msg.subject,
             msg.data,
-            requester_of(msg.reply),
+            asker,
             limiter=threads,
         )
         if data is not None:
@@ -166,32 +177,42 @@ async def _respond(msg: Msg, data: bytes) -> None:
         await msg.respond(encode(error))
 
 
-# Who asked the request being answered in this thread (``requester_of`` its reply
-# subject): for a service that must bound what one caller may hold (the simulator's
+# Who asked the request being answered in this thread, as the server vouches for it:
+# for a service that bounds what one caller may hold or owns (the simulator's
 # sessions). Read it with :func:`requester`.
-_REQUESTER: ContextVar[str] = ContextVar("worldline_requester", default="")
+_REQUESTER: ContextVar[Requester] = ContextVar("worldline_requester", default=ANONYMOUS)
 
 
-def requester() -> str:
-    """Who asked the request being answered ("" outside one): the caller's public
-    key under per-agent credentials, else its connection's reply inbox."""
+def requester() -> Requester:
+    """Who asked the request being answered: on a secured deploy the attested agent
+    (or the operator, from inside the actors' account); on the open bus (and outside
+    a request) an unattested requester, which a service replaces with the agent the
+    body claims (``Requester.or_claim``)."""
     return _REQUESTER.get()
 
 
 def _answer_bytes(
-    store: Store, service: Service[Any], subject: str, data: bytes, asker: str = ""
+    store: Store,
+    service: Service[Any],
+    subject: str,
+    data: bytes,
+    asker: Requester = ANONYMOUS,
 ) -> bytes | None:
     """The encoded answer, if any (in a worker thread)."""
     token = _REQUESTER.set(asker)
     try:
-        reply = _answer(store, service, subject, data)
+        reply = _answer(store, service, subject, data, asker)
     finally:
         _REQUESTER.reset(token)
     return None if reply is None else encode(reply)
 
 
 def _answer(
-    store: Store, service: Service[Any], subject: str, data: bytes
+    store: Store,
+    service: Service[Any],
+    subject: str,
+    data: bytes,
+    asker: Requester = ANONYMOUS,
 ) -> Message | None:
     if not valid_subject(subject):
         return RpcError(
@@ -205,6 +226,14 @@ def _answer(
         return RpcError(code="invalid", message=f"bad request on {subject}: {exc}")
     except RecursionError:
         return RpcError(code="invalid", message=f"bad request on {subject}: too deep")
+    agent = service.reads_as(request) if service.reads_as is not None else ""
+    if agent and not asker.may_read_as(agent):
+        return RpcError(
+            code="invalid",
+            message=f"{asker.label()!r} may not read as agent {agent!r} on {subject}: "
+            "on a secured deploy an agent reads its own view and worldview only "
+            "(ask with your own agent name, or with the operator's credentials)",
+        )
     try:
         with store.reader() as reader:
             return service.serve(reader, request, world_of(subject))

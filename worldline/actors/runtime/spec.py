@@ -173,6 +173,11 @@ class Service(Generic[Req]):
     # (state, request, world) -> reply; None: not this instance's world, stay silent
     # (another partition answers it).
     serve: Callable[[Reader, Req, str], Message | None]
+    # The agent a request reads as, when it asks for what is that agent's own (its
+    # view, its worldview); None or "": it names none. On a secured deploy the
+    # runtime refuses a request whose attested requester is another agent
+    # (``worldline.actors.runtime.requester.Requester.may_read_as``).
+    reads_as: Callable[[Req], str] | None = None
 
 
 # One step of a state upgrade: given the store, the writes of the next chunk (all

@@ -8,8 +8,12 @@ move, or "no grounding"; see ``forecast.py``).
 
 A step takes an assistant text message (answered with the user's reply) or an
 assistant message with ``tool_calls`` (answered with one tool result per call, keyed
-by call id). Each client (``SimStart.agent``) may hold at most ``per_client`` open
-sessions.
+by call id). Each client may hold at most ``per_client`` open sessions, and only the
+client that opened a session may step or end it (the operator may end any). The
+client is who asks as the server vouches for it on a secured deploy
+(``worldline.actors.runtime.requester``); on the open bus only the agent a start
+names, a claim, counts (a step or an end names none there: the session id is its
+key). A session idle for ``$WORLDLINE_SIM_EXPIRY`` seconds (default 600) expires.
 
 Sessions live in this process's memory only (the seed's rule: ending or expiring a
 session removes its transcript), so run one simulator per deployment while sessions
@@ -22,8 +26,11 @@ set (its failures fail the step by name; there is no silent fallback).
 
 from __future__ import annotations
 
+import os
 import random
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
+
+import msgspec
 
 from worldline.actors.runtime.consume import Clock, utcnow
 from worldline.actors.runtime.serve import requester
@@ -35,7 +42,9 @@ from worldline.actors.simulator.index import load
 from worldline.actors.simulator.provider import LocalProvider
 from worldline.actors.simulator.retrieval import check_exclusions
 from worldline.actors.simulator.sessions import (
+    DEFAULT_EXPIRY,
     DEFAULT_PER_CLIENT,
+    SESSION_LIMITS,
     Provider,
     SessionError,
     Sessions,
@@ -54,15 +63,38 @@ from worldline.protocols.messages import (
     SimStep,
     SimStepReply,
 )
-from worldline.protocols.simulator import DEFAULT_LIMITS, Limits
 from worldline.protocols.subjects import SIMULATOR_IN, rpc_pattern
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from worldline.actors.simulator.index import TransitionIndex
+    from worldline.protocols.simulator import Limits
 
-__all__ = ["SessionService", "spec"]
+__all__ = ["EXPIRY_ENV", "SessionService", "expiry_from_env", "spec"]
+
+EXPIRY_ENV: Final = "WORLDLINE_SIM_EXPIRY"
+
+
+def expiry_from_env() -> float:
+    """Seconds an idle session lives: ``$WORLDLINE_SIM_EXPIRY``, else 600.
+
+    Raises:
+        ValueError: the variable is not a positive number of seconds.
+    """
+    raw = os.environ.get(EXPIRY_ENV, "").strip()
+    if not raw:
+        return DEFAULT_EXPIRY
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds < float("inf"):
+        raise ValueError(
+            f"{EXPIRY_ENV}={raw!r}: give the seconds an idle simulator session "
+            f"lives, a positive number (default {DEFAULT_EXPIRY:g})"
+        )
+    return seconds
 
 
 class SessionService:
@@ -72,7 +104,7 @@ class SessionService:
         self,
         index: TransitionIndex | None,
         *,
-        limits: Limits = DEFAULT_LIMITS,
+        limits: Limits = SESSION_LIMITS,
         clock: Clock = utcnow,
         rng: random.Random | None = None,
         per_client: int = DEFAULT_PER_CLIENT,
@@ -124,6 +156,10 @@ class SessionService:
 
     def _sessions(self, request: SimStart | SimStep | SimEnd, world: str) -> Message:
         now = self.clock()
+        # Who asks: attested on a secured deploy; on the open bus the agent a start
+        # claims, and nobody for a step or an end (the session id is the key there).
+        asker = requester()
+        owner = asker.key if asker.attested else None
         match request:
             case SimStart():
                 if self.index is None:
@@ -141,10 +177,10 @@ class SessionService:
                     request.context,
                     now,
                     tuple(request.exclude_lineages),
-                    # The quota binds who asked as the bus tells it (a credential's
-                    # key, else the connection), never the agent the body names.
-                    client=requester() or request.agent,
-                    agent=request.agent,
+                    # The quota binds who asked as the server vouches for it; only
+                    # on the open bus the agent the body names (a claim).
+                    client=asker.or_claim(request.agent).key,
+                    agent=asker.or_claim(request.agent).label(),
                 )
                 return SimStarted(
                     session_id=session.id,
@@ -160,7 +196,12 @@ class SessionService:
                         "it with --index DIR",
                     )
                 replies, prediction = self.sessions.step(
-                    world, request.session_id, request.message, now, self.provider
+                    world,
+                    request.session_id,
+                    request.message,
+                    now,
+                    self.provider,
+                    client=owner,
                 )
                 return SimStepReply(
                     message=replies[0],
@@ -169,13 +210,19 @@ class SessionService:
                     messages=replies,
                 )
             case SimEnd():
-                self.sessions.get(world, request.session_id, now)
+                # The operator may end anyone's session (to free a slot).
+                ender = None if asker.operator else owner
+                self.sessions.get(world, request.session_id, now, ender)
                 self.sessions.end(world, request.session_id)
                 return SimEnded(session_id=request.session_id)
 
 
-def spec(index: Path | None = None) -> ActorSpec:
-    sessions = SessionService(None if index is None else load(index))
+def spec(index: Path | None = None, *, expiry: float | None = None) -> ActorSpec:
+    """The simulator; ``expiry``: seconds an idle session lives (default
+    ``$WORLDLINE_SIM_EXPIRY``, else 600)."""
+    seconds = expiry_from_env() if expiry is None else expiry
+    limits = msgspec.structs.replace(SESSION_LIMITS, expiry=seconds)
+    sessions = SessionService(None if index is None else load(index), limits=limits)
     services = tuple(
         Service(rpc_pattern(verb), "simulator", SIMULATOR_RPC, sessions.serve)
         for verb in ("sim.status", "sim.start", "sim.step", "sim.end", "sim.forecast")

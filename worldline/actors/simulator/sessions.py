@@ -8,12 +8,15 @@ comes next, then appends both, or fails by name without changing anything:
   call, keyed by the call's id (``tool_call_id``), each predicted from real tool
   results, in the order of the calls.
 
-Ending or expiring a session removes its transcript; a session that expired answers
-``session_expired`` (for a while: the last ``4 x sessions`` expired ids are kept).
-Each client (who asks, as the bus tells it: the credential's key, else the
-connection; never the agent name a start declares) may hold at most ``per_client`` open
-sessions, so one client cannot take every slot. The clock and the random source are
-arguments.
+Ending or expiring a session removes its transcript; a session idle for
+``limits.expiry`` seconds (:data:`DEFAULT_EXPIRY`, 10 minutes, unless configured)
+expires, and then answers ``session_expired`` (for a while: the last ``4 x sessions``
+expired ids are kept). Each client may hold at most ``per_client`` open sessions (16
+of 256), so one client cannot take every slot, and only the client that opened a
+session may step or end it. Who the client is, the caller decides: the service passes
+the requester the server vouches for on a secured deploy, or, on the open bus, the
+agent the start claims (see ``worldline/actors/runtime/requester.py``). The clock and
+the random source are arguments.
 """
 
 from __future__ import annotations
@@ -24,13 +27,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
-from worldline.protocols.simulator import DEFAULT_LIMITS, Limits
+from worldline.protocols.simulator import Limits
 
 if TYPE_CHECKING:
     import random
 
 __all__ = [
+    "DEFAULT_EXPIRY",
     "DEFAULT_PER_CLIENT",
+    "SESSION_LIMITS",
     "Call",
     "Kind",
     "Prediction",
@@ -44,6 +49,12 @@ __all__ = [
 ]
 
 DEFAULT_PER_CLIENT: Final = 16  # open sessions one client may hold (of 256)
+# Seconds a session lives without a step. An agent loop steps within seconds; an
+# abandoned session holds a slot of its client's quota until then.
+DEFAULT_EXPIRY: Final = 600.0
+# The limits a simulator runs with (the wire's ``Limits()`` says 3,600 s for a reply
+# that omits ``expiry``; this one is always sent).
+SESSION_LIMITS: Final = Limits(expiry=DEFAULT_EXPIRY)
 
 Kind = Literal["message", "tool"]
 
@@ -99,7 +110,8 @@ class Session:
     transcript: list[dict[str, Any]] = field(default_factory=list)
     size: int = 0  # transcript bytes
     closed: bool = False
-    client: str = ""  # who opened it (the agent name a start declares)
+    client: str = ""  # who opened it: the key its quota and ownership count by
+    agent: str = ""  # the agent it names (for errors)
 
     def text(self) -> str:
         """The context plus the transcript so far, as retrieval reads it."""
@@ -126,7 +138,7 @@ class Sessions:
 
     def __init__(
         self,
-        limits: Limits = DEFAULT_LIMITS,
+        limits: Limits = SESSION_LIMITS,
         *,
         rng: random.Random,
         per_client: int = DEFAULT_PER_CLIENT,
@@ -160,8 +172,9 @@ class Sessions:
         agent: str = "",
     ) -> Session:
         """Open a session; refuse oversized task or context, one over the client's
-        quota, or one too many. ``client`` is who holds the quota (the service
-        passes who asked, as the bus tells it); ``agent`` only names it."""
+        quota, or one too many. ``client`` is who holds the quota and owns the
+        session (the service passes who asked, as the server vouches for it);
+        ``agent`` only names it in errors."""
         self.expire(now)
         if _size(task) > self.limits.task_bytes:
             raise SessionError(
@@ -178,7 +191,7 @@ class Sessions:
             raise SessionError(
                 "session_quota",
                 f"client {agent or client or '(anonymous)'!r} holds {held} open "
-                "sessions (counted by the credential or connection that asks), the "
+                "sessions (counted by who asks, as the server vouches for it), the "
                 f"most one client may hold (quota {self.per_client} of "
                 f"{self.limits.sessions}); end one (sim_end, or let `worldline sim "
                 "session` finish) or wait until one has been idle for "
@@ -198,11 +211,17 @@ class Sessions:
             exclude_lineages=exclude_lineages,
             touched=now,
             client=client,
+            agent=agent,
         )
         self.active[(world, session_id)] = session
         return session
 
-    def get(self, world: str, session_id: str, now: datetime) -> Session:
+    def get(
+        self, world: str, session_id: str, now: datetime, client: str | None = None
+    ) -> Session:
+        """The active session, after expiring the idle ones. ``client``: who asks;
+        a session another client opened is refused (None: not checked, for a caller
+        nothing vouches for, who holds the session id as its only key)."""
         self.expire(now)
         session = self.active.get((world, session_id))
         if session is None:
@@ -216,6 +235,12 @@ class Sessions:
                 "unknown_session",
                 f"no active session {session_id!r} (ended, or never started)",
             )
+        if client is not None and client != session.client:
+            raise SessionError(
+                "not_your_session",
+                f"session {session_id!r} was opened by another client; only the "
+                "client that started it may step or end it",
+            )
         return session
 
     def step(
@@ -225,6 +250,7 @@ class Sessions:
         message: Any,
         now: datetime,
         provider: Provider,
+        client: str | None = None,
     ) -> tuple[list[dict[str, str]], Prediction]:
         """Take one assistant message; return what follows it and the prediction.
 
@@ -234,9 +260,10 @@ class Sessions:
         grounding is every transition they were conditioned on (in order, once).
 
         The message is checked before retrieval or the provider. Every limit is
-        checked before the transcript changes; nothing is ever truncated.
+        checked before the transcript changes; nothing is ever truncated. ``client``
+        is who asks, as :meth:`get` checks it.
         """
-        session = self.get(world, session_id, now)
+        session = self.get(world, session_id, now, client)
         action = accepted(message)
         calls = action if isinstance(action, list) else []
         if len(session.transcript) + 1 + max(1, len(calls)) > self.limits.messages:
