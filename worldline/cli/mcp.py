@@ -36,6 +36,20 @@ def _port(text: str) -> int:
     return int(text)
 
 
+def _hosts(text: str) -> tuple[str, ...]:
+    import argparse
+
+    from worldline.mcp.hosts import allowed_host
+
+    entries = tuple(part.strip() for part in text.split(","))
+    for entry in entries:
+        try:
+            allowed_host(entry)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from exc
+    return entries
+
+
 def add_arguments(verb: argparse.ArgumentParser) -> None:
     """The ``mcp`` verb's own options (the client options come from its parent)."""
     verb.add_argument(
@@ -47,7 +61,18 @@ def add_arguments(verb: argparse.ArgumentParser) -> None:
     verb.add_argument(
         "--host",
         default="127.0.0.1",
-        help="--http: the address to listen on (default loopback only)",
+        help="--http: the address to listen on (default loopback only; any other "
+        "needs --allowed-hosts)",
+    )
+    verb.add_argument(
+        "--allowed-hosts",
+        type=_hosts,
+        default=(),
+        metavar="HOST[,HOST...]",
+        help="--http: the host names (NAME or NAME:PORT) clients use to reach this "
+        "server; requests whose Host or Origin header names another are refused "
+        "(DNS-rebinding protection; loopback names always pass); required with a "
+        "non-loopback --host",
     )
     verb.add_argument(
         "--port",
@@ -69,7 +94,7 @@ def run_mcp(args: argparse.Namespace) -> int:
     to stderr) as ``--agent``, or over HTTP as each authenticated agent."""
     try:  # the MCP SDK is only loaded here
         from worldline.mcp.auth import load_tokens
-        from worldline.mcp.server import serve, serve_http
+        from worldline.mcp.server import serve, serve_http, transport_security
     except ImportError as exc:
         if exc.name is None or exc.name.split(".")[0] not in (
             "mcp",
@@ -85,9 +110,13 @@ def run_mcp(args: argparse.Namespace) -> int:
     http = getattr(args, "http", False)
     tokens_file = getattr(args, "tokens", None)
     if not http:
-        if tokens_file is not None:
-            sys.stderr.write("worldline: --tokens is for --http only\n")
-            return EXIT_USAGE
+        for flag, given in (
+            ("--tokens", tokens_file is not None),
+            ("--allowed-hosts", bool(getattr(args, "allowed_hosts", ()))),
+        ):
+            if given:
+                sys.stderr.write(f"worldline: {flag} is for --http only\n")
+                return EXIT_USAGE
         anyio.run(
             partial(
                 serve,
@@ -105,6 +134,8 @@ def run_mcp(args: argparse.Namespace) -> int:
             "(docs/agents.md, 'Over HTTP'); unauthenticated HTTP is not served\n"
         )
         return EXIT_USAGE
+    # Refuse a non-loopback bind without --allowed-hosts before reading anything.
+    transport_security(args.host, args.allowed_hosts)
     tokens = load_tokens(tokens_file, env_creds=bool(os.environ.get(CREDS_ENV)))
     anyio.run(
         partial(
@@ -114,6 +145,7 @@ def run_mcp(args: argparse.Namespace) -> int:
             tokens=tokens,
             host=args.host,
             port=args.port,
+            allowed_hosts=args.allowed_hosts,
             request_timeout=args.timeout,
         ),
         backend="asyncio",

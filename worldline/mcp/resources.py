@@ -2,11 +2,14 @@
 resource-updated notifications that tell subscribed clients when they change.
 
 The URIs name the agent (``worldline://agents/ada/worldview``, ``.../view``,
-``.../inbox``): over HTTP one server serves several agents, and an agent reads only
-its own (another's is refused). :func:`follow` drives the notifications from the
-SDK's :meth:`~worldline.sdk.client.World.watch`: the projector pushes an agent's view
-(with its standing worldview and its inbox's pending count and recent ids) whenever
-its bytes change; each push is compared part by part with the one before, and each
+``.../inbox``): over HTTP one server serves several agents, and an agent sees only its
+own: ``resources/list`` lists the caller's three, and reading, subscribing to or
+listening for any other URI (another agent's, or one that names no agent the server
+serves) is refused with the same message, so a caller learns nothing of the roster.
+:func:`follow` drives the notifications from the SDK's
+:meth:`~worldline.sdk.client.World.watch`: the projector pushes an agent's view (with
+its standing worldview and its inbox's pending count and recent ids) whenever its
+bytes change; each push is compared part by part with the one before, and each
 part that changed is published as ``notifications/resources/updated`` to the clients
 listening for that URI (``subscriptions/listen``, 2026-era) or subscribed to it
 (``resources/subscribe``, 2025-era).
@@ -21,14 +24,22 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import msgspec
-from mcp.server.mcpserver.exceptions import ResourceError
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.server.mcpserver.resources import FunctionResource
-from mcp.server.subscriptions import InMemorySubscriptionBus, ResourceUpdated
+from mcp.server.subscriptions import (
+    InMemorySubscriptionBus,
+    ListenHandler,
+    ResourceUpdated,
+)
 from mcp.shared.exceptions import MCPError
 from mcp.types import (
     INVALID_PARAMS,
     EmptyResult,
+    ListResourcesResult,
+    PaginatedRequestParams,
+    ReadResourceRequestParams,
     SubscribeRequestParams,
+    SubscriptionsListenRequestParams,
     UnsubscribeRequestParams,
 )
 
@@ -38,9 +49,16 @@ from worldline.mcp.reads import _views, fingerprint
 from worldline.sdk.errors import WorldlineError
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from mcp.server.context import ServerRequestContext
     from mcp.server.mcpserver import MCPServer
     from mcp.server.session import ServerSession
+    from mcp.types import (
+        InputRequiredResult,
+        ReadResourceResult,
+        SubscriptionsListenResult,
+    )
 
     from worldline.protocols.rpc import AgentView
     from worldline.sdk.client import World
@@ -86,7 +104,9 @@ class Updates:
 
     def install(self, server: MCPServer) -> None:
         """Serve ``resources/subscribe`` and ``resources/unsubscribe`` (2025-era
-        wire; MCPServer leaves them to the low-level server)."""
+        wire; MCPServer leaves them to the low-level server), and scope to the
+        caller what MCPServer serves for every agent alike: ``resources/list``,
+        ``resources/read`` and ``subscriptions/listen``."""
         lowlevel = server._lowlevel_server
         lowlevel.add_request_handler(
             "resources/subscribe", SubscribeRequestParams, self._subscribe
@@ -95,16 +115,61 @@ class Updates:
             "resources/unsubscribe", UnsubscribeRequestParams, self._unsubscribe
         )
 
+        async def listed(
+            ctx: ServerRequestContext[Any], params: PaginatedRequestParams
+        ) -> ListResourcesResult:
+            own = self._own_uris("list")
+            every = await server.list_resources()
+            return ListResourcesResult(
+                resources=[r for r in every if str(r.uri) in own]
+            )
+
+        async def read(
+            ctx: ServerRequestContext[Any], params: ReadResourceRequestParams
+        ) -> ReadResourceResult | InputRequiredResult:
+            self._check("read", [params.uri])
+            return await server._handle_read_resource(ctx, params)
+
+        listen = ListenHandler(self.bus)
+
+        async def listened(
+            ctx: ServerRequestContext[Any], params: SubscriptionsListenRequestParams
+        ) -> SubscriptionsListenResult:
+            self._check("listen for", params.notifications.resource_subscriptions or [])
+            return await listen(ctx, params)
+
+        lowlevel.add_request_handler("resources/list", PaginatedRequestParams, listed)
+        lowlevel.add_request_handler("resources/read", ReadResourceRequestParams, read)
+        lowlevel.add_request_handler(
+            "subscriptions/listen", SubscriptionsListenRequestParams, listened
+        )
+
+    def _own_uris(self, verb: str) -> frozenset[str]:
+        """The caller's resource URIs (over HTTP, a request without a known token
+        is refused)."""
+        try:
+            caller = self.agents.caller()
+        except ToolError as exc:  # the HTTP layer refuses those first
+            raise MCPError(INVALID_PARAMS, f"cannot {verb}: {exc}") from exc
+        return frozenset(resource_uri(caller, part) for part in RESOURCES)
+
+    def _check(self, verb: str, uris: Sequence[str]) -> None:
+        """Refuse any URI that is not the caller's: one message for another agent's
+        and for one that names no agent served, so none learns who else is."""
+        own = self._own_uris(verb)
+        for uri in uris:
+            if str(uri) not in own:
+                caller = self.agents.caller()
+                raise MCPError(
+                    INVALID_PARAMS,
+                    f"cannot {verb} {uri}: you are {caller}; your resources are "
+                    f"{resource_uri(caller, '{worldview,view,inbox}')}",
+                )
+
     async def _subscribe(
         self, ctx: ServerRequestContext[Any], params: SubscribeRequestParams
     ) -> EmptyResult:
-        caller = self.agents.caller()
-        if params.uri not in {resource_uri(caller, part) for part in RESOURCES}:
-            raise MCPError(
-                INVALID_PARAMS,
-                f"cannot subscribe to {params.uri}: you are {caller}; your "
-                f"resources are {resource_uri(caller, '{worldview,view,inbox}')}",
-            )
+        self._check("subscribe to", [params.uri])
         self._subscribed.setdefault(params.uri, {})[_connection(ctx)] = ctx.session
         return EmptyResult()
 

@@ -29,7 +29,6 @@ protocol: logs go to stderr.
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 from contextlib import AsyncExitStack
 from importlib.metadata import PackageNotFoundError, version
@@ -39,9 +38,17 @@ import anyio
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
+from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import AnyHttpUrl
 
 from worldline.mcp.common import Agents, tool_errors
+from worldline.mcp.hosts import (
+    ALLOWED_HOSTS_FIX,
+    LOOPBACK_NAMES,
+    allowed_host,
+    bracketed,
+    loopback,
+)
 from worldline.mcp.judgment import judgment_tools
 from worldline.mcp.reads import read_tools
 from worldline.mcp.resources import Updates, follow, resources
@@ -50,10 +57,19 @@ from worldline.sdk.client import connect
 from worldline.sdk.errors import BadRequest, BusUnavailable
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from worldline.mcp.auth import Tokens
     from worldline.sdk.client import World
 
-__all__ = ["TOOLS", "build_server", "serve", "serve_http", "server_version"]
+__all__ = [
+    "TOOLS",
+    "build_server",
+    "serve",
+    "serve_http",
+    "server_version",
+    "transport_security",
+]
 
 log = logging.getLogger("worldline.mcp")
 
@@ -211,13 +227,35 @@ async def serve(
             tg.cancel_scope.cancel()
 
 
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+def transport_security(host: str, allowed: Sequence[str]) -> TransportSecuritySettings:
+    """The Host/Origin checks (DNS-rebinding protection) for a server bound to
+    ``host``: the loopback names, ``host`` itself when it is loopback, and each of
+    ``allowed`` (a name without a port: any port, or none, as behind a proxy; with
+    one: that port only).
+
+    Raises:
+        BadRequest: ``host`` is not loopback and ``allowed`` is empty (the MCP SDK
+            would turn the checks off).
+        ValueError: an entry of ``allowed`` is not a host (:func:`allowed_host`).
+    """
+    if not loopback(host) and not allowed:
+        raise BadRequest(f"--host {host} is not loopback: {ALLOWED_HOSTS_FIX}")
+    names = [*LOOPBACK_NAMES, *([bracketed(host)] if loopback(host) else [])]
+    exact: list[str] = []
+    for entry in allowed:
+        name, port = allowed_host(entry)
+        if port:
+            exact.append(f"{name}:{port}")
+        else:
+            names.append(name)
+    names = list(dict.fromkeys(names))
+    hosts = [*names, *(f"{name}:*" for name in names), *exact]
+    origins = [f"{scheme}://{h}" for scheme in ("http", "https") for h in hosts]
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=hosts,
+        allowed_origins=origins,
+    )
 
 
 async def serve_http(
@@ -227,18 +265,24 @@ async def serve_http(
     tokens: Tokens,
     host: str = "127.0.0.1",
     port: int = 8765,
+    allowed_hosts: Sequence[str] = (),
     request_timeout: float = 10.0,
 ) -> None:
     """Serve MCP over streamable HTTP at ``http://host:port/mcp`` until interrupted:
     one bus connection per agent of ``tokens``, each with its own credentials.
 
+    Requests whose Host (or Origin) header names none of the loopback names and
+    ``allowed_hosts`` are refused (421, 403): a non-loopback ``host`` needs
+    ``allowed_hosts`` (:func:`transport_security`).
+
     Raises:
-        BadRequest: a bad world or agent name, or a credentials file that holds
-            no key.
+        BadRequest: a bad world or agent name, a credentials file that holds
+            no key, or a non-loopback ``host`` without ``allowed_hosts``.
         BusUnavailable: NATS cannot be reached, or refused an agent's credentials.
     """
     import uvicorn  # the mcp extra brings it; only the HTTP transport needs it
 
+    security = transport_security(host, allowed_hosts)  # before any connection
     async with AsyncExitStack() as stack:
         worlds: dict[str, World] = {}
         for entry in tokens.entries:
@@ -259,11 +303,11 @@ async def serve_http(
         agents = Agents(world, worlds, authenticated=True)
         updates = Updates(agents)
         server = build_server(agents, updates=updates, tokens=tokens, url=address)
-        app = server.streamable_http_app(host=host)
+        app = server.streamable_http_app(host=host, transport_security=security)
         config = uvicorn.Config(
             app, host=host, port=port, log_level="warning", lifespan="on"
         )
-        if not _loopback(host):
+        if not loopback(host):
             log.warning(
                 "serving on %s: bearer tokens cross the network in clear text "
                 "unless a TLS proxy fronts this port",
