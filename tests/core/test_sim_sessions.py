@@ -9,6 +9,7 @@ from typing import Any, Final
 import pytest
 
 from worldline.actors.simulator.sessions import (
+    DEFAULT_EXPIRY,
     Kind,
     Prediction,
     Session,
@@ -321,3 +322,63 @@ def test_an_expired_session_frees_its_clients_slot() -> None:
     with refused("session_quota"):
         s.start(W, "t", "", T0, client="ada")
     s.start(W, "t", "", T0 + timedelta(seconds=61), client="ada")
+
+
+# --- ownership, the per-requester cap and expiry, with the clock passed in ------------
+
+
+def test_only_the_client_that_opened_a_session_steps_or_ends_it() -> None:
+    s = Sessions(rng=random.Random(7))
+    mine = s.start(W, "t", "", T0, client="acc:AGENT_spock/U1", agent="spock")
+    with refused("not_your_session"):
+        s.step(W, mine.id, say("hi"), T0, echo(), client="acc:AGENT_zora/U2")
+    with refused("not_your_session"):
+        s.get(W, mine.id, T0, "acc:AGENT_zora/U2")
+    assert mine.transcript == []  # the refused step changed nothing
+    s.step(W, mine.id, say("hi"), T0, echo(), client="acc:AGENT_spock/U1")
+    # No client (nothing vouches for the caller): the session id is the key.
+    s.step(W, mine.id, say("again"), T0, echo())
+    assert len(mine.transcript) == 4
+
+
+def test_one_requester_never_reaches_the_global_limit() -> None:
+    s = Sessions(rng=random.Random(7))  # the defaults: 16 per client of 256
+    answers = []
+    for _ in range(320):
+        try:
+            s.start(W, "t", "", T0, client="acc:AGENT_spock/U1")
+            answers.append("started")
+        except SessionError as exc:
+            answers.append(exc.name)
+    assert answers.count("started") == s.per_client == 16
+    assert set(answers[16:]) == {"session_quota"}
+    assert s.per_client * 16 == s.limits.sessions  # well below the global limit
+    # Everyone else still gets theirs, up to the global limit and no further.
+    for n in range(s.limits.sessions - 16):
+        s.start(W, "t", "", T0, client=f"acc:AGENT_a{n // 16}/U{n // 16}")
+    with refused("too_many_sessions"):
+        s.start(W, "t", "", T0, client="acc:AGENT_late/U9")
+
+
+def test_idle_sessions_expire_after_ten_minutes_by_default() -> None:
+    s = Sessions(rng=random.Random(7))
+    assert s.limits.expiry == DEFAULT_EXPIRY == 600
+    idle = s.start(W, "t", "", T0, client="a")
+    busy = s.start(W, "t", "", T0, client="a")
+    s.step(W, busy.id, say("hi"), T0 + timedelta(seconds=590), echo(), client="a")
+    at = T0 + timedelta(seconds=601)
+    with refused("session_expired") as caught:
+        s.get(W, idle.id, at, "a")
+    assert "600s" in caught.value.message
+    s.get(W, busy.id, at, "a")  # its step touched it at 590 s
+    with refused("session_expired"):
+        s.get(W, busy.id, T0 + timedelta(seconds=1191), "a")
+
+
+def test_the_quota_frees_when_the_clock_passes_the_expiry() -> None:
+    s = Sessions(Limits(sessions=4, expiry=30), rng=random.Random(7), per_client=2)
+    s.start(W, "t", "", T0, client="a")
+    s.start(W, "t", "", T0, client="a")
+    with refused("session_quota"):
+        s.start(W, "t", "", T0 + timedelta(seconds=30), client="a")  # not yet
+    s.start(W, "t", "", T0 + timedelta(seconds=31), client="a")

@@ -10,12 +10,16 @@ from typing import Any, Final
 
 import pytest
 
+from worldline.actors.runtime.requester import AS_OPERATOR, Requester, agent_account
+from worldline.actors.runtime.serve import answering_for
 from worldline.actors.simulator.index import build
 from worldline.actors.simulator.provider import LocalProvider, depth, ends_here
 from worldline.actors.simulator.service import SessionService
 from worldline.actors.simulator.sessions import Session, SessionError, Sessions
 from worldline.protocols.messages import (
     Message,
+    SimEnd,
+    SimEnded,
     SimError,
     SimStart,
     SimStarted,
@@ -130,7 +134,7 @@ def test_depth_and_ends_here() -> None:
 # --- through the service -------------------------------------------------------------
 
 
-def ask(s: SessionService, request: SimStart | SimStep) -> Message:
+def ask(s: SessionService, request: SimStart | SimStep | SimEnd) -> Message:
     reader: Any = None  # sessions never read the store
     return s.serve(reader, request, "w")
 
@@ -182,3 +186,33 @@ def test_the_service_applies_the_quota_per_agent() -> None:
 def test_sessions_reject_a_bad_quota() -> None:
     with pytest.raises(ValueError, match="per_client"):
         Sessions(rng=random.Random(1), per_client=0)
+
+
+def test_the_service_counts_the_attested_requester_not_the_body() -> None:
+    s = service(per_client=1)
+    spock, zora = (
+        Requester(key=f"acc:{agent_account(a)}/U{a}", agent=a, attested=True)
+        for a in ("spock", "zora")
+    )
+    with answering_for(spock):
+        started = ask(s, SimStart(task=TASK, agent="zora"))  # claims to be zora
+        again = ask(s, SimStart(task=TASK, agent="zora"))
+    assert isinstance(started, SimStarted)
+    assert isinstance(again, SimError)
+    assert again.name == "session_quota"
+    assert "'spock'" in again.message
+    step = SimStep(
+        session_id=started.session_id, message={"role": "assistant", "content": "hi"}
+    )
+    with answering_for(zora):
+        assert isinstance(ask(s, SimStart(task=TASK, agent="zora")), SimStarted)
+        taken = ask(s, step)
+        ended = ask(s, SimEnd(session_id=started.session_id))
+    assert isinstance(taken, SimError)
+    assert taken.name == "not_your_session"
+    assert isinstance(ended, SimError)
+    assert ended.name == "not_your_session"
+    with answering_for(spock):
+        assert isinstance(ask(s, step), SimStepReply)
+    with answering_for(AS_OPERATOR):  # the operator may end anyone's session
+        assert isinstance(ask(s, SimEnd(session_id=started.session_id)), SimEnded)

@@ -33,6 +33,8 @@ from worldline.protocols.messages import Message, RpcError, encode
 from worldline.protocols.subjects import is_reply_subject, world_of
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from anyio.abc import TaskStatus
     from nats.aio.client import Client as NATS
     from nats.aio.msg import Msg
@@ -42,7 +44,13 @@ if TYPE_CHECKING:
     from worldline.actors.runtime.spec import Service
     from worldline.actors.runtime.store import Store
 
-__all__ = ["READ_THREADS", "requester", "serve", "serve_while_active"]
+__all__ = [
+    "READ_THREADS",
+    "answering_for",
+    "requester",
+    "serve",
+    "serve_while_active",
+]
 
 log = logging.getLogger("worldline.actor")
 
@@ -191,6 +199,17 @@ def requester() -> Requester:
     return _REQUESTER.get()
 
 
+@contextlib.contextmanager
+def answering_for(asker: Requester) -> Iterator[None]:
+    """Answer as if ``asker`` had asked (what the serve loop does around each
+    request): for a service called outside the bus, in tests and tools."""
+    token = _REQUESTER.set(asker)
+    try:
+        yield
+    finally:
+        _REQUESTER.reset(token)
+
+
 def _answer_bytes(
     store: Store,
     service: Service[Any],
@@ -199,11 +218,8 @@ def _answer_bytes(
     asker: Requester = ANONYMOUS,
 ) -> bytes | None:
     """The encoded answer, if any (in a worker thread)."""
-    token = _REQUESTER.set(asker)
-    try:
+    with answering_for(asker):
         reply = _answer(store, service, subject, data, asker)
-    finally:
-        _REQUESTER.reset(token)
     return None if reply is None else encode(reply)
 
 
