@@ -1,35 +1,46 @@
-"""Per-agent NATS users from world declarations: ``worldline creds``.
+"""NATS accounts and users from world declarations: ``worldline creds``.
 
-Each agent a declaration names (admins, grants, subscriptions, ``agent:<name>``
-entities) gets its own NATS nkey user whose permissions follow exactly how the SDK
-talks to the bus, and no further:
+Two kinds of NATS account keep agents and actors apart at the bus:
 
-* publish its own ops and observations (``wl.<world>.ops|obs.<agent>``), ask every
-  RPC verb of its worlds, put its own presence key;
-* bind, create (filtered to its own inbox subject only), fetch and ack its own inbox
-  durable; read its own view key (direct get) and watch it; read presence;
-* receive replies only under its own prefix ``_INBOX.<public key>`` (so it cannot
-  overhear another agent's inbox deliveries or view reads), and fusion's dead letters
-  of its worlds (``add``/``evidence`` wait on them).
+* ``WORLDLINE``, the actors' account: JetStream (every stream and bucket), the five
+  actors and the operator. Each actor is a user with only what it does on the bus
+  (:func:`actor_permissions`); the operator keeps broad rights.
+* ``AGENT_<name>``, one per agent a declaration names (admins, grants,
+  subscriptions, ``agent:<name>`` entities): no JetStream of its own, and nothing of
+  the actors' account but the services it imports (:func:`agent_imports`): its own
+  ``wl.<world>.ops|obs.<agent>`` (JetStream publishes: the PubAck comes back to it),
+  every RPC verb of its worlds (``share: true``: the actor receives the
+  ``Nats-Request-Info`` header the server writes, naming the account and user), its
+  own presence key, and its own JetStream subjects (inbox durable info, fetch and
+  ack; its view and its worlds' presence by direct get), mapped under
+  ``$JS.worldline.API`` (:data:`~worldline.actors.runtime.auth.AGENT_JS_API`).
 
-Everything else is denied: another agent's ops, obs, inbox or view; the
-``state``/``derived``/``inbox`` channels; stream and consumer admin.
+A message an agent publishes can only reach the actors' account through one of its
+imports, and whatever answers it (a PubAck, an RPC reply) is delivered back in the
+agent's own account, on the reply subject it named there: a reply subject naming a
+lease key, another agent's inbox, ops, state, derived records or presence lands in
+the agent's own account, where nothing reads it. The agent's user keeps an allow
+list equal to its imports (so a forbidden publish is the server's permissions
+violation, which the SDK names, instead of vanishing) and may subscribe only under
+``_INBOX.<public key>``. Agents create no consumer (not even a push consumer aimed
+at an actor's subject): the materializer opens an agent's inbox durable before its
+first message, and ``watch`` polls the view by direct get.
 
-Each actor gets its own user with what it does on the bus and no more
-(:func:`actor_permissions`): declare (info, create, update) worldline's streams and
-buckets, run the durables of its input streams, publish its own outputs (only fusion
-writes ``derived``, only the materializer ``state`` and ``inbox``, only the projector
-views, only the extractor ops as ``extractor``) and dead letters, heartbeat, serve its
-RPC verbs and answer on ``_INBOX.`` reply subjects. No actor may purge or delete a
-stream or its messages, touch an agent's inbox durable, or write an agent's ops: an
-actor tricked into publishing somewhere (a confused deputy) cannot do that harm.
-``actors/all.creds`` is the union of the five, for ``worldline up`` (one process).
-The ``operator`` (``export``, ``replay``, ``status``, declaring worlds first) keeps
-broad rights on ``wl.>``, ``$JS.>``, ``$KV.>`` and ``_INBOX.>``.
+Each actor's rights: declare (info, create, update) worldline's streams and buckets,
+run the durables of its input streams, publish its own outputs (only fusion writes
+``derived``, only the materializer ``state`` and ``inbox`` and opens inbox durables,
+only the projector views, only the extractor ops as ``extractor``) and dead letters,
+heartbeat, serve its RPC verbs and answer on ``_INBOX.`` and import reply (``_R_.``)
+subjects. No actor may purge or delete a stream or its messages, fetch from or delete
+an agent's inbox durable, or write an agent's ops. ``actors/all.creds`` is the union
+of the five, for ``worldline up`` (one process). The ``operator`` (``export``,
+``replay``, ``status``, declaring worlds first) keeps broad rights on ``wl.>``,
+``$JS.>``, ``$KV.>`` and ``_INBOX.>``.
 
-The permission sets and the config text are pure functions; :func:`write_credentials`
-is the only part that touches files (never the bus). Keys are kept across runs unless
-``rotate`` is set, so re-running after a declaration change never locks anyone out.
+The permission sets, imports and the config text are pure functions;
+:func:`write_credentials` is the only part that touches files (never the bus). Keys
+are kept across runs unless ``rotate`` is set, so re-running after a declaration
+change never locks anyone out.
 """
 
 from __future__ import annotations
@@ -45,14 +56,19 @@ import nkeys
 from worldline.actors.extractor.core import AUTHOR as EXTRACTOR_AUTHOR
 from worldline.actors.registry import ACTORS
 from worldline.actors.runtime.auth import (
+    AGENT_JS_API,
+    JS_API_MARK,
     CredentialsError,
     load_credentials,
     public_key_of,
     reply_prefix,
 )
+from worldline.actors.runtime.requester import agent_account
 from worldline.protocols.subjects import (
     ACTOR_NAMES,
     BUCKETS,
+    IMPORTED_REPLY_ROOT,
+    INBOX,
     LEASES,
     PREFIX,
     PRESENCE,
@@ -85,13 +101,18 @@ if TYPE_CHECKING:
     from worldline.protocols.world import WorldDecl
 
 __all__ = [
+    "ACTORS_ACCOUNT",
     "ALL_ACTORS",
     "OPERATOR",
     "CredsReport",
+    "Export",
+    "Import",
     "Permissions",
     "Role",
     "User",
+    "actor_exports",
     "actor_permissions",
+    "agent_imports",
     "agent_permissions",
     "all_actors_permissions",
     "credentials_text",
@@ -111,6 +132,11 @@ _JS_API: Final = "$JS.API"
 _JS_ALL: Final = "$JS.>"
 _JS_ACK: Final = "$JS.ACK"
 _ALL_REPLIES: Final = f"{REPLY_ROOT}.>"
+# The reply subjects the server maps a request that crossed a service import to: an
+# actor answers an agent there, and the server delivers it in the agent's account.
+_IMPORTED_REPLIES: Final = f"{IMPORTED_REPLY_ROOT}.>"
+# The account holding JetStream, the actors and the operator.
+ACTORS_ACCOUNT: Final = "WORLDLINE"
 _ANY: Final = "*"  # one subject token, any value
 _FOLDERS: Final[dict[Role, str]] = {"agent": "agents", "actor": "actors"}
 
@@ -124,14 +150,43 @@ class Permissions:
 
 
 @dataclass(frozen=True, slots=True)
+class Import:
+    """One service an agent's account imports from the actors' account."""
+
+    subject: str  # the subject in the actors' account
+    to: str = ""  # the subject in the agent's account, when it differs
+    share: bool = False  # the actor gets the server's Nats-Request-Info header
+
+    @property
+    def local(self) -> str:
+        """What the agent publishes on."""
+        return self.to or self.subject
+
+
+@dataclass(frozen=True, slots=True)
+class Export:
+    """One service the actors' account offers agents' accounts to import."""
+
+    subject: str
+    stream: bool = False  # many replies to one request (a fetch)
+
+
+@dataclass(frozen=True, slots=True)
 class User:
-    """One NATS user: who it is for, its public key and its permissions."""
+    """One NATS user: who it is for, its public key and its permissions; an agent
+    also has its account's imports."""
 
     role: Role
     name: str
     public_key: str
     permissions: Permissions
     worlds: tuple[str, ...] = ()  # agents only: the worlds it is declared in
+    imports: tuple[Import, ...] = ()  # agents only: what its account imports
+
+    @property
+    def account(self) -> str:
+        """The NATS account the user belongs to."""
+        return agent_account(self.name) if self.role == "agent" else ACTORS_ACCOUNT
 
 
 def declared_agents(decl: WorldDecl) -> list[str]:
@@ -157,43 +212,72 @@ def declared_agents(decl: WorldDecl) -> list[str]:
         raise BadRequest(f"world {decl.world.id}: {exc}") from exc
 
 
-def agent_permissions(
-    worlds: Iterable[str], agent: str, public_key: str
-) -> Permissions:
-    """The least an agent needs to use the SDK in ``worlds`` as ``agent``."""
-    publish: list[str] = []
-    subscribe = [f"{reply_prefix(public_key)}.>"]
+def _js(rest: str) -> Import:
+    """A JetStream API subject of the actors' account, as an agent's account reaches
+    it (under ``AGENT_JS_API``: its own account has no JetStream, and the server
+    would answer ``$JS.API`` there itself)."""
+    return Import(f"{_JS_API}.{rest}", to=f"{AGENT_JS_API}.{rest}")
+
+
+def agent_imports(worlds: Iterable[str], agent: str) -> tuple[Import, ...]:
+    """What ``agent``'s account imports from the actors' account: the least the SDK
+    needs in ``worlds`` as ``agent``, and nothing of another agent's."""
+    imports: list[Import] = []
     views, presence = bucket_stream(VIEWS), bucket_stream(PRESENCE)
     for world in sorted(set(worlds)):
         key = bucket_key(world, agent)
-        everyone = bucket_put(PRESENCE, bucket_key(world, "*"))
+        everyone = bucket_put(PRESENCE, bucket_key(world, _ANY))
         inbox = inbox_in(world, agent)
         stream, durable = inbox.stream.name, inbox.durable
-        consumers = f"{_JS_API}.CONSUMER"
-        publish += [
-            ops(world, agent),
-            obs(world, agent),
-            *(rpc(world, verb) for verb in get_args(RpcVerb)),
-            bucket_put(PRESENCE, key),
-            # Its inbox durable: info, create (the server checks that the filter in
-            # the subject is the one in the request), fetch, ack.
-            f"{consumers}.INFO.{stream}.{durable}",
-            f"{consumers}.CREATE.{stream}.{durable}.{inbox.filter_subject}",
-            f"{consumers}.MSG.NEXT.{stream}.{durable}",
-            f"{_JS_ACK}.{stream}.{durable}.>",
-            # Its own view: read by key, and watched through an ephemeral consumer
-            # filtered to that key.
-            f"{_JS_API}.DIRECT.GET.{views}.{bucket_put(VIEWS, key)}",
-            f"{consumers}.CREATE.{views}.*.{bucket_put(VIEWS, key)}",
-            # Presence is public within the world.
-            f"{_JS_API}.DIRECT.GET.{presence}.{everyone}",
+        imports += [
+            # Its ops and observations: JetStream publishes, PubAck back to it.
+            Import(ops(world, agent)),
+            Import(obs(world, agent)),
+            # Every verb, with the server's word on who asks.
+            *(Import(rpc(world, verb), share=True) for verb in get_args(RpcVerb)),
+            Import(bucket_put(PRESENCE, key)),
+            # Its inbox durable (the materializer opens it): info, fetch, ack. Acks
+            # go to the delivered message's own reply subject, $JS.ACK.<...>.
+            _js(f"CONSUMER.INFO.{stream}.{durable}"),
+            _js(f"CONSUMER.MSG.NEXT.{stream}.{durable}"),
+            Import(f"{_JS_ACK}.{stream}.{durable}.>"),
+            # Its own view by key (read and watched), presence of its world's agents.
+            _js(f"DIRECT.GET.{views}.{bucket_put(VIEWS, key)}"),
+            _js(f"DIRECT.GET.{presence}.{everyone}"),
         ]
-    publish += [
-        f"{_JS_API}.STREAM.INFO.{views}",
-        f"{_JS_API}.STREAM.INFO.{presence}",
-        f"{_JS_API}.CONSUMER.MSG.NEXT.{views}.*",
-    ]
-    return Permissions(tuple(publish), tuple(subscribe))
+    imports += [_js(f"STREAM.INFO.{views}"), _js(f"STREAM.INFO.{presence}")]
+    return tuple(dict.fromkeys(imports))
+
+
+def agent_permissions(
+    worlds: Iterable[str], agent: str, public_key: str
+) -> Permissions:
+    """The agent user's own rights inside its account: publish exactly what its
+    account imports (anything else is the server's permissions violation, named to
+    the caller, rather than a publish that vanishes), receive replies only under its
+    own ``_INBOX.<public key>``."""
+    publish = [imp.local for imp in agent_imports(worlds, agent)]
+    return Permissions(tuple(publish), (f"{reply_prefix(public_key)}.>",))
+
+
+def actor_exports() -> tuple[Export, ...]:
+    """What the actors' account offers agents' accounts (each imports its own part:
+    :func:`agent_imports`)."""
+    api = _JS_API
+    views, presence = bucket_stream(VIEWS), bucket_stream(PRESENCE)
+    return (
+        Export(ops(_ANY, _ANY)),
+        Export(obs(_ANY, _ANY)),
+        Export(f"{PREFIX}.{_ANY}.rpc.>"),
+        Export(bucket_put(PRESENCE, bucket_key(_ANY, _ANY))),
+        Export(f"{api}.CONSUMER.INFO.{INBOX.name}.{_ANY}"),
+        Export(f"{api}.CONSUMER.MSG.NEXT.{INBOX.name}.{_ANY}", stream=True),
+        Export(f"{_JS_ACK}.{INBOX.name}.{_ANY}.>"),
+        Export(f"{api}.DIRECT.GET.{views}.>"),
+        Export(f"{api}.DIRECT.GET.{presence}.>"),
+        Export(f"{api}.STREAM.INFO.{views}"),
+        Export(f"{api}.STREAM.INFO.{presence}"),
+    )
 
 
 # What each actor's core publishes (its outputs; every actor also dead-letters and
@@ -202,7 +286,14 @@ def agent_permissions(
 _OUTPUTS: Final[dict[str, tuple[str, ...]]] = {
     "extractor": (ops(_ANY, EXTRACTOR_AUTHOR),),
     "fusion": (derived(_ANY, _ANY, _ANY),),
-    "materializer": (state(_ANY, _ANY), inbox(_ANY, _ANY)),
+    "materializer": (
+        state(_ANY, _ANY),
+        inbox(_ANY, _ANY),
+        # It opens an agent's inbox durable (pull, filtered to that inbox) before
+        # the first message: agents create no consumer.
+        f"{_JS_API}.CONSUMER.INFO.{INBOX.name}.{_ANY}",
+        f"{_JS_API}.CONSUMER.CREATE.{INBOX.name}.{_ANY}.{inbox(_ANY, _ANY)}",
+    ),
     "projector": (bucket_put(VIEWS, ">"),),
     "simulator": (),
 }
@@ -232,6 +323,7 @@ def actor_permissions(actor: str, public_key: str) -> Permissions:
         dlq(_ANY, _ANY),
         bucket_put(STATUS, ">"),
         _ALL_REPLIES,
+        _IMPORTED_REPLIES,
     ]  # fmt: skip
     for inp in spec.inputs:
         stream = inp.consumer.stream.name
@@ -298,7 +390,8 @@ def plan_users(
     for agent, worlds in sorted(worlds_of.items()):
         public = public_key_of(seeds["agent", agent])
         permissions = agent_permissions(worlds, agent, public)
-        users.append(User("agent", agent, public, permissions, tuple(worlds)))
+        imports = agent_imports(worlds, agent)
+        users.append(User("agent", agent, public, permissions, tuple(worlds), imports))
     for actor in ACTOR_NAMES:
         public = public_key_of(seeds["actor", actor])
         users.append(User("actor", actor, public, actor_permissions(actor, public)))
@@ -322,8 +415,37 @@ def _label(user: User) -> str:
     return f"{user.role} {user.name}" if user.role == "actor" else user.name
 
 
+def _user_lines(user: User, indent: str) -> list[str]:
+    pad = indent + "      "
+    return [
+        f"{indent}# {_label(user)}",
+        f"{indent}{{",
+        f"{indent}  nkey: {json.dumps(user.public_key)}",
+        f"{indent}  permissions: {{",
+        f"{indent}    publish: {{ allow: {_list(user.permissions.publish, pad)} }}",
+        f"{indent}    subscribe: {{ allow: {_list(user.permissions.subscribe, pad)} }}",
+        f"{indent}  }}",
+        f"{indent}}}",
+    ]
+
+
+def _export_line(export: Export) -> str:
+    stream = ", response_type: stream" if export.stream else ""
+    return f"{{ service: {json.dumps(export.subject)}{stream} }}"
+
+
+def _import_line(imp: Import) -> str:
+    source = f"account: {ACTORS_ACCOUNT}, subject: {json.dumps(imp.subject)}"
+    to = f", to: {json.dumps(imp.to)}" if imp.to else ""
+    share = ", share: true" if imp.share else ""
+    return f"{{ service: {{ {source} }}{to}{share} }}"
+
+
 def server_config(users: Sequence[User], *, sources: Sequence[str] = ()) -> str:
-    """nats-server config text: an ``authorization`` block with one nkey user each.
+    """nats-server config text: an ``accounts`` block. ``WORLDLINE`` holds
+    JetStream, the actors and the operator, and exports what agents may import; each
+    agent has an account of its own (``AGENT_<name>``, no JetStream) with its user
+    and its imports.
 
     Only public keys are written: the file holds no secret. Include it from the
     server config (``include "auth.conf"``) or pass it alone with ``-c``.
@@ -334,34 +456,53 @@ def server_config(users: Sequence[User], *, sources: Sequence[str] = ()) -> str:
         + ". Do not edit: re-run it.",
         '# Include it in the nats-server config (include "auth.conf") or run',
         "# nats-server -c auth.conf. Public keys only: the seeds are in the .creds",
-        "# files.",
-        "authorization {",
-        "  users = [",
+        "# files. Agents and actors are apart at the bus: an agent's account reaches",
+        f"# the actors' account ({ACTORS_ACCOUNT}) only through its imports, and every",
+        "# answer (a PubAck too) comes back into the agent's own account.",
+        "accounts {",
+        "  # JetStream (streams, buckets), the actors and the operator.",
+        f"  {ACTORS_ACCOUNT} {{",
+        "    jetstream: enabled",
+        "    users = [",
     ]
     for user in users:
-        pad = "        "
+        if user.role != "agent":
+            lines += _user_lines(user, "      ")
+    lines += ["    ]", "    # What agents' accounts may import (each its own part).",
+              "    exports = ["]  # fmt: skip
+    lines += [f"      {_export_line(e)}" for e in actor_exports()]
+    lines += ["    ]", "  }"]
+    for user in users:
+        if user.role != "agent":
+            continue
         lines += [
-            f"    # {_label(user)}",
-            "    {",
-            f"      nkey: {json.dumps(user.public_key)}",
-            "      permissions: {",
-            f"        publish: {{ allow: {_list(user.permissions.publish, pad)} }}",
-            f"        subscribe: {{ allow: {_list(user.permissions.subscribe, pad)} }}",
-            "      }",
-            "    }",
+            f"  # {_label(user)}: no JetStream of its own; only these imports",
+            f"  {json.dumps(user.account)} {{",
+            "    users = [",
+            *_user_lines(user, "      "),
+            "    ]",
+            "    imports = [",
+            *(f"      {_import_line(imp)}" for imp in user.imports),
+            "    ]",
+            "  }",
         ]
-    lines += ["  ]", "}", ""]
+    lines += ["}", ""]
     return "\n".join(lines)
 
 
 def credentials_text(user: User, seed: str) -> str:
-    """A credentials file: comments, then the seed in the decorated form NATS tools
+    """A credentials file: comments (an agent's names the JetStream API prefix its
+    account reaches JetStream through), then the seed in the decorated form NATS tools
     read (``nats --nkey FILE`` too)."""
+    account = f"# account: {user.account}\n"
+    if user.role == "agent":
+        account += f"{JS_API_MARK}{AGENT_JS_API}\n"
     return (
         f"# worldline credentials: {_label(user)}\n"
         f"# public key: {user.public_key}\n"
-        "# Secret: keep it mode 0600, on the machine of whoever it names. Use it with\n"
-        "# --creds FILE (env WORLDLINE_CREDS) or worldline.connect(..., creds=FILE).\n"
+        + account
+        + "# Secret: keep it mode 0600, on the machine of whoever it names. Use it\n"
+        "# with --creds FILE (env WORLDLINE_CREDS) or worldline.connect(creds=FILE).\n"
         "-----BEGIN USER NKEY SEED-----\n"
         f"{seed}\n"
         "------END USER NKEY SEED------\n"

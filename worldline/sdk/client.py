@@ -35,7 +35,8 @@ from worldline.protocols.messages import (
     RpcError,
     encode,
 )
-from worldline.protocols.subjects import PRESENCE, RpcVerb, check_name, rpc
+from worldline.protocols.subjects import OPS, PRESENCE, RpcVerb, check_name, rpc
+from worldline.protocols.world import agents_named
 from worldline.sdk.batch import LoadMixin
 from worldline.sdk.crew import validated
 from worldline.sdk.discovery import DEFAULT_URL, bus_url
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
     from nats.aio.client import Client as NATS
 
     from worldline.protocols.kv import Presence
+    from worldline.sdk.export import ExportRecord, RawRecord
     from worldline.sdk.turns import Turn
 
 __all__ = ["DEFAULT_URL", "World", "connect"]
@@ -129,6 +131,16 @@ class _Violations:
             )
 
 
+def _js_api(creds: str | os.PathLike[str] | None) -> str:
+    """The JetStream API prefix these credentials reach JetStream through (an
+    agent's own account: ``$JS.worldline.API``), or "" for the default."""
+    try:
+        auth = load_credentials(creds)
+    except CredentialsError:
+        return ""  # connecting says what is wrong with the file
+    return "" if auth is None else auth.js_api
+
+
 def _credentials_label(creds: str | os.PathLike[str] | None) -> str:
     """Whose credentials these are, from the comment `worldline creds` writes."""
     try:
@@ -155,9 +167,13 @@ class World(SimMixin, LoadMixin):
         agent: str,
         timeout: float,
         violations: _Violations | None = None,
+        js_api: str = "",
     ) -> None:
         self._nc = nc
-        self._js = nc.jetstream()
+        # An agent's own account reaches the actors' JetStream under its prefix
+        # (its credentials file names it); it creates no consumer there.
+        self._agent_account = bool(js_api)
+        self._js = nc.jetstream(prefix=js_api) if js_api else nc.jetstream()
         self.world = world
         self.agent = agent
         self.timeout = timeout
@@ -205,9 +221,18 @@ class World(SimMixin, LoadMixin):
 
     async def who(self) -> list[Presence]:
         """Every agent present in this world (its presence, set with
-        :meth:`set_presence`, not yet expired), by agent name."""
+        :meth:`set_presence`, not yet expired), by agent name.
+
+        With an agent's own credentials (its own NATS account) the presence bucket
+        cannot be listed, only read by key: the agents the world's declaration names
+        (and this one) are read one by one."""
+        if self._agent_account:
+            return await self._who_declared()
         present: list[Presence] = []
-        with bus_errors(self._url, "reading presence"):
+        with (
+            self._permitted(lambda subject: PRESENCE.bucket in subject),
+            bus_errors(self._url, "reading presence"),
+        ):
             kv = await self._js.key_value(PRESENCE.bucket)
             watcher = await kv.watch(f"{self.world}.*", ignore_deletes=True)
         try:
@@ -221,6 +246,28 @@ class World(SimMixin, LoadMixin):
             with anyio.CancelScope(shield=True):
                 await watcher.stop()  # type: ignore[no-untyped-call]
         return sorted(present, key=lambda p: p.agent)
+
+    async def _who_declared(self) -> list[Presence]:
+        """Presence of every agent the declaration names, and this one, by key."""
+        crew = await self.read_world(entity_type="none", beliefs=False)
+        names = {self.agent}
+        if crew.declaration is not None:
+            names |= agents_named(crew.declaration)
+        present = [await self.presence(name) for name in sorted(names)]
+        return [p for p in present if p is not None]
+
+    async def backup(self) -> AsyncIterator[ExportRecord | RawRecord]:
+        """See :meth:`worldline.sdk.export.ExportMixin.backup`. The op log is the
+        operator's to read: credentials without that right (an agent's) are named
+        at once, as the server's refusal of the log's stream."""
+        with (
+            self._permitted(lambda subject: OPS.name.lower() in subject.split(".")),
+            bus_errors(self._url, "reading the op log"),
+            contextlib.suppress(nats.js.errors.NotFoundError),  # said below
+        ):
+            await self._js.stream_info(OPS.name)
+        async for record in super().backup():
+            yield record
 
     def turn(
         self, query: str, *, at: datetime | None = None, wait: float | None = None
@@ -307,6 +354,7 @@ async def connect(
     except ValueError as exc:
         raise BadRequest(str(exc)) from exc
     violations = _Violations(_credentials_label(creds))
+    js_api = _js_api(creds)
     url = bus_url(url)
     try:
         nc = await bus_connect(
@@ -326,6 +374,7 @@ async def connect(
             agent=agent,
             timeout=request_timeout,
             violations=violations,
+            js_api=js_api,
         )
     finally:
         with anyio.CancelScope(shield=True), anyio.move_on_after(5):

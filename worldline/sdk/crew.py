@@ -73,6 +73,8 @@ if TYPE_CHECKING:
     from nats.aio.msg import Msg
     from nats.js import JetStreamContext
 
+    from worldline.protocols.subjects import ConsumerSpec
+
 __all__ = [
     "CrewMixin",
     "InboxItem",
@@ -85,6 +87,10 @@ __all__ = [
 T = TypeVar("T", bound=msgspec.Struct)
 
 _VIEW_VALUE = msgspec.msgpack.Decoder(ViewReply)
+# JetStream's "consumer not found" (a missing stream is 10059).
+_CONSUMER_NOT_FOUND = 10014
+# Seconds between reads of a watched view by an agent's own account.
+WATCH_POLL = 0.5
 
 
 def new_id(prefix: str) -> str:
@@ -126,6 +132,9 @@ class CrewMixin(ExportMixin):
     _fence: int = 0  # read replicas must hold at least this OPS sequence
     _last_version: int = 0  # what the last applied write left its fields at
     _url: str = "the server"  # the server connected to, for error messages
+    # Connected as an agent's own NATS account (worldline creds): it reads JetStream
+    # by key only and creates no consumer.
+    _agent_account: bool = False
     world: str
     agent: str
     timeout: float
@@ -351,17 +360,33 @@ class CrewMixin(ExportMixin):
 
     async def stored_view(self, agent: str | None = None) -> AgentView | None:
         """The view the projector last pushed to the ``wl-views`` bucket."""
-        with bus_errors(self._url, "reading the stored view"):
+        entry = await self._stored_view_entry(agent or self.agent)
+        return None if entry is None else entry[1]
+
+    async def _stored_view_entry(
+        self, agent: str
+    ) -> tuple[int, AgentView | None] | None:
+        """The stored view's revision and view, or None when there is none."""
+        with (
+            self._permitted(lambda subject: VIEWS.bucket in subject),
+            bus_errors(self._url, "reading the stored view"),
+        ):
             kv = await self._js.key_value(VIEWS.bucket)
-        try:
-            entry = await kv.get(bucket_key(self.world, agent or self.agent))
-        except nats.js.errors.KeyNotFoundError:
+            try:
+                entry = await kv.get(bucket_key(self.world, agent))
+            except nats.js.errors.KeyNotFoundError:
+                return None
+        if entry.value is None:
             return None
-        return None if entry.value is None else _VIEW_VALUE.decode(entry.value).view
+        return int(entry.revision or 0), _VIEW_VALUE.decode(entry.value).view
 
     async def watch(self, agent: str | None = None) -> AsyncIterator[AgentView]:
         """The agent's startup view with its standing worldview: the latest one at
         once, then each one the projector publishes (only when its bytes change)."""
+        if self._agent_account:  # no consumer of its own: read the key as it moves
+            async for polled in self._poll_view(agent or self.agent):
+                yield polled
+            return
         subject = bucket_put(VIEWS, bucket_key(self.world, agent or self.agent))
         config = api.ConsumerConfig(
             ack_policy=api.AckPolicy.NONE,
@@ -385,6 +410,18 @@ class CrewMixin(ExportMixin):
         finally:
             await sub.unsubscribe()
 
+    async def _poll_view(self, agent: str) -> AsyncIterator[AgentView]:
+        """Each new revision of ``agent``'s stored view, read by key every
+        ``WATCH_POLL`` seconds (an agent's own account may not create a consumer)."""
+        seen = -1
+        while True:
+            entry = await self._stored_view_entry(agent)
+            if entry is not None and entry[0] != seen:
+                seen = entry[0]
+                if entry[1] is not None:
+                    yield entry[1]
+            await anyio.sleep(WATCH_POLL)
+
     async def state_hash(self) -> StateHashReply:
         """The live materializer's hash of this world's state."""
         reply = await self._request("state_hash", StateHash())
@@ -405,7 +442,8 @@ class CrewMixin(ExportMixin):
         with self._permitted(lambda subject: durable.lower() in subject.split(".")):
             with anyio.move_on_after(self.timeout) as waited:
                 try:
-                    await ensure_consumer(self._js, spec)
+                    if not await self._inbox_open(spec):
+                        return []  # the materializer opens it with a first message
                 except nats.js.errors.NotFoundError as exc:
                     raise no_worldline(self._url, "no INBOX stream") from exc
             if waited.cancelled_caught:
@@ -425,6 +463,21 @@ class CrewMixin(ExportMixin):
         return [
             InboxItem(INBOX.decode(m.data), m.metadata.sequence.stream, m) for m in msgs
         ]
+
+    async def _inbox_open(self, spec: ConsumerSpec) -> bool:
+        """Make sure the inbox durable exists; False when it does not yet and these
+        credentials (an agent's own account) may not create it: the materializer
+        opens it before the first message, so there is nothing to read yet."""
+        if not self._agent_account:
+            await ensure_consumer(self._js, spec)
+            return True
+        try:
+            await self._js.consumer_info(spec.stream.name, spec.durable)
+        except nats.js.errors.NotFoundError as exc:
+            if exc.err_code == _CONSUMER_NOT_FOUND:
+                return False
+            raise
+        return True
 
     async def ack(self, items: list[InboxItem]) -> None:
         """Acknowledge on the bus and record the acks in the world (pending counts).
@@ -453,21 +506,27 @@ class CrewMixin(ExportMixin):
 
     async def set_presence(self, status: str, task: str = "") -> None:
         """Ephemeral status (expires after the bucket's TTL; never in the log)."""
-        with bus_errors(self._url, "reading presence"):
-            kv = await self._js.key_value(PRESENCE.bucket)
         value = validated(
             Presence(agent=self.agent, status=status, task=task, at=utc_now())
         )
-        await kv.put(bucket_key(self.world, self.agent), encode(value))
+        with (
+            self._permitted(lambda subject: PRESENCE.bucket in subject),
+            bus_errors(self._url, "setting presence"),
+        ):
+            kv = await self._js.key_value(PRESENCE.bucket)
+            await kv.put(bucket_key(self.world, self.agent), encode(value))
 
     async def presence(self, agent: str) -> Presence | None:
         """Another agent's presence, or None if absent or expired."""
-        with bus_errors(self._url, "reading presence"):
+        with (
+            self._permitted(lambda subject: PRESENCE.bucket in subject),
+            bus_errors(self._url, "reading presence"),
+        ):
             kv = await self._js.key_value(PRESENCE.bucket)
-        try:
-            entry = await kv.get(bucket_key(self.world, agent))
-        except nats.js.errors.KeyNotFoundError:
-            return None
+            try:
+                entry = await kv.get(bucket_key(self.world, agent))
+            except nats.js.errors.KeyNotFoundError:
+                return None
         return None if entry.value is None else PRESENCE_VALUE.decode(entry.value)
 
 

@@ -8,6 +8,12 @@ secret lives in the server config. A file holding a NATS user JWT as well
 Each nkey user gets its own reply prefix (``_INBOX.<public key>``): the server lets a
 user subscribe only under its own prefix, so one agent cannot listen to the replies
 meant for another (inbox deliveries, view reads).
+
+An agent's credentials file also names the JetStream API prefix its account reaches
+JetStream through (``# jetstream api: $JS.worldline.API``): each agent is a NATS
+account of its own without JetStream, importing from the actors' account only its own
+JetStream subjects, mapped under that prefix (the server answers ``$JS.API`` in an
+account without JetStream itself, with "JetStream not enabled").
 """
 
 from __future__ import annotations
@@ -22,7 +28,9 @@ import nkeys
 from worldline.protocols.subjects import REPLY_ROOT
 
 __all__ = [
+    "AGENT_JS_API",
     "CREDS_ENV",
+    "JS_API_MARK",
     "ClientAuth",
     "CredentialsError",
     "load_credentials",
@@ -33,6 +41,12 @@ __all__ = [
 CREDS_ENV: Final = "WORLDLINE_CREDS"
 _SEED_MARK: Final = "SU"  # a user nkey seed starts with these two letters
 _JWT_MARK: Final = "BEGIN NATS USER JWT"
+# Where an agent's account reaches the actors' JetStream: its imports map
+# ``$JS.API.<rest>`` to ``$JS.worldline.API.<rest>`` (a JetStream "domain" prefix:
+# ``nats --js-domain worldline`` reaches it too).
+AGENT_JS_API: Final = "$JS.worldline.API"
+# The comment line of a credentials file that names that prefix.
+JS_API_MARK: Final = "# jetstream api: "
 
 
 class CredentialsError(ValueError):
@@ -67,6 +81,9 @@ class ClientAuth:
     path: Path
     seed: str = ""  # empty for a JWT credentials file
     public_key: str = ""
+    # The JetStream API prefix the user's account reaches JetStream through; empty:
+    # the default ``$JS.API`` (actors, the operator, the open bus).
+    js_api: str = ""
 
     def connect_options(self) -> dict[str, Any]:
         """Keyword arguments for ``nats.connect``."""
@@ -98,6 +115,14 @@ def load_credentials(path: str | os.PathLike[str] | None = None) -> ClientAuth |
         ) from exc
     if _JWT_MARK in text:
         return ClientAuth(file)
+    js_api = next(
+        (
+            line.removeprefix(JS_API_MARK).strip()
+            for line in text.splitlines()
+            if line.startswith(JS_API_MARK)
+        ),
+        "",
+    )
     seeds = [line.strip() for line in text.splitlines()]
     seeds = [line for line in seeds if line.startswith(_SEED_MARK)]
     if len(seeds) != 1:
@@ -109,4 +134,4 @@ def load_credentials(path: str | os.PathLike[str] | None = None) -> ClientAuth |
         public = public_key_of(seeds[0])
     except CredentialsError as exc:
         raise CredentialsError(f"{file}: {exc}") from exc
-    return ClientAuth(file, seed=seeds[0], public_key=public)
+    return ClientAuth(file, seed=seeds[0], public_key=public, js_api=js_api)

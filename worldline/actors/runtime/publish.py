@@ -6,16 +6,28 @@ outside the runtime (:func:`unbatched`).
 from __future__ import annotations
 
 import hashlib
+import logging
+import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import anyio
+import nats.errors
 from nats.js import JetStreamContext, api
 
+from worldline.actors.runtime.declare import ensure_consumer
+from worldline.actors.runtime.errors import ConfigDrift
 from worldline.protocols.messages import BatchItems, decode_batch, encode_batch
-from worldline.protocols.subjects import BATCH_HEADER, batch_subject
+from worldline.protocols.subjects import (
+    BATCH_HEADER,
+    PREFIX,
+    batch_subject,
+    inbox_in,
+)
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from nats.aio.msg import Msg
 
     from worldline.actors.runtime.outbox import OutboxItem
@@ -25,6 +37,7 @@ __all__ = [
     "BATCH_ITEMS",
     "PUBLISH_TIMEOUT",
     "batched",
+    "open_inboxes",
     "publish_all",
     "unbatched",
 ]
@@ -35,6 +48,52 @@ BATCH_BYTES = 512 * 1024  # payload bytes per batch message (the bus caps one at
 BATCH_ITEMS = (
     256  # outputs per batch message (a consumer applies about this many at once)
 )
+
+
+log = logging.getLogger("worldline.actor")
+OPEN_INBOX_TIMEOUT = 5.0  # seconds to open an agent's inbox durable before giving up
+# The inbox subjects whose durable each connection has opened.
+_opened: weakref.WeakKeyDictionary[object, set[str]] = weakref.WeakKeyDictionary()
+
+
+async def open_inboxes(js: JetStreamContext, subjects: Iterable[str]) -> None:
+    """Open the durable of each agent inbox among ``subjects`` (``wl.W.inbox.A``)
+    before the first message goes there, once per inbox and connection.
+
+    On a secured deploy agents create no consumer: a create request carries its
+    config in the body, so a right to create one's own durable is also a right to
+    create it as a push consumer aimed at any subject of the actors' account. The
+    materializer, which writes the inboxes, opens them instead (a pull durable
+    filtered to the inbox). A durable the server does not confirm in time is logged
+    and tried again on the next publish there; the messages wait in the stream
+    meanwhile (the durable delivers from the first one)."""
+    done = _opened.setdefault(js._nc, set())
+    for subject in dict.fromkeys(subjects):
+        parts = subject.split(".")
+        if subject in done or len(parts) != 4 or parts[0] != PREFIX:
+            continue
+        if parts[2] != "inbox":
+            continue
+        spec = inbox_in(parts[1], parts[3])
+        with anyio.move_on_after(OPEN_INBOX_TIMEOUT) as waited:
+            try:
+                await ensure_consumer(js, spec)
+            except ConfigDrift as exc:  # not ours to delete: the operator's call
+                log.warning("inbox durable %s: %s", spec.durable, exc)
+                done.add(subject)
+                continue
+            except (nats.errors.Error, TimeoutError) as exc:
+                log.warning("could not open inbox durable %s: %s", spec.durable, exc)
+                continue
+        if waited.cancelled_caught:
+            log.warning(
+                "inbox durable %s not confirmed within %.0f s; trying again on the "
+                "next message",
+                spec.durable,
+                OPEN_INBOX_TIMEOUT,
+            )
+            continue
+        done.add(subject)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +177,7 @@ async def publish_all(js: JetStreamContext, items: list[OutboxItem]) -> None:
             the Msg-Ids make the retry harmless.
     """
     messages = batched(items)
+    await open_inboxes(js, (m.subject for m in messages))
     acked = 0
     try:
         with anyio.fail_after(PUBLISH_TIMEOUT):
