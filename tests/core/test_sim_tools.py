@@ -14,7 +14,12 @@ from worldline.actors.runtime.requester import AS_OPERATOR, Requester, agent_acc
 from worldline.actors.runtime.serve import answering_for
 from worldline.actors.simulator.index import build
 from worldline.actors.simulator.provider import LocalProvider, depth, ends_here
-from worldline.actors.simulator.service import SessionService
+from worldline.actors.simulator.service import (
+    EXPIRY_ENV,
+    SessionService,
+    expiry_from_env,
+    spec,
+)
 from worldline.actors.simulator.sessions import Session, SessionError, Sessions
 from worldline.protocols.messages import (
     Message,
@@ -216,3 +221,18 @@ def test_the_service_counts_the_attested_requester_not_the_body() -> None:
         assert isinstance(ask(s, step), SimStepReply)
     with answering_for(AS_OPERATOR):  # the operator may end anyone's session
         assert isinstance(ask(s, SimEnd(session_id=started.session_id)), SimEnded)
+
+
+def test_the_expiry_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(EXPIRY_ENV, raising=False)
+    assert expiry_from_env() == 600
+    monkeypatch.setenv(EXPIRY_ENV, "90")
+    assert expiry_from_env() == 90
+    simulator = spec()
+    served = simulator.services[0].serve
+    assert isinstance(served.__self__, SessionService)  # type: ignore[attr-defined]
+    assert served.__self__.sessions.limits.expiry == 90  # type: ignore[attr-defined]
+    for bad in ("0", "-5", "soon", "inf", "nan"):
+        monkeypatch.setenv(EXPIRY_ENV, bad)
+        with pytest.raises(ValueError, match=EXPIRY_ENV):
+            expiry_from_env()
