@@ -3,9 +3,11 @@ and the same store code the live actors use, and hash it.
 
 The live materializer's hash of the same world must match byte for byte: versions are
 OPS sequences and every time is the op's own, so nothing depends on when or in which
-batches the live actors happened to apply the log. An op that does not decode (a
-:class:`~worldline.sdk.export.RawRecord`) goes through the same store code as its
-bytes and is dead-lettered there, as the live actors did.
+batches the live actors happened to apply the log. Every record is applied as the log
+holds it, through the code the consume loop uses
+(:func:`worldline.actors.runtime.deliveries.delivery`: its bytes and its ``Wl-Batch``
+header, then the store's decoding), so what the live actors dead-lettered (no op, a
+batch header on an op, a forged author) is dead-lettered here too.
 """
 
 from __future__ import annotations
@@ -18,10 +20,10 @@ import msgspec
 
 from worldline.actors.materializer.core import last_op_key
 from worldline.actors.registry import build
-from worldline.actors.runtime.deliveries import Delivery
+from worldline.actors.runtime.deliveries import Delivery, delivery
 from worldline.actors.runtime.memory import state_hash
 from worldline.actors.runtime.store import Store
-from worldline.protocols.messages import encode
+from worldline.protocols.messages import OPS_INBOX
 from worldline.protocols.subjects import DERIVED_CHANNEL, channel_of
 from worldline.sdk.errors import BadRequest
 from worldline.sdk.export import ExportRecord, RawRecord
@@ -65,12 +67,11 @@ def replay(
     try:
         batch: list[Delivery] = []
         for record in records:
+            header = None
             if isinstance(record, RawRecord):
-                payload = record.payload
+                header = record.batch
                 raw += 1
-            else:
-                payload = encode(record.op)
-            batch.append(Delivery(record.seq, record.subject, payload))
+            batch.append(delivery(record.seq, record.subject, record.raw(), header))
             count += 1
             last_seq = max(last_seq, record.seq)
             if len(batch) == BATCH:
@@ -95,6 +96,19 @@ _EXPORT_LINE = msgspec.json.Decoder(ExportRecord)
 _RAW_LINE = msgspec.json.Decoder(RawRecord)
 
 
+class _ExactLine(msgspec.Struct, kw_only=True):
+    """An export line whose ``op`` its JSON cannot hold (a NaN where a number must
+    be), read from the bytes it carries."""
+
+    seq: int
+    subject: str
+    payload: bytes
+    subject_bytes: bytes | None = None
+
+
+_EXACT_LINE = msgspec.json.Decoder(_ExactLine)
+
+
 def read_export(lines: Iterable[bytes]) -> list[ExportRecord | RawRecord]:
     """The records of an export file (``worldline export``), raw ones included.
 
@@ -108,8 +122,20 @@ def read_export(lines: Iterable[bytes]) -> list[ExportRecord | RawRecord]:
         try:
             records.append(_EXPORT_LINE.decode(line))
         except msgspec.ValidationError:
-            # An op that did not decode when it was exported: kept as its bytes.
-            records.append(_RAW_LINE.decode(line))
+            try:
+                # An op that did not decode when it was exported: kept as its bytes.
+                records.append(_RAW_LINE.decode(line))
+            except msgspec.ValidationError:
+                exact = _EXACT_LINE.decode(line)
+                records.append(
+                    ExportRecord(
+                        seq=exact.seq,
+                        subject=exact.subject,
+                        op=OPS_INBOX.decode(exact.payload),
+                        subject_bytes=exact.subject_bytes,
+                        payload=exact.payload,
+                    )
+                )
     return records
 
 

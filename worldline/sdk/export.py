@@ -13,8 +13,9 @@ import nats.js.errors
 from nats.js import api
 
 from worldline.actors.runtime.bus import raw_subject, valid_subject
-from worldline.protocols.messages import OPS_INBOX, OpsInbox
-from worldline.protocols.subjects import OPS, ops
+from worldline.actors.runtime.deliveries import decode_payload, delivery, refusal
+from worldline.protocols.messages import OPS_INBOX, OpsInbox, encode
+from worldline.protocols.subjects import BATCH_HEADER, OPS, ops
 from worldline.sdk.errors import BusUnavailable
 
 if TYPE_CHECKING:
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 
     from nats.js import JetStreamContext
 
-__all__ = ["ExportMixin", "ExportRecord", "RawRecord"]
+__all__ = ["ExportMixin", "ExportRecord", "RawRecord", "export_record"]
 
 log = logging.getLogger("worldline.sdk")
 
@@ -35,6 +36,14 @@ class ExportRecord(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
     op: OpsInbox
     # The subject's bytes, when they are not valid UTF-8 (JSON: base64)
     subject_bytes: bytes | None = None
+    # The op's bytes as the log holds them, when ``op`` (encoded again, or read
+    # back from this line's JSON) would not give the same bytes: an offset time, a
+    # NaN, a field this version does not know. Replay applies these.
+    payload: bytes | None = None
+
+    def raw(self) -> bytes:
+        """The op's bytes as the log holds them."""
+        return encode(self.op) if self.payload is None else self.payload
 
 
 class RawRecord(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -45,8 +54,13 @@ class RawRecord(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     seq: int
     subject: str  # as the actors read it (bytes that are not UTF-8 shown as U+FFFD)
     payload: bytes  # the message as the log holds it (JSON: base64)
-    reason: str  # why it does not decode
+    reason: str  # why the actors dead-lettered it
     subject_bytes: bytes | None = None  # the subject's bytes, when not valid UTF-8
+    batch: str | None = None  # its Wl-Batch header, if it had one (ops never do)
+
+    def raw(self) -> bytes:
+        """The message's bytes as the log holds them."""
+        return self.payload
 
 
 class ExportMixin:
@@ -120,7 +134,8 @@ class ExportMixin:
                         )
                     delivered = meta.sequence.consumer
                     last = meta.sequence.stream
-                    yield _export_record(last, msg.subject, msg.data)
+                    header = (msg.headers or {}).get(BATCH_HEADER)
+                    yield export_record(last, msg.subject, msg.data, header)
                 if msgs[-1].metadata.num_pending == 0:
                     return
         finally:
@@ -132,29 +147,38 @@ EXPORT_FETCH = 500  # ops per fetch of an export
 EXPORT_IDLE_LIMIT = 10  # one-second fetches with nothing while ops are still pending
 
 
-def _export_record(seq: int, subject: str, data: bytes) -> ExportRecord | RawRecord:
-    """The export line of one op as the log holds it."""
+_OP_JSON = msgspec.json.Decoder(OpsInbox)
+
+
+def export_record(
+    seq: int, subject: str, data: bytes, batch: str | None = None
+) -> ExportRecord | RawRecord:
+    """The export line of one op as the log holds it (``batch``: its ``Wl-Batch``
+    header), read as the actors read it: what they dead-letter before any handler
+    (no op, or a batch) is a :class:`RawRecord`."""
     subject_bytes = None if valid_subject(subject) else raw_subject(subject)
     if subject_bytes is not None:
         # What the actors read (their pull decodes with U+FFFD), so a replay of the
         # line takes the same path theirs did.
         subject = subject_bytes.decode(errors="replace")
-    try:
-        op = OPS_INBOX.decode(data)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+    op, reason = refusal(OPS_INBOX, delivery(seq, subject, data, batch))
+    if reason is not None:
         return RawRecord(
             seq=seq,
             subject=subject,
             payload=data,
-            reason=f"undecodable: {exc}",
+            reason=reason,
             subject_bytes=subject_bytes,
+            batch=batch,
         )
-    except RecursionError:
-        return RawRecord(
-            seq=seq,
-            subject=subject,
-            payload=data,
-            reason="undecodable: nested too deeply to decode",
-            subject_bytes=subject_bytes,
-        )
-    return ExportRecord(seq=seq, subject=subject, op=op, subject_bytes=subject_bytes)
+    exact = encode(op) == data
+    if exact:  # and it survives this line's JSON (a NaN would come back as null)
+        again, _ = decode_payload(_OP_JSON, msgspec.json.encode(op))
+        exact = again is not None and encode(again) == data
+    return ExportRecord(
+        seq=seq,
+        subject=subject,
+        op=op,
+        subject_bytes=subject_bytes,
+        payload=None if exact else data,
+    )

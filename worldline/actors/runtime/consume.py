@@ -43,7 +43,7 @@ from worldline.actors.runtime.declare import (
     ensure_streams,
     resume_consumer,
 )
-from worldline.actors.runtime.deliveries import Delivery
+from worldline.actors.runtime.deliveries import delivery
 from worldline.actors.runtime.errors import StoreError, StoreFull
 from worldline.actors.runtime.fence import StartFence
 from worldline.actors.runtime.heartbeat import run_heartbeat
@@ -267,10 +267,7 @@ async def _consume(
                 await gate.wait_changed(FETCH_TIMEOUT)
             if not msgs:
                 continue
-        deliveries = [
-            Delivery(m.stream_seq, m.subject, m.data, batch=m.batch is not None)
-            for m in msgs
-        ]
+        deliveries = [delivery(m.stream_seq, m.subject, m.data, m.batch) for m in msgs]
         started = time.perf_counter()
         now = clock()
         # The input's optional async prepare step, outside the write transaction.

@@ -1,5 +1,11 @@
 """What an actor's store takes in: one fetched message (:class:`Delivery`), the items
 of a batch unpacked (and coalesced), and the dead letter for input it cannot accept.
+
+:func:`delivery` (a stream message as the log holds it, header included, made a
+delivery) and :func:`decode_payload` (its payload decoded, or why not) are the one
+way the log is read: the consume loop, the store, ``worldline export`` and
+``worldline replay`` all go through them, so a replay refuses exactly what the live
+actors refused.
 """
 
 from __future__ import annotations
@@ -23,6 +29,9 @@ __all__ = [
     "Delivery",
     "coalesced",
     "dead_letter",
+    "decode_payload",
+    "delivery",
+    "refusal",
     "unbatched",
 ]
 
@@ -37,6 +46,38 @@ class Delivery:
     subject: str
     data: bytes
     batch: bool = False  # a batch of outputs (header Wl-Batch): unpacked here
+
+
+def delivery(seq: int, subject: str, data: bytes, batch: str | None) -> Delivery:
+    """The delivery of the stream message at ``seq``: ``batch`` is its ``Wl-Batch``
+    header as the log holds it (None: no such header). Any value, even one that is no
+    count, makes it a batch, which the store unpacks and dead-letters what is no
+    batch or what the batch may not carry, whatever the input (an op with the header
+    is dead-lettered: ops never travel in batches)."""
+    return Delivery(seq, subject, data, batch=batch is not None)
+
+
+def decode_payload(decoder: Any, data: bytes) -> tuple[Any, str | None]:
+    """``data`` decoded by ``decoder`` (a msgspec decoder), or None and the reason
+    the store dead-letters it with."""
+    try:
+        return decoder.decode(data), None
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        return None, f"undecodable: {exc}"
+    except RecursionError:
+        return None, "undecodable: nested too deeply to decode"
+
+
+def refusal(decoder: Any, d: Delivery) -> tuple[Any, str | None]:
+    """What an input decoding with ``decoder`` makes of ``d`` before its handler:
+    the message, or None and why the store dead-letters it (the first item's reason,
+    for a batch: a batch, even a good one, is never one message)."""
+    if d.batch:
+        reasons = [bad for _, bad in unbatched(d) if bad is not None]
+        return None, reasons[
+            0
+        ] if reasons else "a batch: its items are handled one by one"
+    return decode_payload(decoder, d.data)
 
 
 MAX_LETTER_PAYLOAD = 512 * 1024  # bytes of the input a dead letter carries
@@ -102,10 +143,7 @@ def coalesced(inp: Input[Any], parts: list[tuple[Delivery, str | None]]) -> list
     for item, bad in parts:
         message = key = None
         if bad is None:
-            try:
-                message = inp.decoder.decode(item.data)
-            except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
-                message = None
+            message, _ = decode_payload(inp.decoder, item.data)
         if message is not None:
             try:
                 key = inp.coalesce(message)

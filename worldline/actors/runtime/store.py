@@ -27,13 +27,13 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import lmdb
-import msgspec
 
 from worldline.actors.runtime.deliveries import (
     SUPERSEDED,
     Delivery,
     coalesced,
     dead_letter,
+    decode_payload,
     unbatched,
 )
 from worldline.actors.runtime.errors import InvalidInput, StoreError, StoreFull
@@ -385,12 +385,9 @@ class Store:
         """Handle one delivery (``message``: its payload already decoded) inside the
         batch transaction; return a reject reason."""
         if message is None:
-            try:
-                message = inp.decoder.decode(d.data)
-            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-                return f"undecodable: {exc}"
-            except RecursionError:
-                return "undecodable: nested too deeply to decode"
+            message, undecodable = decode_payload(inp.decoder, d.data)
+            if undecodable is not None:
+                return undecodable
         try:
             place = _places.get(d.subject)
             if place is None:
