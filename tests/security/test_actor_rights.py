@@ -81,14 +81,17 @@ def test_the_matcher_matches_like_nats() -> None:
     assert not allowed(["a.*"], "a.b.c")
 
 
+OPEN_ZORAS_INBOX = (
+    f"{JS_API}.CONSUMER.CREATE.{INBOX.name}.{inbox_in('w', 'zora').durable}."
+    f"{inbox('w', 'zora')}"
+)
 # What an agent's request could name as its reply (the outside attack's list).
 DEPUTY_TARGETS = (
     f"{JS_API}.STREAM.PURGE.{OPS.name}",
     f"{JS_API}.STREAM.DELETE.{OPS.name}",
     f"{JS_API}.STREAM.MSG.DELETE.{OPS.name}",
     f"{JS_API}.CONSUMER.DELETE.{INBOX.name}.{inbox_in('w', 'zora').durable}",
-    f"{JS_API}.CONSUMER.CREATE.{INBOX.name}.{inbox_in('w', 'zora').durable}."
-    f"{inbox('w', 'zora')}",
+    OPEN_ZORAS_INBOX,
     f"{JS_API}.CONSUMER.MSG.NEXT.{INBOX.name}.{inbox_in('w', 'zora').durable}",
     ops("w", "zora"),
     obs("w", "zora"),
@@ -104,8 +107,17 @@ def test_no_actor_may_destroy_the_record_or_touch_an_agents_things(
         if actor == ALL_ACTORS
         else actor_permissions(actor, PUBLIC)
     )
+    opens_inboxes = actor in ("materializer", ALL_ACTORS)
     for target in DEPUTY_TARGETS:
+        if opens_inboxes and target == OPEN_ZORAS_INBOX:
+            continue  # the materializer opens inbox durables (agents may not)
         assert not allowed(rights.publish, target), target
+    # Opening one is creating it filtered to its inbox, nothing wider.
+    unfiltered = (
+        f"{JS_API}.CONSUMER.CREATE.{INBOX.name}.{inbox_in('w', 'zora').durable}"
+    )
+    assert not allowed(rights.publish, unfiltered)
+    assert allowed(rights.publish, OPEN_ZORAS_INBOX) == opens_inboxes
     for stream in [s.name for s in STREAMS] + [bucket_stream(VIEWS)]:
         for verb in ("PURGE", "DELETE"):
             assert not allowed(rights.publish, f"{JS_API}.STREAM.{verb}.{stream}")

@@ -13,7 +13,12 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from worldline.actors.runtime.auth import load_credentials, public_key_of, reply_prefix
+from worldline.actors.runtime.auth import (
+    AGENT_JS_API,
+    load_credentials,
+    public_key_of,
+    reply_prefix,
+)
 from worldline.cli import main
 from worldline.ops.creds import (
     actor_permissions,
@@ -95,9 +100,10 @@ def test_an_agent_may_publish_only_its_own_subjects() -> None:
         assert {ops(world, "ada"), obs(world, "ada")} <= pub
         assert bucket_put(PRESENCE, bucket_key(world, "ada")) in pub
         mine = inbox_in(world, "ada")
-        assert f"{JS_API}.CONSUMER.MSG.NEXT.{INBOX.name}.{mine.durable}" in pub
+        # Its JetStream subjects, as its own account reaches the actors' JetStream.
+        assert f"{AGENT_JS_API}.CONSUMER.MSG.NEXT.{INBOX.name}.{mine.durable}" in pub
         own_view = bucket_put(VIEWS, bucket_key(world, "ada"))
-        assert f"{JS_API}.DIRECT.GET.{bucket_stream(VIEWS)}.{own_view}" in pub
+        assert f"{AGENT_JS_API}.DIRECT.GET.{bucket_stream(VIEWS)}.{own_view}" in pub
         # Fusion answers an agent's mistakes through op_status; the dead letters
         # are the operator's (they hold other agents' payloads).
         assert not any(s.startswith(dlq(world, "")) for s in sub)
@@ -117,7 +123,9 @@ def test_an_agent_may_publish_only_its_own_subjects() -> None:
         "STREAM.MSG.GET",
         "CONSUMER.DELETE",
         "CONSUMER.LIST",
+        "CONSUMER.CREATE",  # no consumer at all: a create could aim a push anywhere
         "_INBOX.>",
+        f"{JS_API}.",  # the server would answer that in the agent's own account
     ):
         assert forbidden not in everything, forbidden
     assert not any(s.startswith(f"{PREFIX}.>") or s == ">" for s in pub | sub)
