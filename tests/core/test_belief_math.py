@@ -28,12 +28,14 @@ from worldline.protocols.messages import (
     AddEvidence,
     Belief,
     BeliefType,
+    DeclareWorld,
     OpVerdict,
     PosteriorUpdate,
     SetTrust,
     encode,
 )
 from worldline.protocols.subjects import ops
+from worldline.protocols.world import Authority, WorldDecl, WorldInfo
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -118,6 +120,18 @@ def trust_op(
     )
 
 
+DECLARE: Final = DeclareWorld(
+    op_id="op-declare",
+    author="alice",
+    at=T0,
+    declaration=WorldDecl(
+        world=WorldInfo(id=W),
+        authority=Authority(admins=["alice", "bob"]),
+        sources={"*": ["alice"]},
+    ),
+)
+
+
 def ctx(agent: str, seq: int) -> Context:
     return Context(world=W, author=agent, subject=ops(W, agent), seq=seq, now=CLOCK)
 
@@ -131,6 +145,8 @@ def run(
     """Feed ``(seq, op)`` pairs through the fusion core, as the runtime would: each op
     encoded, decoded with fusion's inbox decoder, handled, and its step applied."""
     memory = MemoryState() if state is None else state
+    if state is None:  # the world lets alice report every source, alice and bob rule
+        memory.apply(fusion.handle(memory, DECLARE, ctx("alice", 0), shard=shard))
     updates: list[PosteriorUpdate] = []
     for seq, op in log:
         decoded = FUSION_INBOX.decode(encode(op))

@@ -33,6 +33,7 @@ from worldline.protocols.messages import (
     CloseBelief,
     ContradictionResolved,
     ContradictionsReply,
+    DeclareWorld,
     GetBelief,
     LinkBeliefs,
     ListBeliefs,
@@ -51,6 +52,7 @@ from worldline.protocols.subjects import (
     state,
     world_of,
 )
+from worldline.protocols.world import Authority, WorldDecl, WorldInfo
 
 if TYPE_CHECKING:
     from worldline.actors.runtime.spec import Outgoing
@@ -60,6 +62,18 @@ W: Final = "w1"
 T0: Final = datetime(2026, 1, 1, tzinfo=UTC)
 DAY: Final = timedelta(days=1)
 Order = Literal["live", "ops-first", "posteriors-first"]
+
+
+DECLARE: Final = DeclareWorld(
+    op_id="op-declare",
+    author="ada",
+    at=T0,
+    declaration=WorldDecl(
+        world=WorldInfo(id=W),
+        authority=Authority(admins=["ada"]),
+        sources={"*": ["ada"]},
+    ),
+)
 
 
 def ctx(subject: str, seq: int) -> Context:
@@ -87,6 +101,11 @@ class Stack:
         mat_post = next(i for i in mat if i.consumer == MATERIALIZER_IN)
         proj_in = build("projector", replica="r1").inputs[0]
         fusion_st, mat_st, self.projector = MemoryState(), MemoryState(), MemoryState()
+        # Before the log: a world where ada, an admin (she may settle), reports every
+        # source she names as its own voice (tests/core/test_source_identity.py).
+        declared = encode(DECLARE)
+        fusion_st.feed(fusion_in, declared, ctx(ops(W, "ada"), 0))
+        mat_st.feed(mat_ops, declared, ctx(ops(W, "ada"), 0))
         per_op: list[tuple[tuple[bytes, Context], list[Outgoing]]] = []
         for seq, (op, author) in enumerate(self.ops, start=1):
             c = ctx(ops(W, author), seq)

@@ -32,6 +32,7 @@ from worldline.protocols.messages import (
     AddEvidence,
     Belief,
     BeliefReply,
+    DeclareWorld,
     EdgePosterior,
     GetBelief,
     LinkBeliefs,
@@ -46,6 +47,7 @@ from worldline.protocols.messages import (
     WorldReply,
 )
 from worldline.protocols.subjects import author_of, ops, world_of
+from worldline.protocols.world import Authority, WorldDecl, WorldInfo
 from worldline.sdk.export import ExportRecord
 
 if TYPE_CHECKING:
@@ -55,6 +57,18 @@ if TYPE_CHECKING:
 
 W: Final = "w1"
 T0: Final = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+
+
+DECLARE: Final = DeclareWorld(
+    op_id="op-declare",
+    author="ada",
+    at=T0,
+    declaration=WorldDecl(
+        world=WorldInfo(id=W),
+        authority=Authority(admins=["ada"]),
+        sources={"*": ["ada"]},
+    ),
+)
 
 
 def ctx_for(subject: str, seq: int) -> Context:
@@ -82,6 +96,7 @@ class Stack:
         self.derived_first = False
         self.verdicts: list[OpVerdict] = []
         self.log: list[ExportRecord] = []  # the op log, as `worldline export` has it
+        self.op(DECLARE)  # ada reports every source she names, and rules the world
 
     def op(self, op: OpsInbox) -> int:
         self.seq += 1

@@ -270,12 +270,14 @@ def test_a_hand_entered_negation_is_supported_by_its_restatement() -> None:
 
 
 def _trust(state: MemoryState, source: str, trust: float, seq: int) -> list[str]:
-    """Set ``source``'s trust (as bob) and return the ids of the beliefs fusion
-    re-read, with their new confidences, as ``id=confidence`` strings."""
+    """Set ``source``'s trust (as the operator, who may set any) and return the ids
+    of the beliefs fusion re-read, with their new confidences, as ``id=confidence``
+    strings."""
     from worldline.protocols.messages import SetTrust
 
-    op = SetTrust(op_id=f"op-t{seq}", author="bob", at=T0, source=source, trust=trust)
-    ctx = Context(world=W, author="bob", subject=ops(W, "bob"), seq=seq, now=T0)
+    who = "operator"
+    op = SetTrust(op_id=f"op-t{seq}", author=who, at=T0, source=source, trust=trust)
+    ctx = Context(world=W, author=who, subject=ops(W, who), seq=seq, now=T0)
     changed = []
     for out in state.apply(fusion.handle(state, op, ctx)):
         if isinstance(out.message, PosteriorUpdate):

@@ -68,7 +68,7 @@ def cite(belief_id: str, source: str, n: int, author: str = "ada") -> AddEvidenc
     )
 
 
-def trust(source: str, value: float, author: str = "ada") -> SetTrust:
+def trust(source: str, value: float, author: str = "operator") -> SetTrust:
     return SetTrust(
         op_id=f"op-trust-{source}-{value}",
         author=author,
@@ -135,7 +135,7 @@ def test_a_trust_change_re_reads_exactly_the_beliefs_of_its_source() -> None:
     }
     assert 5 < len(bears) < 300  # a few of the world's beliefs, not all of them
     state.reads.clear()
-    step = fusion.handle(state, trust("store-5", 0.2), ctx("ada", seq))
+    step = fusion.handle(state, trust("store-5", 0.2), ctx("operator", seq))
     emitted = posteriors(list(step.out))
     assert set(emitted) == bears
     assert all(p.trust == {"store-5": 0.2} for p in emitted.values())
@@ -154,12 +154,12 @@ def test_agent_trust_reaches_every_belief_that_agent_gave_evidence_to() -> None:
     log += [cite("b2", "wiki", 0, author="bob")]
     seq = world(state, log)
     state.reads.clear()
-    step = fusion.handle(state, trust("agent:bob", 0.5), ctx("ada", seq))
+    step = fusion.handle(state, trust("agent:bob", 0.5), ctx("operator", seq))
     assert set(posteriors(list(step.out))) == {"b2", "b3"}
     assert {k.decode().rsplit("/", 1)[1] for k in state.reads} == {"b2", "b3"}
     # A source whose name extends another's is another source.
     state.apply(fusion.handle(state, cite("b1", "agent:bob/x", 1), ctx("ada", seq + 1)))
-    step = fusion.handle(state, trust("agent:bob", 0.4), ctx("ada", seq + 2))
+    step = fusion.handle(state, trust("agent:bob", 0.4), ctx("operator", seq + 2))
     assert set(posteriors(list(step.out))) == {"b2", "b3"}
 
 
@@ -167,7 +167,7 @@ def test_the_index_gives_the_posteriors_a_whole_world_scan_gives() -> None:
     """Same emitted posteriors, in the same order, as re-reading every belief."""
     state = MemoryState()
     seq = world(state, bookstore_log(120, 9))
-    step = fusion.handle(state, trust("store-4", 2.5), ctx("ada", seq))
+    step = fusion.handle(state, trust("store-4", 2.5), ctx("operator", seq))
     got = [o.message for o in step.out if isinstance(o.message, PosteriorUpdate)]
     expected = []
     for _, raw in state.scan(f"belief/{W}/".encode()):
@@ -281,7 +281,7 @@ def test_trust_keys_are_bounded_and_the_upgrade_moves_an_overlong_one() -> None:
     long_source = "ü" * 256  # a valid source name of 512 bytes
     state = MemoryState()
     world(state, [add("b1"), cite("b1", long_source, 0)])
-    step = fusion.handle(state, trust(long_source, 0.25), ctx("ada", 3))
+    step = fusion.handle(state, trust(long_source, 0.25), ctx("operator", 3))
     assert all(len(key) <= 511 for key in step.writes)
     state.apply(step)
     (emitted,) = posteriors(list(step.out)).values()

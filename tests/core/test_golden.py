@@ -146,6 +146,8 @@ from worldline.protocols.world import (
     Policy,
     Rule,
     Subscription,
+    TrustGrant,
+    TrustRules,
     WorldDecl,
     WorldInfo,
 )
@@ -234,6 +236,10 @@ DECL: Final = WorldDecl(
         )
     ],
     dampening=Dampening(depth=3, dedupe_window=600.0, max_fanout=8),
+    sources={"grafana": ["alice"], "store:*": ["loader"]},
+    trust=TrustRules(
+        grants=[TrustGrant(agents=["henry"], names=["agent:*"])], settle=["henry"]
+    ),
 )
 ENTITY: Final = Entity(
     id="project:soteria",
@@ -555,7 +561,9 @@ SAMPLES: Final[tuple[Message, ...]] = (
         author="alice",
         at=T2,
         edge_id="be-1",
-        evidence=msgspec.structs.replace(EVIDENCE, id="ev-e1", belief_id="be-1"),
+        evidence=msgspec.structs.replace(
+            EVIDENCE, id="ev-e1", belief_id="be-1", voice="agent:alice"
+        ),
     ),
     EdgePosterior(
         edge=msgspec.structs.replace(

@@ -26,6 +26,7 @@ from worldline.protocols.messages import (
     AssessSources,
     Belief,
     CloseBelief,
+    DeclareWorld,
     OpsInbox,
     OpVerdict,
     PosteriorUpdate,
@@ -33,6 +34,7 @@ from worldline.protocols.messages import (
     Statement,
 )
 from worldline.protocols.subjects import ops
+from worldline.protocols.world import Authority, WorldDecl, WorldInfo
 
 W: Final = "w1"
 AT: Final = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
@@ -180,11 +182,32 @@ def cite(belief_id: str, source: str, n: int = 0, at: datetime = AT) -> AddEvide
     return AddEvidence(op_id=f"op-{ev.id}", author="ada", at=at, evidence=ev)
 
 
+# ada, the loader of these tests, is allowed to report every source she names: each
+# store is its own voice (undeclared, all would be ada's one voice).
+DECLARE: Final = DeclareWorld(
+    op_id="op-declare",
+    author="ada",
+    at=AT,
+    declaration=WorldDecl(
+        world=WorldInfo(id=W),
+        authority=Authority(admins=["ada"]),
+        sources={"*": ["ada"]},
+    ),
+)
+
+
 def run(
-    state: MemoryState, log: list[OpsInbox], shard: tuple[int, int] = (0, 1)
+    state: MemoryState,
+    log: list[OpsInbox],
+    shard: tuple[int, int] = (0, 1),
+    *,
+    declare: bool = True,
 ) -> dict[str, Belief]:
-    """Apply ``log``; the last posterior of each belief."""
+    """Apply ``log`` (after :data:`DECLARE` on a fresh store, unless not
+    ``declare``); the last posterior of each belief."""
     last: dict[str, Belief] = {}
+    if declare and not state.data:
+        state.apply(fusion.handle(state, DECLARE, ctx("ada", 0), shard=shard))
     for seq, op in enumerate(log, start=1):
         step = fusion.handle(state, op, ctx(op.author, seq), shard=shard)
         state.apply(step)

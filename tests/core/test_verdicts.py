@@ -182,7 +182,7 @@ def test_what_is_really_broken_is_still_dead_lettered() -> None:
 
 def test_every_trust_setting_gets_one_verdict_whatever_the_shards() -> None:
     lock = SetTrust(
-        op_id="op-lock", author="ada", at=AT, source="lab", trust=0.5, lock=True
+        op_id="op-lock", author="operator", at=AT, source="lab", trust=0.5, lock=True
     )
     steal = SetTrust(op_id="op-steal", author="bob", at=AT, source="lab", trust=2.0)
     for shards in (1, 2, 3):

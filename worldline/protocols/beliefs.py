@@ -64,6 +64,12 @@ class Evidence(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     # the id of the model that proposed it (LLM extraction); empty for evidence
     # written by hand.
     extracted_by: Annotated[str, msgspec.Meta(max_length=256)] = ""
+    # Whose independent voice it counts as (set by fusion when it records the item,
+    # whatever a client sent): ``source`` when the world's declaration allows
+    # ``author`` to report that source, else ``agent:<author>``. Corroboration groups
+    # and learned reliability go by it; "" (evidence recorded before the field
+    # existed) counts as ``source`` (docs/belief-math.md, "Source identity").
+    voice: Annotated[str, msgspec.Meta(max_length=256)] = ""
 
 
 class BeliefEdge(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

@@ -37,7 +37,10 @@ __all__ = [
     "Intent",
     "Policy",
     "Rule",
+    "SourceName",
     "Subscription",
+    "TrustGrant",
+    "TrustRules",
     "Value",
     "WorldDecl",
     "WorldInfo",
@@ -157,6 +160,28 @@ class Authority(_Decl, frozen=True):
     grants: list[Grant] = msgspec.field(default_factory=list)
 
 
+SourceName = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
+"""A source name as evidence names it (``sec-filing``), or a pattern of them
+(``store:*``, :func:`fnmatch.fnmatchcase`), or ``agent:<name>``."""
+
+
+class TrustGrant(_Decl, frozen=True):
+    """These agents may set (raise, lower or lock) the trust of these names: source
+    names or ``agent:<name>``, exact or as patterns (``store:*``, ``agent:*``)."""
+
+    agents: list[Token]
+    names: list[SourceName]
+
+
+class TrustRules(_Decl, frozen=True):
+    """Who may weigh whom (docs/crew.md, "Sources and trust"). Besides these, the
+    operator and the world's admins may set any trust and settle any contradiction,
+    and every agent may lower (never raise, never lock) its own ``agent:<self>``."""
+
+    grants: list[TrustGrant] = msgspec.field(default_factory=list)
+    settle: list[Token] = msgspec.field(default_factory=list)  # may settle conflicts
+
+
 class EntitySeed(_Decl, frozen=True):
     """An entity present when the world is declared."""
 
@@ -217,14 +242,25 @@ class WorldDecl(_Decl, frozen=True):
     subscriptions: list[Subscription] = msgspec.field(default_factory=list)
     rules: list[Rule] = msgspec.field(default_factory=list)
     dampening: Dampening = msgspec.field(default_factory=Dampening)
+    # Source name (or pattern) -> the agents allowed to report it. Evidence naming a
+    # source its reporter is not allowed to report counts as that agent's own voice
+    # (``agent:<reporter>``), never as an independent one (docs/belief-math.md,
+    # "Source identity").
+    sources: dict[SourceName, list[Token]] = msgspec.field(default_factory=dict)
+    trust: TrustRules = msgspec.field(default_factory=TrustRules)
 
 
 def agents_named(decl: WorldDecl) -> set[str]:
-    """Every agent ``decl`` names: admins, grantees, subscribers and ``agent:<name>``
-    entities."""
+    """Every agent ``decl`` names: admins, grantees, subscribers, ``agent:<name>``
+    entities, the reporters of its sources and who it lets set trust or settle."""
     names = set(decl.authority.admins)
     for grant in decl.authority.grants:
         names.update(grant.agents)
+    for reporters in decl.sources.values():
+        names.update(reporters)
+    for trust_grant in decl.trust.grants:
+        names.update(trust_grant.agents)
+    names.update(decl.trust.settle)
     names.update(sub.agent for sub in decl.subscriptions)
     prefix = f"{AGENT}:"
     names.update(

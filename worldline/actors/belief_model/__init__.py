@@ -9,7 +9,10 @@
   cosine similarity.
 - :mod:`~worldline.actors.belief_model.reliability`: source reliability learned from
   agreement, rival answers and copy detection (a pure core, measured by
-  ``bench/judgment.py``; not yet wired into fusion).
+  ``bench/judgment.py``; fusion's ``AssessSources`` runs it).
+- :mod:`~worldline.actors.belief_model.charter`: a world's declaration as every actor
+  applies it: which declarations are accepted, whose voice evidence counts as, who
+  may set trust and settle contradictions.
 
 Actors import from here, never from one another (``tests/test_layout.py`` checks).
 """

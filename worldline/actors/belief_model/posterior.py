@@ -9,8 +9,10 @@ Model (docs/belief-math.md has the formulas and the reasons for each default):
 - Each evidence item contributes w = KIND_WEIGHT[kind] * decay * trust, where
   decay = 0.5 ** (age / HALF_LIFE[kind]) at the clock ``now``, and trust multiplies the
   trust set for its source and for its reporting agent (default 1).
-- Corroboration is a likelihood, not a vote: per (source, direction) only the strongest
-  item counts. Ten paraphrases from one source weigh as one; ten sources as ten.
+- Corroboration is a likelihood, not a vote: per (voice, direction) only the strongest
+  item counts. Ten paraphrases from one source weigh as one; ten sources as ten when
+  they are ten voices (a voice is an independent source, :func:`voice_of`: twenty
+  names one agent invented are one voice, that agent's).
 - alpha = alpha0 + sum(supporting groups), beta = beta0 + sum(refuting groups);
   neutral groups add to the evidence weight only. confidence = alpha / (alpha + beta);
   uncertainty = the Beta standard deviation, with the weight on which the two sides
@@ -54,6 +56,7 @@ __all__ = [
     "read",
     "spread",
     "trajectory",
+    "voice_of",
 ]
 
 # Belief types that carry no probability: a goal is pursued, a gap is an open question.
@@ -139,6 +142,14 @@ class Reading:
     flags: tuple[str, ...]
 
 
+def voice_of(item: Evidence) -> str:
+    """Whose independent voice ``item`` is: the voice fusion stamped on it (the source
+    when the world's declaration lets its reporter report it, else
+    ``agent:<reporter>``), or its source when it carries none (hand-built evidence,
+    and evidence recorded before voices existed)."""
+    return item.voice or item.source
+
+
 def _trust_of(item: Evidence, trust: Mapping[str, float]) -> float:
     """The source's trust times the reporting agent's, counted once when the agent
     is itself the source (``agent:<name>`` reporting its own output)."""
@@ -162,9 +173,9 @@ def _contributions(
     trusted = np.array([_trust_of(e, trust) * scale.get(e.id, 1.0) for e in items])
     decayed = weights * np.power(0.5, np.maximum(ages, 0.0) / halves) * trusted
     raw = weights * trusted
-    keys = sorted({(e.source, e.direction) for e in items})
+    keys = sorted({(voice_of(e), e.direction) for e in items})
     index = {key: i for i, key in enumerate(keys)}
-    group = np.array([index[(e.source, e.direction)] for e in items], dtype=np.int64)
+    group = np.array([index[(voice_of(e), e.direction)] for e in items], dtype=np.int64)
     grouped = np.zeros(len(keys))
     grouped_raw = np.zeros(len(keys))
     np.maximum.at(grouped, group, decayed)
@@ -202,7 +213,7 @@ def read(
         support = refute = weight = fragility = 0.0
         raw_total = 0.0
         alpha, beta = alpha0, beta0
-    elif len({(e.source, e.direction) for e in evidence}) < _SMALL:
+    elif len({(voice_of(e), e.direction) for e in evidence}) < _SMALL:
         support, refute, weight, raw_total, fragility = _small(
             evidence, trust, now, alpha0, beta0, scale
         )
@@ -272,7 +283,7 @@ def _small(
         weight = KIND_WEIGHT[e.kind]
         trusted = _trust_of(e, trust) * scale.get(e.id, 1.0)
         decayed = weight * decay * trusted
-        group = (e.source, e.direction)
+        group = (voice_of(e), e.direction)
         grouped[group] = max(grouped.get(group, 0.0), decayed)
         grouped_raw[group] = max(grouped_raw.get(group, 0.0), weight * trusted)
     keys = sorted(grouped)

@@ -4,8 +4,9 @@ Pure: beliefs and their evidence in, the inputs of :func:`posterior.read` out. E
 for one answer is evidence against its rivals, in the same posterior, without an op per
 rival (docs/belief-math.md, "Rival answers").
 
-For a belief ``b`` in a slot, and each source ``s`` that supports some of the slot's
-answers (``A(s)``, the answers ``s`` supports):
+For a belief ``b`` in a slot, and each voice ``s`` that supports some of the slot's
+answers (``A(s)``, the answers ``s`` supports; a voice is an item's independent source,
+:func:`posterior.voice_of`, so twenty names one agent invented are one voice):
 
 - ``s``'s support for ``b`` itself counts ``1 / |A(s)|`` of its weight: a source that
   gives ``k`` answers to one question splits its vote between them;
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     from worldline.protocols.beliefs import Evidence
 
 __all__ = [
+    "MAX_AUTHOR_ANSWERS",
     "MAX_RIVALS",
     "Member",
     "answer_key",
@@ -50,6 +52,9 @@ __all__ = [
 ]
 
 MAX_RIVALS: Final = 64  # answers one slot may hold: each reading weighs them all
+# ... of which one author may add at most this many (a quarter), so no one agent can
+# fill a question and refuse the true answer as ``full``.
+MAX_AUTHOR_ANSWERS: Final = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,11 +107,11 @@ def slot_evidence(
     for member in members:
         for item in member.evidence:
             if item.direction == "supports":
-                answers[item.source].add(member.id)
+                answers[posterior.voice_of(item)].add(member.id)
     evidence: list[Evidence] = list(own.evidence)
     scale: dict[str, float] = {}
     for item in own.evidence:
-        given = len(answers.get(item.source, ()))
+        given = len(answers.get(posterior.voice_of(item), ()))
         if item.direction == "supports" and given > 1:
             scale[item.id] = 1.0 / given
     for rival in sorted(members, key=lambda m: m.id):
@@ -117,7 +122,7 @@ def slot_evidence(
             continue
         sim = similarity(rival.text, own.text, question)
         for item in supports:
-            share = 1.0 / len(answers[item.source])
+            share = 1.0 / len(answers[posterior.voice_of(item)])
             base = f"~{rival.id}~{item.id}"
             if sim < 1.0:
                 evidence.append(

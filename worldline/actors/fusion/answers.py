@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from worldline.actors.belief_model import posterior, rivals
+from worldline.actors.belief_model.charter import Refused
 from worldline.actors.belief_model.posterior import NO_PROBABILITY
 from worldline.actors.fusion import records, slots
 from worldline.actors.runtime.spec import Step
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from worldline.protocols.messages import AddEvidence, Belief, CloseBelief, Statement
 
 __all__ = [
+    "check_room",
     "members",
     "membership",
     "read",
@@ -60,6 +62,38 @@ def membership(
     ):
         return Step(writes={slots.member_key(world, op.belief_id): op.slot.encode()})
     return Step()
+
+
+def check_room(reader: Reader, world: str, slot: str, author: str) -> None:
+    """Whether ``slot`` has a place for one more answer from ``author``: it holds at
+    most ``MAX_RIVALS`` active answers, at most ``MAX_AUTHOR_ANSWERS`` of them added
+    by one author (so one agent cannot fill a question); a retracted answer holds
+    no place.
+
+    Raises:
+        Refused: ``full``, saying which limit.
+    """
+    held = [
+        fused
+        for answer in slots.answers(reader, world, slot)
+        if (fused := records.load(reader, world, answer)) is not None
+        and fused.belief.status == "active"
+    ]
+    if len(held) >= rivals.MAX_RIVALS:
+        raise Refused(
+            "full",
+            f"slot {slot!r} already holds {rivals.MAX_RIVALS} answers; attach "
+            "evidence to one of them (`worldline list`) or split the question",
+        )
+    own = sum(fused.belief.author == author for fused in held)
+    if own >= rivals.MAX_AUTHOR_ANSWERS:
+        raise Refused(
+            "full",
+            f"{author} already added {own} of the answers slot {slot!r} holds, the "
+            f"most one agent may ({rivals.MAX_AUTHOR_ANSWERS} of "
+            f"{rivals.MAX_RIVALS}); attach evidence to one of them, or retract one "
+            "of yours (`worldline retract`) to free its place",
+        )
 
 
 def members(reader: Reader, world: str, fused: FusedBelief) -> list[FusedBelief]:

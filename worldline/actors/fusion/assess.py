@@ -16,6 +16,9 @@ source's weight). The estimate is a function of the claim set alone (any order,
 replay-identical), computed when the op is applied, so a replay of the log recomputes
 the same table.
 
+Sources are learned by voice (:func:`claims_of`): a declared source its reporter may
+report is itself, anything else is the reporting agent, ``agent:<author>``.
+
 Keys: ``learned/<world>/<source>`` -> :class:`LearnedSource` (only sources with claims;
 the table is replaced whole by each assessment). A shard learns from the slots it owns.
 """
@@ -26,7 +29,7 @@ from typing import TYPE_CHECKING, Final
 
 import msgspec
 
-from worldline.actors.belief_model import reliability
+from worldline.actors.belief_model import posterior, reliability
 from worldline.actors.runtime.keys import key_part
 
 if TYPE_CHECKING:
@@ -87,9 +90,11 @@ def factor(accuracy: float, independence: float) -> float:
 
 
 def claims_of(slot: str, answer: str, evidence: Iterable[Evidence]) -> list[Claim]:
-    """The claims an answer's evidence makes: one per supporting item's source."""
+    """The claims an answer's evidence makes: one per supporting item's voice (its
+    source when the declaration lets its reporter report it, else the reporting
+    agent: names one agent invented are one claimant, :func:`posterior.voice_of`)."""
     return [
-        reliability.Claim(slot, answer, e.source)
+        reliability.Claim(slot, answer, posterior.voice_of(e))
         for e in evidence
         if e.direction == "supports"
     ]

@@ -31,17 +31,19 @@ from typing import TYPE_CHECKING, Final, Literal
 
 import msgspec
 
-from worldline.actors.belief_model import posterior, rivals
+from worldline.actors.belief_model import posterior
+from worldline.actors.belief_model.charter import Refused as _Refused
 from worldline.actors.belief_model.posterior import NO_PROBABILITY
 from worldline.actors.belief_model.text import normalize
 from worldline.actors.fusion import (
     answers,
+    declared,
     edges,
     learning,
     posteriors,
     records,
     slots,
-    sources,
+    trusting,
 )
 from worldline.actors.fusion.records import (
     FusedBelief,
@@ -63,12 +65,12 @@ from worldline.protocols.messages import (
     AssessSources,
     Belief,
     CloseBelief,
+    DeclareWorld,
     LinkBeliefs,
     OpsInbox,
     OpVerdict,
     SetTrust,
     Statement,
-    encode,
 )
 from worldline.protocols.subjects import derived, slot_of
 
@@ -96,25 +98,25 @@ EXTRACTOR: Final = "extractor"  # the actor whose statements name the observing 
 MAX_EVIDENCE: Final = 10_000  # per belief; more is refused, never silently cut
 
 
-class _Refused(Exception):
-    """A client mistake: answered to the op's author with a verdict, not
-    dead-lettered (the DLQ is for what is really broken)."""
-
-    def __init__(self, code: str, reason: str) -> None:
-        super().__init__(reason)
-        self.code = code
-        self.reason = reason
-
-
 def shard_of(belief_id: str, shards: int) -> int:
     """Stable shard of a belief id (crc32, identical on every machine and run)."""
     return slot_of(belief_id, shards)
 
 
 def handle(
-    reader: Reader, op: OpsInbox, ctx: Context, *, shard: tuple[int, int] = (0, 1)
+    reader: Reader,
+    op: OpsInbox,
+    ctx: Context,
+    *,
+    shard: tuple[int, int] = (0, 1),
+    secured: bool = False,
 ) -> Step:
-    """Apply one belief op owned by this shard; other ops are not fusion's.
+    """Apply one belief op owned by this shard; other ops are not fusion's, but a
+    world's declaration is kept when the world accepts it (:mod:`.declared`;
+    ``secured``: the bus authenticates authors, as for the materializer).
+
+    A client mistake (a ``_Refused``: see
+    :class:`worldline.actors.belief_model.charter.Refused`) is answered, not raised.
 
     A client mistake (an id taken by another op, a goal or gap with a confidence,
     evidence for an unknown or closed belief, a locked trust setting...) is answered
@@ -136,6 +138,8 @@ def handle(
             pass
         case LinkBeliefs() | AddEdgeEvidence():  # edges: worldline.actors.fusion.edges
             return edges.handle(reader, op, ctx, shard=shard, trust_of=records.trust_of)
+        case DeclareWorld():  # whose voice evidence is, who may set trust
+            return declared.declare(reader, op, ctx, secured=secured)
         case _:
             return Step()
     if op.author != ctx.author:
@@ -153,7 +157,7 @@ def handle(
         return step
     if isinstance(op, SetTrust):
         try:
-            step = _set_trust(reader, op, ctx, shard)
+            step = trusting.set_trust(reader, op, ctx, shard)
             step = edges.retrust(reader, op, ctx, shard, step, records.trust_of)
         except _Refused as refused:
             return _verdict(ctx, op, shard, "rejected", refused=refused)
@@ -261,13 +265,7 @@ def _add(reader: Reader, op: AddBelief, ctx: Context, shard: tuple[int, int]) ->
             "invalid",
             f"a {op.type} is not an answer to a question; add it without a slot",
         )
-    held = slots.answers(reader, ctx.world, op.slot)
-    if len(held) >= rivals.MAX_RIVALS:
-        raise _Refused(
-            "full",
-            f"slot {op.slot!r} already holds {rivals.MAX_RIVALS} answers; attach "
-            "evidence to one of them (`worldline list`) or split the question",
-        )
+    answers.check_room(reader, ctx.world, op.slot, op.author)  # raises `full`
     fused = msgspec.structs.replace(
         fused, belief=msgspec.structs.replace(fused.belief, slot=op.slot)
     )
@@ -341,7 +339,11 @@ def _record(
 ) -> Step:
     """Record ``item`` for ``fused``; publish its posterior and, when it answers a
     slot, its rivals' that moved. No change when the evidence id is known."""
-    item = msgspec.structs.replace(item, recorded_at=at)  # when the world was told
+    # When the world was told, and whose voice it is (the declaration's, not the
+    # client's word: a source its reporter may not report is the reporter's own).
+    item = msgspec.structs.replace(
+        declared.voiced(reader, ctx.world, item), recorded_at=at
+    )
     updated = _with_evidence(reader, ctx, fused, item)
     if updated is None:
         return Step()
@@ -454,44 +456,8 @@ def _close(
         closed_reason=op.reason,
         valid_until=op.at,
     )
-    # A withdrawn answer no longer weighs against its rivals.
+    # A withdrawn answer no longer weighs against its rivals, nor takes a place.
     rivals_ = answers.rivals_of(reader, ctx.world, fused)
+    if belief.slot:
+        step.writes[slots.slot_key(ctx.world, belief.slot, belief.id)] = None
     return posteriors.reemit(reader, ctx, step, rivals_, op.op_id, op.at, shard)
-
-
-def _set_trust(
-    reader: Reader, op: SetTrust, ctx: Context, shard: tuple[int, int]
-) -> Step:
-    key = trust_key(ctx.world, op.source)
-    raw = reader.get(key)
-    if raw is not None:
-        current = records.decode_setting(raw)
-        if current.locked and current.author != op.author:
-            if shard[0] != 0:
-                return Step()  # one shard reports the refusal
-            raise _Refused(
-                "locked",
-                f"trust for {op.source!r} is locked by {current.author}; only they "
-                "may change it",
-            )
-    setting = TrustSetting(trust=op.trust, locked=op.lock, author=op.author)
-    step = Step(writes={key: encode(setting)})
-    # Re-read every belief of this shard that the source (or agent) contributed to:
-    # the index by source names them, so the cost is theirs, not the world's.
-    overlay = Overlay(reader, step.writes)
-    table = records.weights(overlay, ctx.world)  # read once for the whole burst
-    view = posteriors.BatchReader(overlay, reader)
-    bearing = sources.bearing(reader, ctx.world, op.source)
-    for belief_id in bearing:
-        fused = records.load(reader, ctx.world, belief_id)
-        if fused is None:
-            continue  # pragma: no cover - the index is written with the belief
-        if any(op.source in sources.names(e) for e in fused.evidence):
-            more = posteriors.emit(
-                view, ctx, fused, op.op_id, op.at, shard, table=table
-            )
-            step.writes.update(more.writes)
-            step.out.extend(more.out)
-    # The source's answers also weigh against their rivals, which it never cited.
-    others = sorted(set(answers.with_rivals(reader, ctx.world, bearing)) - set(bearing))
-    return posteriors.reemit(reader, ctx, step, others, op.op_id, op.at, shard)

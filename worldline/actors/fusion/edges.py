@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Final, Literal
 import msgspec
 
 from worldline.actors.belief_model import posterior
-from worldline.actors.fusion import sources
+from worldline.actors.fusion import declared, sources
 from worldline.actors.runtime.errors import InvalidInput
 from worldline.actors.runtime.memory import Overlay
 from worldline.actors.runtime.spec import Context, Outgoing, Reader, Step
@@ -227,7 +227,9 @@ def _evidence(
         raise _Refused(
             "full", f"belief edge {op.edge_id} already holds {MAX_EVIDENCE} items"
         )
-    item = msgspec.structs.replace(item, recorded_seq=ctx.seq)
+    item = msgspec.structs.replace(
+        declared.voiced(reader, ctx.world, item), recorded_seq=ctx.seq
+    )
     evidence = sorted([*fused.evidence, item], key=lambda e: e.id)
     fused = msgspec.structs.replace(fused, evidence=evidence)
     step = _emit(reader, ctx, fused, op, shard, trust_of)

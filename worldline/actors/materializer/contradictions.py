@@ -1,5 +1,7 @@
 """Settling contradictions: a ``ResolveContradiction`` op, checked here (its author
-is the sender, and a named winner is a belief the log has created) and passed on
+is the sender and may settle: the operator, the world's admins, or an agent of the
+declaration's ``[trust] settle``; a named winner is a belief the log has created) and
+passed on
 to the projector, which keeps each contradiction's lifecycle and applies the
 resolution to the contradiction it names if that was opened before it in the log
 (docs/belief-math.md, "Contradictions").
@@ -12,11 +14,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from worldline.actors.belief_model import charter
+from worldline.actors.materializer.declaration import load_decl
 from worldline.actors.materializer.keys import known_key
 from worldline.actors.materializer.reject import Reject
 from worldline.actors.runtime.spec import Outgoing
 from worldline.protocols.messages import ContradictionResolved, encode
 from worldline.protocols.subjects import state
+from worldline.protocols.world import OPERATOR
 
 if TYPE_CHECKING:
     from worldline.actors.materializer.tx import Tx
@@ -33,8 +38,19 @@ def resolve(tx: Tx, op: ResolveContradiction) -> None:
     """Record the resolution and put it on the change feed.
 
     Raises:
-        Reject: ``unknown_entity`` when the winner is no belief of the world.
+        Reject: ``unauthorized`` when the author may not settle the world's
+            contradictions (the operator, the declaration's admins and the agents of
+            its ``[trust] settle`` may: :func:`charter.may_settle`, the rule fusion
+            applies to trust); ``unknown_entity`` when the winner is no belief of
+            the world.
     """
+    if not charter.may_settle(load_decl(tx, tx.world), op.author):
+        raise Reject(
+            "unauthorized",
+            f"{op.author} may not settle contradictions in world {tx.world!r}: only "
+            f"the {OPERATOR}, the world's admins and the agents its declaration "
+            "lists in [trust] settle may",
+        )
     if op.winner is not None and tx.get(known_key(tx.world, op.winner)) is None:
         raise Reject(
             "unknown_entity",

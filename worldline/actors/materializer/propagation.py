@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any
 
+from worldline.actors.belief_model.charter import fill_goal
 from worldline.actors.materializer.keys import inbox_key, sent_key
 from worldline.actors.materializer.tx import digest
 from worldline.actors.materializer.versions import write_fields
@@ -148,13 +149,6 @@ def _notify(
         at=at,
     )
     tx.post(agent, message, f"{ref}.{field} = {value!r} ({rule})")
-
-
-def fill_goal(template: str, *, entity: str, field: str, value: str, agent: str) -> str:
-    """Fill a rule's goal template. Every argument is a string, both when the
-    declaration is checked and when a rule fires, so a template that passed the
-    check cannot fail later (``{value:s}`` on an int, say)."""
-    return template.format(entity=entity, field=field, value=value, agent=agent)
 
 
 def _rule_work(

@@ -1,0 +1,312 @@
+"""A world's declaration as every actor applies it: which declarations a world accepts,
+whose voice a piece of evidence counts as, and who may set trust or settle a
+contradiction. Pure (a declaration and names in, a verdict out), shared so that the
+materializer and fusion, which each read every ``DeclareWorld`` of the log, accept
+exactly the same declarations and apply them alike (no actor imports another).
+
+- **Acceptance** (:func:`accept`): a world nobody has declared is declared first by
+  the operator on a bus that authenticates its users, else by an admin the
+  declaration names; a re-declaration needs an admin of the current one; and the
+  declaration must be valid (:func:`check_declaration`). A refusal is
+  :class:`Refused` (code ``unauthorized`` or ``invalid``).
+- **Voices** (:class:`Charter.voice`): a source counts as itself only when the
+  declaration's ``[sources]`` table lets the reporting agent report it; anything else
+  (an undeclared name, or a declared one reported by an agent not listed) counts as
+  the reporting agent, ``agent:<author>``. Twenty names invented by one agent are one
+  voice (docs/belief-math.md, "Source identity").
+- **Trust** (:func:`trust_refusal`): the operator and the world's admins may set any
+  trust; a ``[[trust.grants]]`` entry lets its agents set the names it lists; every
+  agent may lower its own ``agent:<self>`` (never raise it, never lock it).
+- **Settling** (:func:`may_settle`): the operator, the admins, and the agents of
+  ``[trust] settle``.
+"""
+
+from __future__ import annotations
+
+import functools
+from fnmatch import fnmatchcase
+from typing import TYPE_CHECKING, Final
+
+import msgspec
+
+from worldline.protocols.world import (
+    AGENT,
+    MAX_VALUE_BYTES,
+    OPERATOR,
+    RESERVED_AGENTS,
+    WORK,
+    WorldDecl,
+    agents_named,
+    entity_type,
+)
+
+if TYPE_CHECKING:
+    from worldline.protocols.world import Value
+
+__all__ = [
+    "WILDCARDS",
+    "Charter",
+    "Refused",
+    "accept",
+    "charter_of",
+    "check_declaration",
+    "check_value_sizes",
+    "declared_types",
+    "encode_value",
+    "fill_goal",
+    "may_settle",
+    "trust_refusal",
+    "voice",
+]
+
+WILDCARDS: Final = frozenset("*?[")  # a [sources] key or trust name with one: a pattern
+_DECL = msgspec.msgpack.Decoder(WorldDecl)
+
+
+class Refused(Exception):
+    """A declaration (or an act) the world's declaration does not allow."""
+
+    def __init__(self, code: str, reason: str) -> None:
+        super().__init__(reason)
+        self.code = code
+        self.reason = reason
+
+
+# --- acceptance -----------------------------------------------------------------------
+
+
+def fill_goal(template: str, *, entity: str, field: str, value: str, agent: str) -> str:
+    """Fill a rule's goal template. Every argument is a string, both when the
+    declaration is checked and when a rule fires, so a template that passed the
+    check cannot fail later (``{value:s}`` on an int, say)."""
+    return template.format(entity=entity, field=field, value=value, agent=agent)
+
+
+def declared_types(decl: WorldDecl) -> set[str]:
+    return {*decl.environment.entity_types, AGENT, WORK}
+
+
+def encode_value(value: Value) -> bytes:
+    return msgspec.msgpack.encode(value)
+
+
+def check_value_sizes(ref: str, fields: dict[str, Value]) -> None:
+    for name, value in fields.items():
+        size = len(encode_value(value))
+        if size > MAX_VALUE_BYTES:
+            raise Refused(
+                "invalid",
+                f"{ref}.{name}: value is {size} bytes, over the {MAX_VALUE_BYTES}-byte "
+                "limit; store large content as an artifact and reference it",
+            )
+
+
+def check_declaration(decl: WorldDecl, world: str) -> None:
+    """Whether ``decl`` is a valid declaration of ``world``.
+
+    Raises:
+        Refused: ``invalid``, saying what to fix.
+    """
+    if decl.world.id != world:
+        raise Refused(
+            "invalid",
+            f"declaration is for world {decl.world.id!r}, not {world!r}; "
+            "load it with --world matching [world] id",
+        )
+    reserved = sorted(agents_named(decl) & RESERVED_AGENTS)
+    if reserved:
+        raise Refused(
+            "invalid",
+            f"agent name(s) {', '.join(reserved)} are reserved for worldline's "
+            f"actors and operator ({', '.join(sorted(RESERVED_AGENTS))}); rename "
+            "those agents in the declaration",
+        )
+    types = declared_types(decl)
+    refs = {e.id for e in decl.entities}
+    for seed in decl.entities:
+        if entity_type(seed.id) not in types:
+            raise Refused(
+                "invalid",
+                f"entity {seed.id}: unknown entity type {entity_type(seed.id)!r}; "
+                "declare it in [environment] entity_types "
+                f"({', '.join(sorted(types))})",
+            )
+        check_value_sizes(seed.id, seed.fields)
+    for edge in decl.edges:
+        for end in (edge.source, edge.target):
+            if end not in refs:
+                raise Refused(
+                    "invalid", f"edge {edge.id}: {end} is not among [[entities]]"
+                )
+    for rule in decl.rules:
+        etype = rule.on.split(".", 1)[0]
+        if etype != "*" and etype not in types:
+            raise Refused(
+                "invalid", f"rule {rule.id}: unknown entity type {etype!r} in on"
+            )
+        try:
+            fill_goal(rule.goal, entity="e", field="f", value="v", agent="a")
+        except (KeyError, IndexError, ValueError, AttributeError, TypeError) as exc:
+            raise Refused(
+                "invalid",
+                f"rule {rule.id}: goal template {rule.goal!r} is not valid ({exc!r}); "
+                "use only {entity}, {field}, {value} and {agent}",
+            ) from exc
+
+
+def _check_first_declarer(
+    decl: WorldDecl, world: str, author: str, *, secured: bool
+) -> None:
+    """Who may declare a world nobody has declared yet (no world squatting)."""
+    if secured:
+        if author != OPERATOR:
+            raise Refused(
+                "unauthorized",
+                f"world {world!r} is not declared yet and this bus authenticates "
+                f"its users: only the {OPERATOR} declares a world first "
+                f"(`worldline world load FILE --world {world} --agent {OPERATOR} "
+                f"--creds {OPERATOR}.creds`); its admins may re-declare it after",
+            )
+        return
+    admins = decl.authority.admins
+    if author not in admins:
+        named = ", ".join(admins) if admins else "none"
+        raise Refused(
+            "unauthorized",
+            f"world {world!r} is not declared yet: its first declaration must come "
+            f"from an admin it names (admins: {named}), not {author!r}; declare it "
+            "as one of them (--agent ADMIN), or add yourself to [authority] admins",
+        )
+
+
+def accept(
+    current: WorldDecl | None,
+    decl: WorldDecl,
+    world: str,
+    author: str,
+    *,
+    secured: bool,
+) -> None:
+    """Whether ``author`` may declare ``world`` as ``decl`` when ``current`` is its
+    declaration (None: not declared yet). ``secured``: the bus authenticates authors.
+
+    Raises:
+        Refused: ``unauthorized`` (not an admin, a squatter) or ``invalid``.
+    """
+    if current is not None and author not in current.authority.admins:
+        raise Refused(
+            "unauthorized",
+            f"only the world's admins ({', '.join(current.authority.admins)}) may "
+            "re-declare it",
+        )
+    if current is None:
+        _check_first_declarer(decl, world, author, secured=secured)
+    check_declaration(decl, world)
+
+
+# --- voices ---------------------------------------------------------------------------
+
+
+class Charter:
+    """A declaration compiled for the questions asked per evidence item."""
+
+    def __init__(self, decl: WorldDecl | None) -> None:
+        self.decl = decl
+        table = {} if decl is None else decl.sources
+        self.exact = {name: frozenset(agents) for name, agents in table.items()}
+        self.patterns = tuple(
+            (name, agents)
+            for name, agents in sorted(self.exact.items())
+            if WILDCARDS & set(name)
+        )
+
+    def reporters(self, source: str) -> frozenset[str]:
+        """The agents allowed to report ``source`` (exact entry, else every pattern
+        entry that matches it)."""
+        held = self.exact.get(source)
+        if held is not None:
+            return held
+        found: set[str] = set()
+        for pattern, agents in self.patterns:
+            if fnmatchcase(source, pattern):
+                found |= agents
+        return frozenset(found)
+
+    def voice(self, source: str, author: str) -> str:
+        """Whose independent voice evidence from ``source`` reported by ``author``
+        is: the source when the declaration lets ``author`` report it, else the
+        author as an agent."""
+        agent = f"{AGENT}:{author}"
+        if source != agent and author in self.reporters(source):
+            return source
+        return agent
+
+
+@functools.lru_cache(maxsize=64)
+def charter_of(raw: bytes | None) -> Charter:
+    """The charter of a stored declaration (msgpack ``WorldDecl``; None: none),
+    cached by its exact bytes (a declaration is read for every evidence item)."""
+    return Charter(None if raw is None else _DECL.decode(raw))
+
+
+def voice(decl: WorldDecl | None, source: str, author: str) -> str:
+    """:meth:`Charter.voice` for one question."""
+    return Charter(decl).voice(source, author)
+
+
+# --- trust and settling ---------------------------------------------------------------
+
+
+def _admin(decl: WorldDecl | None, author: str) -> bool:
+    return author == OPERATOR or (decl is not None and author in decl.authority.admins)
+
+
+def _granted(decl: WorldDecl | None, author: str, name: str) -> bool:
+    if decl is None:
+        return False
+    return any(
+        author in grant.agents
+        and any(
+            name == pattern or (WILDCARDS & set(pattern) and fnmatchcase(name, pattern))
+            for pattern in grant.names
+        )
+        for grant in decl.trust.grants
+    )
+
+
+def trust_refusal(
+    decl: WorldDecl | None,
+    author: str,
+    name: str,
+    trust: float,
+    *,
+    lock: bool,
+    current: float,
+) -> str | None:
+    """Why ``author`` may not set ``name``'s trust to ``trust`` (``lock``: and lock
+    it) when it is ``current`` now; None when it may."""
+    if _admin(decl, author) or _granted(decl, author, name):
+        return None
+    own = name == f"{AGENT}:{author}"
+    if own and not lock and trust <= current:
+        return None
+    if own:
+        what = "lock" if lock else f"raise ({current:g} -> {trust:g})"
+        return (
+            f"{author} may not {what} its own trust ({name}), only lower it; the "
+            f"{OPERATOR}, the world's admins or a [[trust.grants]] entry may"
+        )
+    return (
+        f"{author} may not set the trust of {name!r}: only the {OPERATOR}, the "
+        "world's admins, agents a [[trust.grants]] entry of the declaration names "
+        f"for it, and {name.removeprefix(AGENT + ':')} lowering itself may"
+        if name.startswith(AGENT + ":")
+        else f"{author} may not set the trust of {name!r}: only the {OPERATOR}, the "
+        "world's admins and agents a [[trust.grants]] entry of the declaration "
+        "names for it may"
+    )
+
+
+def may_settle(decl: WorldDecl | None, author: str) -> bool:
+    """Whether ``author`` may settle the world's contradictions."""
+    return _admin(decl, author) or (decl is not None and author in decl.trust.settle)

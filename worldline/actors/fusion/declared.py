@@ -1,0 +1,64 @@
+"""The world's declaration as fusion holds it: every shard reads every ``DeclareWorld``
+of the log and keeps the ones the world accepts, by the rule the materializer applies
+(:func:`worldline.actors.belief_model.charter.accept`), so both actors agree on which
+declaration is in force at every op.
+
+Fusion uses it for two things: whose voice each evidence item counts as, stamped on the
+item when it is recorded (:func:`voiced`; a source the declaration does not let its
+reporter report is the reporter's own voice, ``agent:<author>``), and who may set
+trust (:mod:`.trusting`).
+
+Key: ``decl/<world>`` -> the accepted ``WorldDecl`` (msgpack). A refused declaration
+changes nothing here; the materializer answers its author.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+import msgspec
+
+from worldline.actors.belief_model import charter
+from worldline.actors.runtime.keys import key_part
+from worldline.actors.runtime.spec import Step
+from worldline.protocols.messages import encode
+
+if TYPE_CHECKING:
+    from worldline.actors.runtime.spec import Context, Reader
+    from worldline.protocols.beliefs import Evidence
+    from worldline.protocols.messages import DeclareWorld
+
+__all__ = ["charter_of", "decl_key", "declare", "voiced"]
+
+WORLD_BYTES: Final = 64
+
+
+def decl_key(world: str) -> bytes:
+    escaped = world.replace("%", "%25").replace("/", "%2F")
+    return f"decl/{key_part(escaped, WORLD_BYTES)}".encode()
+
+
+def charter_of(reader: Reader, world: str) -> charter.Charter:
+    """The declaration in force in ``world`` (an empty charter when none is)."""
+    return charter.charter_of(reader.get(decl_key(world)))
+
+
+def declare(reader: Reader, op: DeclareWorld, ctx: Context, *, secured: bool) -> Step:
+    """Keep ``op``'s declaration if the world accepts it (the materializer's rule);
+    otherwise change nothing (a forged author included: the materializer rejects
+    it and answers the sender)."""
+    if op.author != ctx.author:
+        return Step()
+    current = charter_of(reader, ctx.world).decl
+    try:
+        charter.accept(current, op.declaration, ctx.world, op.author, secured=secured)
+    except charter.Refused:
+        return Step()
+    return Step(writes={decl_key(ctx.world): encode(op.declaration)})
+
+
+def voiced(reader: Reader, world: str, item: Evidence) -> Evidence:
+    """``item`` with its voice as the declaration in force has it (whatever voice
+    the client sent)."""
+    voice = charter_of(reader, world).voice(item.source, item.author)
+    return msgspec.structs.replace(item, voice=voice)
