@@ -368,6 +368,8 @@ def test_an_actor_against_an_unreachable_bus_exits_4(tmp_path: Path) -> None:
             "nats://127.0.0.1:1",
             "--data",
             str(tmp_path),
+            "--connect-wait",  # the first connect retries; default 60 s
+            "1",
         ],
         capture_output=True,
         text=True,
@@ -377,6 +379,7 @@ def test_an_actor_against_an_unreachable_bus_exits_4(tmp_path: Path) -> None:
     assert result.returncode == 4
     assert "Traceback" not in result.stderr
     assert "cannot reach NATS" in result.stderr
+    assert "attempts in 1s" in result.stderr
 
 
 def _traces() -> list[str]:

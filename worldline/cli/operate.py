@@ -21,6 +21,7 @@ from worldline.actors.runtime.declare import REPLICAS_ENV
 from worldline.actors.runtime.embedded import EmbeddedNats, keep_writable
 from worldline.actors.runtime.lock import FolderLock
 from worldline.actors.runtime.metrics import Registry
+from worldline.actors.runtime.patience import CONNECT_WAIT_ENV
 from worldline.actors.runtime.supervise import run_actors
 from worldline.cli.common import (
     EXIT_FAILED,
@@ -74,6 +75,13 @@ def _stream_replicas(args: argparse.Namespace) -> None:
         os.environ[REPLICAS_ENV] = str(args.stream_replicas)
 
 
+def _connect_wait(args: argparse.Namespace) -> None:
+    """``--connect-wait SECONDS`` holds for every actor this process runs (the
+    runtime reads it from the environment when it first connects)."""
+    if args.connect_wait is not None:
+        os.environ[CONNECT_WAIT_ENV] = f"{args.connect_wait:g}"
+
+
 def _metrics(args: argparse.Namespace) -> dict[str, Any]:
     """``run_actors`` options: one registry, served when ``--metrics-port`` is set."""
     return {
@@ -91,6 +99,7 @@ def _announce_metrics(options: dict[str, Any]) -> None:
 
 def run_up(args: argparse.Namespace) -> int:
     _stream_replicas(args)
+    _connect_wait(args)
     data: Path = args.data
     # One `up` per data folder: a second would start a second server and actor set
     # on the same stores (kill -9 drops the lock, so a crash never blocks the next).
@@ -196,6 +205,7 @@ async def _declare_once(url: str, declaration: WorldDecl) -> None:
 
 def run_actor(args: argparse.Namespace) -> int:
     _stream_replicas(args)
+    _connect_wait(args)
     spec = build(
         args.name,
         replica=args.replica,

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from worldline.actors.registry import ACTORS
 from worldline.actors.runtime.auth import CREDS_ENV
 from worldline.actors.runtime.declare import MAX_REPLICAS, REPLICAS_ENV
+from worldline.actors.runtime.patience import CONNECT_WAIT, CONNECT_WAIT_ENV
 from worldline.cli import operate
 from worldline.cli.common import default_data
 from worldline.cli.manners import Parser
@@ -29,6 +30,18 @@ def _replicas(text: str) -> int:
     return int(text)
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a number of seconds (0 or more)"
+        )
+    return value
+
+
 def add_server_verbs(verbs: Any) -> None:
     """``up`` and ``actor``."""
     server = Parser(add_help=False)
@@ -42,6 +55,15 @@ def add_server_verbs(verbs: Any) -> None:
         "--creds",
         default=None,
         help=f"the actor's credentials file from `worldline creds` (env {CREDS_ENV})",
+    )
+    server.add_argument(
+        "--connect-wait",
+        type=_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="how long each actor keeps trying its first connect while no NATS "
+        f"answers, retrying with backoff (env {CONNECT_WAIT_ENV}; default "
+        f"{CONNECT_WAIT:g}; 0: one attempt)",
     )
     server.add_argument(
         "--metrics-port",

@@ -20,7 +20,7 @@ import nats.errors
 from nats.aio.client import Client as NATS
 
 from worldline.actors.runtime.auth import load_credentials
-from worldline.actors.runtime.errors import BusUnavailable
+from worldline.actors.runtime.errors import BusUnavailable, CredentialsRefused
 from worldline.protocols.subjects import BATCH_HEADER
 
 if TYPE_CHECKING:
@@ -82,7 +82,8 @@ async def connect(
     permissions violation, say: the SDK turns it into an error naming the subject).
 
     Raises:
-        BusUnavailable: no server answered, or the server refused the credentials.
+        BusUnavailable: no server answered (:class:`CredentialsRefused`: the server
+            refused the credentials).
         CredentialsError: the credentials file is missing or holds no user key.
     """
     auth = load_credentials(creds)
@@ -130,7 +131,7 @@ async def connect(
                 "one with `worldline up` or pass --nats URL (env WORLDLINE_NATS)"
             ) from exc
         who = f"the credentials in {auth.path}" if auth else "an anonymous client"
-        raise BusUnavailable(
+        raise CredentialsRefused(
             f"NATS at {url} refused {who} (authorization violation); pass the "
             "credentials file `worldline creds` wrote for you (--creds FILE, env "
             "WORLDLINE_CREDS), and check that the server includes the auth.conf "

@@ -34,7 +34,6 @@ from worldline.actors.runtime.bus import (
     SHUTDOWN_GRACE,
     Delivered,
     Puller,
-    connect,
     describe,
 )
 from worldline.actors.runtime.declare import (
@@ -52,6 +51,7 @@ from worldline.actors.runtime.lock import FolderLock
 from worldline.actors.runtime.logs import bind_actor
 from worldline.actors.runtime.metrics import Registry, bind_metrics
 from worldline.actors.runtime.pace import Pace
+from worldline.actors.runtime.patience import connect_patiently, connect_wait
 from worldline.actors.runtime.prepare import prepared_input
 from worldline.actors.runtime.publish import publish_all
 from worldline.actors.runtime.serve import serve, serve_while_active
@@ -148,7 +148,10 @@ async def _run_locked(
             steps = await anyio.to_thread.run_sync(store.upgrade, spec.upgrade)
             if steps:
                 log.info("%s: upgraded its store in %d steps", spec.instance, steps)
-        nc = await connect(url, name=f"worldline-{spec.instance}")
+        # An actor may start before its server: the first connect waits for one.
+        nc = await connect_patiently(
+            url, name=f"worldline-{spec.instance}", wait=connect_wait()
+        )
         try:
             js = nc.jetstream()
             await ensure_streams(js, STREAMS)

@@ -10,6 +10,7 @@ __all__ = [
     "ActorError",
     "BusUnavailable",
     "ConfigDrift",
+    "CredentialsRefused",
     "EmbeddedServerError",
     "InvalidInput",
     "StoreError",
@@ -31,6 +32,11 @@ class InvalidInput(ActorError, ValueError):
 
 class BusUnavailable(ActorError, ConnectionError):
     """Raised when no NATS server can be reached at the given URL."""
+
+
+class CredentialsRefused(BusUnavailable):
+    """Raised when the server turned the credentials (or their absence) away: asking
+    again cannot help, so an actor waiting for its server stops at once."""
 
 
 class ConfigDrift(ActorError):
