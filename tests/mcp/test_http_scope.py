@@ -135,6 +135,9 @@ async def test_a_caller_lists_and_reaches_only_its_own_resources(
     ):
         listed = {str(r.uri) for r in (await spock.list_resources()).resources}
         assert listed == {resource_uri("spock", part) for part in RESOURCES}
+        # serverInfo is the same for every caller: no agent's name, no head count.
+        assert spock.server_info is not None
+        assert spock.server_info.title == "worldline: enterprise"
 
         # Another agent's resource and one that names no agent served are refused
         # alike: the answer does not tell who else the server serves.

@@ -175,10 +175,12 @@ def build_server(
             "auth": AuthSettings(issuer_url=AnyHttpUrl(url), resource_server_url=None),
         }
     updates = updates or Updates(agents)
-    who = agents.names[0] if len(agents.names) == 1 else f"{len(agents.names)} agents"
+    # Over HTTP every caller gets the same serverInfo: it names no agent (nor how
+    # many the server serves); a caller learns its own name from its tools.
+    who = "" if agents.authenticated else f" as {agents.names[0]}"
     server: MCPServer = MCPServer(
         name="worldline",
-        title=f"worldline: {agents.world} as {who}",
+        title=f"worldline: {agents.world}{who}",
         instructions=INSTRUCTIONS,
         version=server_version(),
         tools=[*read_tools(agents), *write_tools(agents), *judgment_tools(agents)],
