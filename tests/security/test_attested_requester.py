@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import secrets
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, get_args
@@ -26,10 +26,17 @@ import nats
 import nkeys
 import pytest
 
+import worldline
 from tests.runtime.test_simulator import ASK, make_index
+from tests.security.secured import declared_by_the_operator, raw, secured_server
 from tests.support import running, unique_world
 from worldline.actors.registry import build
-from worldline.actors.runtime.auth import CREDS_ENV, public_key_of, reply_prefix
+from worldline.actors.runtime.auth import (
+    CREDS_ENV,
+    load_credentials,
+    public_key_of,
+    reply_prefix,
+)
 from worldline.actors.runtime.embedded import EmbeddedNats
 from worldline.actors.runtime.requester import REQUEST_INFO, agent_account
 from worldline.actors.simulator.sessions import DEFAULT_PER_CLIENT
@@ -52,7 +59,8 @@ from worldline.protocols.messages import (
     encode,
 )
 from worldline.protocols.simulator import DEFAULT_LIMITS
-from worldline.protocols.subjects import RpcVerb, rpc, rpc_pattern
+from worldline.protocols.subjects import ACTOR_NAMES, RpcVerb, rpc, rpc_pattern
+from worldline.sdk.errors import BadRequest
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator
@@ -301,3 +309,46 @@ async def test_an_agent_reads_its_own_view_and_worldview_only(
             # The operator reads as anyone.
             theirs = await ask(operator, view, GetView(agent="zora"))
             assert isinstance(theirs, ViewReply)
+
+
+async def test_with_the_generated_accounts_a_forged_header_names_the_real_agent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same on the layout ``worldline creds`` writes (``AGENT_<name>`` accounts,
+    each actor its own user): Spock's starts forging Zora's header and name are
+    Spock's; Spock cannot read Zora's view through the SDK."""
+    with secured_server(tmp_path, "attest") as s:
+        zora_auth = load_credentials(s.creds("zora"))
+        assert zora_auth is not None
+        zora_key = zora_auth.public_key
+        forged = json.dumps({"acc": agent_account("zora"), "user": zora_key})
+        async with AsyncExitStack() as actors:
+            for name in ACTOR_NAMES:  # each as its own user, as secured.py runs them
+                monkeypatch.setenv(CREDS_ENV, str(s.creds(name)))
+                index = make_index(tmp_path) if name == "simulator" else None
+                spec = build(name, sim_index=index)
+                await actors.enter_async_context(
+                    running([spec], url=s.url, data=s.data)
+                )
+            monkeypatch.delenv(CREDS_ENV)
+            await declared_by_the_operator(s)
+            subject = rpc(s.world, "sim.start")
+            async with raw(s, "spock") as spock, raw(s, "zora") as zora:
+                headers = {REQUEST_INFO: forged}
+                start = SimStart(task="t", agent="zora")
+                answers = [
+                    outcome(await ask(spock, subject, start, headers))
+                    for _ in range(20)
+                ]
+                assert answers == ["started"] * 16 + ["session_quota"] * 4
+                theirs = [
+                    outcome(await ask(zora, subject, start))
+                    for _ in range(DEFAULT_PER_CLIENT)
+                ]
+                assert theirs == ["started"] * DEFAULT_PER_CLIENT
+            async with worldline.connect(
+                s.url, world=s.world, agent="spock", creds=s.creds("spock")
+            ) as w:
+                assert await w.view() is not None
+                with pytest.raises(BadRequest, match="may not read as agent 'zora'"):
+                    await w.view("zora")
