@@ -6,7 +6,9 @@ partial copies of one bad source.
     python bench/judgment_bus.py [--data bench/data/population] [--copies 20]
                                  [--chunk 2000] [--timeout 900]
 
-Each scenario gets a world of its own. Every (question, answer) becomes a belief added
+Each scenario gets a world of its own, declared first with every source of its claims
+in ``[sources]`` (the loader may report them all: each stays a voice of its own, issue
+23). Every (question, answer) becomes a belief added
 with ``slot=question`` (its rivals are the question's other answers), and every claim
 one ``citation`` from the claim's source, all observed at one instant (the set is a
 snapshot), through ``World.load``. Three picks per gold
@@ -40,6 +42,7 @@ from trust import actor_stack
 import worldline
 from worldline.actors.belief_model import reliability
 from worldline.actors.belief_model.text import answer_id
+from worldline.protocols.world import Authority, WorldDecl, WorldInfo
 from worldline.sdk.batch import AddItem, EvidenceItem
 
 if TYPE_CHECKING:
@@ -48,7 +51,7 @@ if TYPE_CHECKING:
     from worldline.actors.belief_model.reliability import Claim
     from worldline.sdk.client import World
 
-__all__ = ["Config", "Scenario", "main", "run"]
+__all__ = ["Config", "Scenario", "declaration", "main", "run"]
 
 AGENT = "bench"
 # The claims carry no time of their own: each is observed when the set was taken, one
@@ -100,6 +103,18 @@ def batch(world: str, claims: Sequence[Claim]) -> list[AddItem | EvidenceItem]:
     return adds + cites
 
 
+def declaration(world: str, claims: Sequence[Claim]) -> WorldDecl:
+    """The world the set is loaded into: one agent (``AGENT``) loads every claim, so
+    each source it names is declared as one it may report; undeclared, all of them
+    would count as that one agent's voice (docs/belief-math.md, "Source identity")."""
+    sources = sorted({c.source for c in claims})
+    return WorldDecl(
+        world=WorldInfo(id=world),
+        authority=Authority(admins=[AGENT]),
+        sources={source: [AGENT] for source in sources},
+    )
+
+
 async def picks(
     world: World, claims: Sequence[Claim], gold: Mapping[str, str]
 ) -> dict[str, str]:
@@ -129,6 +144,7 @@ async def scenario(
     async with worldline.connect(
         url, world=name, agent=AGENT, request_timeout=config.timeout
     ) as world:
+        await world.declare(declaration(name, claims))
         started = time.perf_counter()
         results = await world.load(batch(name, claims), chunk=config.chunk)
         loaded = time.perf_counter() - started

@@ -50,8 +50,15 @@ import worldline
 from worldline.actors.runtime.declare import ensure_streams
 from worldline.actors.runtime.embedded import EmbeddedNats
 from worldline.protocols.beliefs import Evidence
-from worldline.protocols.messages import AddBelief, AddEvidence, SetTrust, encode
+from worldline.protocols.messages import (
+    AddBelief,
+    AddEvidence,
+    DeclareWorld,
+    SetTrust,
+    encode,
+)
 from worldline.protocols.subjects import STREAMS, ops
+from worldline.protocols.world import Authority, WorldDecl, WorldInfo
 from worldline.sdk.errors import NotApplied, Rejected
 
 if TYPE_CHECKING:
@@ -111,8 +118,20 @@ def cited_by(i: int, config: Config) -> list[int]:
 
 
 def load_ops(world: str, config: Config) -> list[tuple[str, bytes]]:
-    """(msg id, payload) of every load op: an add and its citations, each belief."""
-    out = []
+    """(msg id, payload) of every load op: the world's declaration (the bench agent
+    rules it and may report every store: each store its own voice, and its trust the
+    agent's to set), then an add and its citations, each belief."""
+    declare = DeclareWorld(
+        op_id="op-declare",
+        author=AGENT,
+        at=AT,
+        declaration=WorldDecl(
+            world=WorldInfo(id=world),
+            authority=Authority(admins=[AGENT]),
+            sources={"store-*": [AGENT]},
+        ),
+    )
+    out = [(f"{world}:{declare.op_id}", encode(declare))]
     beliefs = config.beliefs
     for i in range(beliefs):
         belief_id = f"bk-{i:05d}"

@@ -13,7 +13,8 @@ import pytest
 import worldline
 from tests.support import all_actors, running, unique_world
 from worldline.actors.belief_model.contradictions import contradiction_id
-from worldline.sdk.errors import BadRequest
+from worldline.protocols.world import Authority, WorldDecl, WorldInfo
+from worldline.sdk.errors import BadRequest, Rejected
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -30,7 +31,16 @@ async def test_a_contradiction_opens_widens_and_is_settled(
     async with (
         running(all_actors(), url=nats_url, data=tmp_path),
         worldline.connect(nats_url, world=world, agent="spock") as spock,
+        worldline.connect(nats_url, world=world, agent="mallory") as mallory,
     ):
+        # spock rules the world (so may settle) and may report its sensors.
+        await spock.declare(
+            WorldDecl(
+                world=WorldInfo(id=world),
+                authority=Authority(admins=["spock"]),
+                sources={"sensor-*": ["spock"]},
+            )
+        )
         await spock.add("The reactor is stable.", confidence=0.8, id="b1")
         await spock.add("The reactor is failing.", confidence=0.3, id="b2")
         for n in range(6):
@@ -62,6 +72,9 @@ async def test_a_contradiction_opens_widens_and_is_settled(
             await spock.resolve_contradiction(cid, "sensors agree", winner="b9")
         with pytest.raises(BadRequest, match="no contradiction"):
             await spock.resolve_contradiction("c-0000000000000000", "nothing")
+        with pytest.raises(Rejected) as refused:  # not an admin: may not settle
+            await mallory.resolve_contradiction(cid, "trust me", winner="b2")
+        assert refused.value.code == "unauthorized"
         await spock.resolve_contradiction(cid, "six sensors agree", winner="b1")
         settled: list[Contradiction] = []
         with anyio.move_on_after(5):

@@ -75,7 +75,13 @@ def cite(e: Evidence) -> AddEvidence:
 
 def trust(source: str, value: float, n: int = 0) -> SetTrust:
     return SetTrust(
-        op_id=f"op-trust-{source}-{n}", author="ada", at=AT, source=source, trust=value
+        # The operator sets trust: any agent but it (and an admin) may only lower
+        # its own (docs/crew.md, "Sources and trust").
+        op_id=f"op-trust-{source}-{n}",
+        author="operator",
+        at=AT,
+        source=source,
+        trust=value,
     )
 
 

@@ -28,6 +28,7 @@ async def test_edge_evidence_moves_the_edge_and_what_rests_on_it(
     async with (
         running(all_actors(), url=nats_url, data=tmp_path),
         worldline.connect(nats_url, world=world, agent="spock") as spock,
+        worldline.connect(nats_url, world=world, agent="operator") as operator,
     ):
         await spock.add("The launch window is open.", confidence=0.2, id="a")
         await spock.add("We launch on Friday.", confidence=0.9, id="c")
@@ -53,7 +54,7 @@ async def test_edge_evidence_moves_the_edge_and_what_rests_on_it(
         read = await spock.read()
         (shown,) = [e for e in read.belief_edges if e.id == "e1"]
         assert shown.confidence == edge.confidence
-        await spock.trust("flight-dynamics", 0.0)
+        await operator.trust("flight-dynamics", 0.0)  # the operator may set any
         # The trust op's verdict follows the edge posteriors it caused; the read
         # replica may apply them a moment later, so wait briefly for it.
         retrusted = edge

@@ -88,10 +88,11 @@ async def test_client_mistakes_are_answered_to_the_client_not_dead_lettered(
         with pytest.raises(Rejected) as taken:
             await bob.add("Another statement", id=belief.id)
         assert taken.value.code == "conflict"
-        await ada.trust("lab", 0.5, lock=True)
-        with pytest.raises(Rejected) as locked:
-            await bob.trust("lab", 3.0)
-        assert locked.value.code == "locked"
+        with pytest.raises(Rejected) as unauthorized:  # no grant, not its own
+            await ada.trust("lab", 0.5, lock=True)
+        assert unauthorized.value.code == "unauthorized"
+        assert "may not set the trust of 'lab'" in unauthorized.value.reason
+        await ada.trust("agent:ada", 0.9)  # lowering itself: allowed
         await ada.retract(belief.id, "the template changed")
         with pytest.raises(Rejected) as closed:
             await ada.evidence(

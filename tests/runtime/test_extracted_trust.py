@@ -24,13 +24,16 @@ async def test_trust_in_the_observer_moves_what_it_observed(
     async with (
         running(all_actors(), url=nats_url, data=tmp_path),
         worldline.connect(nats_url, world=world, agent="spock") as spock,
-        worldline.connect(nats_url, world=world, agent="kirk") as kirk,
+        # The operator may set any trust (an agent only lowers its own).
+        worldline.connect(nats_url, world=world, agent="operator") as kirk,
     ):
         found = await observed(spock, "The warp core is stable.", source="log.md")
         assert found.applied
         (statement,) = found.statements
         trace = await kirk.trace(statement.belief_id)
         assert [s.evidence.author for s in trace.steps] == ["spock"]
+        # log.md is declared for nobody: it counts as spock's own voice.
+        assert [s.evidence.voice for s in trace.steps] == ["agent:spock"]
         before = await kirk.get(statement.belief_id)
         assert before is not None
         assert before.confidence is not None

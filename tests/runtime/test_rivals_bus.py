@@ -17,6 +17,7 @@ import pytest
 
 import worldline
 from tests.support import all_actors, running, unique_world
+from worldline.protocols.world import Authority, WorldDecl, WorldInfo
 from worldline.sdk.batch import AddItem, EvidenceItem
 
 if TYPE_CHECKING:
@@ -85,6 +86,15 @@ async def test_assessment_learns_the_bad_source_and_its_copies(
             nats_url, world=world_name, agent="ada", request_timeout=20
         ) as world,
     ):
+        # ada loads for every store and its clones: each is declared hers to report,
+        # so each counts as a voice of its own (undeclared, all would be ada's one).
+        await world.declare(
+            WorldDecl(
+                world=WorldInfo(id=world_name),
+                authority=Authority(admins=["ada"]),
+                sources={"store-*": ["ada"], "bad-*": ["ada"]},
+            )
+        )
         adds, cites = items(world, bad_copies=5)
         loaded = await world.load([*adds, *cites])
         assert {r.outcome for r in loaded} == {"applied"}
@@ -133,6 +143,13 @@ def test_the_cli_adds_answers_assesses_and_lists_sources(
             await anyio.to_thread.run_sync(body)
 
     def body() -> None:
+        declaration = tmp_path / "world.toml"
+        declaration.write_text(
+            f'[world]\nid = "{world}"\n[authority]\nadmins = ["ada"]\n'
+            '[sources]\ns1 = ["ada"]\ns2 = ["ada"]\n'
+        )
+        declared = cli("world", "load", str(declaration))
+        assert declared.returncode == 0, declared.stderr
         ids = []
         for author in ("Tolkien", "Lewis"):
             added = cli("add", author, "--slot", "who wrote The Hobbit", "--json")

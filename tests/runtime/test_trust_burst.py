@@ -21,11 +21,22 @@ from tests.support import all_actors, running, unique_world
 from worldline.protocols.beliefs import Evidence
 from worldline.protocols.messages import AddBelief, AddEvidence, encode
 from worldline.protocols.subjects import ops
+from worldline.protocols.world import Authority, WorldDecl, WorldInfo
 from worldline.sdk.errors import Rejected
 
 pytestmark = pytest.mark.nats
 
 WORLDLINE = str(Path(sys.executable).parent / "worldline")
+
+
+def _declaration(world: str) -> WorldDecl:
+    """ada and bob rule the world (so either may set any trust), and ada may report
+    every source she names (each its own voice)."""
+    return WorldDecl(
+        world=WorldInfo(id=world),
+        authority=Authority(admins=["ada", "bob"]),
+        sources={"*": ["ada"]},
+    )
 
 
 def _cli(url: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -49,6 +60,7 @@ async def test_a_refused_trust_raises_with_fusions_reason_and_the_cli_exits_3(
         worldline.connect(nats_url, world=world, agent="ada") as ada,
         worldline.connect(nats_url, world=world, agent="bob") as bob,
     ):
+        await ada.declare(_declaration(world))
         await ada.trust("lab", 0.5, lock=True)
         with pytest.raises(Rejected) as refused:
             await bob.trust("lab", 3.0)
@@ -62,7 +74,9 @@ async def test_a_refused_trust_raises_with_fusions_reason_and_the_cli_exits_3(
         assert "locked by ada" in result.stderr
         assert "trust lab" not in result.stdout  # no success printed
         result = await anyio.to_thread.run_sync(
-            partial(_cli, nats_url, "trust", "wiki", "2", "--world", world)
+            partial(
+                _cli, nats_url, "trust", "wiki", "2", "--world", world, "--agent", "ada"
+            )
         )
         assert result.returncode == 0, result.stderr
 
@@ -80,6 +94,7 @@ async def test_a_burst_of_trust_changes_applies_without_a_spurious_timeout(
         running(all_actors(), url=nats_url, data=tmp_path),
         worldline.connect(nats_url, world=world, agent="ada", request_timeout=5) as ada,
     ):
+        await ada.declare(_declaration(world))
         nc = await nats.connect(nats_url)
         try:
             js = nc.jetstream()
