@@ -337,10 +337,24 @@ async def test_who_lists_the_worlds_agents_for_an_agent(
         await agents["spock"].set_presence("drafting")
         with anyio.fail_after(4):
             present = await agents["spock"].who()
-    assert [(p.agent, p.status) for p in present] == [
-        ("spock", "drafting"),
-        ("zora", "reviewing"),
-    ]
+        assert [(p.agent, p.status) for p in present] == [
+            ("spock", "drafting"),
+            ("zora", "reviewing"),
+        ]
+        # A reply subject naming one of the agent's OWN imports re-enters through
+        # it: the PubAck lands on Spock's own presence key (what Spock may write
+        # anyway). It poisons nothing: everyone else's `who` skips the entry.
+        own = bucket_put(PRESENCE, bucket_key(s.world, "spock"))
+        async with raw(s, "spock") as nc:
+            await nc.publish(ops(s.world, "spock"), b"junk", reply=own)
+            await nc.flush()
+        with anyio.fail_after(4):
+            while True:
+                if await agents["zora"].presence("spock") is None:  # junk: skipped
+                    break
+                await anyio.sleep(0.05)
+            present = await agents["zora"].who()
+        assert [p.agent for p in present] == ["zora"]
 
 
 def _cli(s: Secured, *argv: str, world: str, agent: str) -> tuple[int, str]:

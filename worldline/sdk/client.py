@@ -28,7 +28,6 @@ from worldline.actors.runtime.errors import BusUnavailable as RuntimeBusUnavaila
 from worldline.protocols.messages import (
     FUSION_REPLY,
     MATERIALIZER_REPLY,
-    PRESENCE_VALUE,
     PROJECTOR_REPLY,
     SIMULATOR_REPLY,
     Message,
@@ -38,7 +37,7 @@ from worldline.protocols.messages import (
 from worldline.protocols.subjects import OPS, PRESENCE, RpcVerb, check_name, rpc
 from worldline.protocols.world import agents_named
 from worldline.sdk.batch import LoadMixin
-from worldline.sdk.crew import validated
+from worldline.sdk.crew import decode_presence, validated
 from worldline.sdk.discovery import DEFAULT_URL, bus_url
 from worldline.sdk.errors import (
     BadRequest,
@@ -240,8 +239,11 @@ class World(SimMixin, LoadMixin):
                 async for entry in watcher:
                     if entry is None:  # every current entry has been seen
                         break
-                    if entry.value:
-                        present.append(PRESENCE_VALUE.decode(entry.value))
+                    seen = (
+                        decode_presence(entry.key, entry.value) if entry.value else None
+                    )
+                    if seen is not None:
+                        present.append(seen)
         finally:
             with anyio.CancelScope(shield=True):
                 await watcher.stop()  # type: ignore[no-untyped-call]

@@ -4,6 +4,7 @@ views, presence (reading the whole log back: :mod:`worldline.sdk.export`). Mixed
 
 from __future__ import annotations
 
+import logging
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -78,6 +79,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CrewMixin",
     "InboxItem",
+    "decode_presence",
     "evidence_item",
     "new_id",
     "utc_now",
@@ -86,6 +88,7 @@ __all__ = [
 
 T = TypeVar("T", bound=msgspec.Struct)
 
+log = logging.getLogger("worldline.sdk")
 _VIEW_VALUE = msgspec.msgpack.Decoder(ViewReply)
 # JetStream's "consumer not found" (a missing stream is 10059).
 _CONSUMER_NOT_FOUND = 10014
@@ -527,7 +530,18 @@ class CrewMixin(ExportMixin):
                 entry = await kv.get(bucket_key(self.world, agent))
             except nats.js.errors.KeyNotFoundError:
                 return None
-        return None if entry.value is None else PRESENCE_VALUE.decode(entry.value)
+        return None if entry.value is None else decode_presence(agent, entry.value)
+
+
+def decode_presence(key: str, value: bytes) -> Presence | None:
+    """A presence entry, or None (logged) when its bytes are not one: an agent may
+    write anything on its own key, and one bad entry must not break ``who`` for the
+    whole world."""
+    try:
+        return PRESENCE_VALUE.decode(value)
+    except msgspec.DecodeError as exc:
+        log.warning("presence of %s does not decode, skipped: %s", key, exc)
+        return None
 
 
 def evidence_item(
