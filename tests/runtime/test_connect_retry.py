@@ -104,6 +104,36 @@ def test_an_actor_started_before_its_server_comes_up(tmp_path: Path) -> None:
     assert "Traceback" not in errlog.read_text()
 
 
+@pytest.mark.cli
+def test_an_actor_waiting_for_its_server_stops_on_sigterm(tmp_path: Path) -> None:
+    """The wait is no trap: SIGTERM (a pod deleted, Ctrl-C) stops it at once."""
+    url = f"nats://127.0.0.1:{_free_port()}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WORLDLINE_")}
+    command = [WORLDLINE, "actor", "fusion", "--nats", url, "--data", str(tmp_path)]
+    errlog = tmp_path / "actor-stderr.log"
+    with (
+        errlog.open("w") as err,
+        subprocess.Popen(
+            command, stdout=subprocess.DEVNULL, stderr=err, env=env
+        ) as actor,
+    ):
+        try:
+            deadline = time.monotonic() + 20
+            while "attempt 2," not in errlog.read_text():
+                assert actor.poll() is None, errlog.read_text()
+                assert time.monotonic() < deadline, errlog.read_text()
+                time.sleep(0.05)
+            actor.send_signal(signal.SIGTERM)
+            started = time.monotonic()
+            assert actor.wait(timeout=10) == 0, errlog.read_text()
+            assert time.monotonic() - started < 5
+        finally:
+            if actor.poll() is None:
+                actor.kill()
+                actor.wait()
+    assert "Traceback" not in errlog.read_text()
+
+
 async def test_the_first_connect_gives_up_after_its_wait(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

@@ -61,11 +61,17 @@ async def _serve_until_signal(
 ) -> None:
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with anyio.create_task_group() as tg:
+
+            async def stop_on_signal() -> None:
+                async for _ in signals:
+                    break
+                tg.cancel_scope.cancel()
+
+            # Heard while starting too: an actor waiting for its server (the first
+            # connect, JetStream not ready) stops at once on SIGTERM or Ctrl-C.
+            tg.start_soon(stop_on_signal)
             await tg.start(start)
             await on_ready()
-            async for _ in signals:
-                break
-            tg.cancel_scope.cancel()
 
 
 def _stream_replicas(args: argparse.Namespace) -> None:
