@@ -17,6 +17,7 @@ import nats.js.errors
 from nats.js import api
 
 from worldline.actors.runtime.declare import ensure_consumer
+from worldline.actors.runtime.deliveries import decode_payload
 from worldline.protocols.beliefs import Direction, Evidence, EvidenceKind
 from worldline.protocols.messages import (
     INBOX,
@@ -138,6 +139,9 @@ class CrewMixin(ExportMixin):
     # Connected as an agent's own NATS account (worldline creds): it reads JetStream
     # by key only and creates no consumer.
     _agent_account: bool = False
+    # The stream sequences of what the last inbox() skipped: not inbox messages
+    # (logged and acknowledged; the rest was returned).
+    inbox_skipped: list[int] = []  # noqa: RUF012 (reassigned, never changed in place)
     world: str
     agent: str
     timeout: float
@@ -381,7 +385,8 @@ class CrewMixin(ExportMixin):
                 return None
         if entry.value is None:
             return None
-        return int(entry.revision or 0), _VIEW_VALUE.decode(entry.value).view
+        revision = int(entry.revision or 0)
+        return revision, _view_or_none(agent, revision, entry.value)
 
     async def watch(self, agent: str | None = None) -> AsyncIterator[AgentView]:
         """The agent's startup view with its standing worldview: the latest one at
@@ -407,7 +412,8 @@ class CrewMixin(ExportMixin):
                 except TimeoutError:
                     continue
                 for msg in msgs:
-                    view = _VIEW_VALUE.decode(msg.data).view
+                    revision = msg.metadata.sequence.stream
+                    view = _view_or_none(agent or self.agent, revision, msg.data)
                     if view is not None:
                         yield view
         finally:
@@ -438,6 +444,7 @@ class CrewMixin(ExportMixin):
         Each agent has its own durable consumer, so a message waits for you however
         long you are away, and your acks never hide it from another agent.
         """
+        self.inbox_skipped = []
         spec = inbox_in(self.world, self.agent)
         durable = spec.durable
         # Every JetStream subject the inbox uses names its durable; a violation on
@@ -463,9 +470,40 @@ class CrewMixin(ExportMixin):
                 msgs = []
             finally:
                 await sub.unsubscribe()
-        return [
-            InboxItem(INBOX.decode(m.data), m.metadata.sequence.stream, m) for m in msgs
-        ]
+            return await self._readable(msgs)
+
+    async def _readable(self, msgs: list[Msg]) -> list[InboxItem]:
+        """The inbox messages among ``msgs``; any other bytes (anything a client
+        managed to publish there, such as a PubAck delivered to it as a reply) are
+        acknowledged, so they do not come back, counted in :attr:`inbox_skipped`
+        and named in a warning, and the rest is returned."""
+        items: list[InboxItem] = []
+        skipped: list[int] = []
+        for m in msgs:
+            seq = m.metadata.sequence.stream
+            message, reason = decode_payload(INBOX, m.data)
+            if message is not None:
+                items.append(InboxItem(message, seq, m))
+                continue
+            skipped.append(seq)
+            log.warning(
+                "inbox of %s in %s: skipped the message at %s stream sequence %d: "
+                "not an inbox message (%s, %d bytes %r); acknowledged so it does "
+                "not come back",
+                self.agent,
+                self.world,
+                INBOX_STREAM.name,
+                seq,
+                reason,
+                len(m.data),
+                m.data[:48],
+            )
+            try:
+                await m.ack_sync()
+            except (nats.errors.Error, TimeoutError) as exc:
+                log.warning("could not acknowledge it (%s); it comes back", exc)
+        self.inbox_skipped = skipped
+        return items
 
     async def _inbox_open(self, spec: ConsumerSpec) -> bool:
         """Make sure the inbox durable exists; False when it does not yet and these
@@ -537,11 +575,27 @@ def decode_presence(key: str, value: bytes) -> Presence | None:
     """A presence entry, or None (logged) when its bytes are not one: an agent may
     write anything on its own key, and one bad entry must not break ``who`` for the
     whole world."""
-    try:
-        return PRESENCE_VALUE.decode(value)
-    except msgspec.DecodeError as exc:
-        log.warning("presence of %s does not decode, skipped: %s", key, exc)
+    presence, reason = decode_payload(PRESENCE_VALUE, value)
+    if presence is None:
+        log.warning("presence of %s does not decode, skipped: %s", key, reason)
+    return presence  # type: ignore[no-any-return]
+
+
+def _view_or_none(agent: str, revision: int, value: bytes) -> AgentView | None:
+    """The view a ``wl-views`` value holds, or None (logged) for any other bytes:
+    junk on the key (a PubAck delivered there as a reply, say) must not break
+    ``view``, ``watch`` or the MCP reads; the projector's next write replaces it."""
+    reply, reason = decode_payload(_VIEW_VALUE, value)
+    if reply is None:
+        log.warning(
+            "stored view of %s (revision %d of %s) is not a view, skipped: %s",
+            agent,
+            revision,
+            VIEWS.bucket,
+            reason,
+        )
         return None
+    return reply.view  # type: ignore[no-any-return]
 
 
 def evidence_item(
