@@ -27,6 +27,8 @@ from worldline.protocols.messages import Notification
 from worldline.protocols.subjects import VIEWS, bucket_key, inbox, ops
 
 if TYPE_CHECKING:
+    from nats.aio.msg import Msg
+
     from worldline import World
 
 pytestmark = pytest.mark.nats
@@ -120,3 +122,58 @@ async def test_junk_over_a_stored_view_is_skipped_by_view_and_watch(
                 await anyio.sleep(0.3)
                 await ada.write(PILOT, "phase", "sla")  # a new view for spock
         assert await spock.stored_view() is not None
+
+
+async def test_a_junk_answer_to_a_request_is_one_clear_error(nats_url: str) -> None:
+    """Any client may answer a request first on an open bus: its junk is a
+    ``BusUnavailable`` naming the subject, not a decode error."""
+    import nats
+
+    from worldline.actors.runtime.declare import ensure_buckets, ensure_streams
+    from worldline.protocols.subjects import BUCKETS, STREAMS, rpc
+    from worldline.sdk.errors import BusUnavailable
+
+    world = unique_world("junkreply")
+    nc = await nats.connect(nats_url)
+    try:
+        js = nc.jetstream()
+        await ensure_streams(js, STREAMS)
+        await ensure_buckets(js, BUCKETS)
+
+        async def answer(msg: Msg) -> None:
+            await msg.respond(b'{"stream":"WL_OPS","seq":7}')
+
+        await nc.subscribe(rpc(world, "get"), cb=answer)
+        await nc.flush()
+        async with worldline.connect(nats_url, world=world, agent="ada") as ada:
+            with pytest.raises(BusUnavailable, match="is no worldline reply"):
+                await ada.get("b-1")
+    finally:
+        await nc.close()
+
+
+async def test_an_observation_under_a_batch_header_costs_no_model_call() -> None:
+    """The store dead-letters it (observations never travel in batches), so the
+    extractor's model is not asked about it first."""
+    import dataclasses
+    from datetime import UTC, datetime
+
+    from worldline.actors.registry import build
+    from worldline.actors.runtime.deliveries import delivery
+    from worldline.actors.runtime.prepare import prepared_input
+    from worldline.protocols.messages import Observe, encode
+    from worldline.protocols.subjects import obs
+
+    asked: list[str] = []
+
+    async def prepare(message: Observe, ctx: object) -> None:
+        asked.append(message.text)
+
+    inp = dataclasses.replace(build("extractor").inputs[0], prepare=prepare)
+    now = datetime(2026, 3, 1, tzinfo=UTC)
+    observe = Observe(obs_id="o1", author="ada", source="s", text="Pilots", at=now)
+    subject = obs("w", "ada")
+    plain = delivery(1, subject, encode(observe), None)
+    batched = delivery(2, subject, encode(observe), "1")
+    await prepared_input(inp, [], [plain, batched], now)
+    assert asked == ["Pilots"]  # the plain one only

@@ -37,7 +37,7 @@ from worldline.protocols.messages import (
 from worldline.protocols.subjects import OPS, PRESENCE, RpcVerb, check_name, rpc
 from worldline.protocols.world import agents_named
 from worldline.sdk.batch import LoadMixin
-from worldline.sdk.crew import decode_presence, validated
+from worldline.sdk.crew import decode_presence, decode_reply, validated
 from worldline.sdk.discovery import DEFAULT_URL, bus_url
 from worldline.sdk.errors import (
     BadRequest,
@@ -319,7 +319,7 @@ class World(SimMixin, LoadMixin):
                 f"no answer on {subject} within {self.timeout:g}s"
             ) from exc
         decoder: Any = _REPLIES.get(verb, PROJECTOR_REPLY)
-        reply: Message = decoder.decode(msg.data)
+        reply: Message = decode_reply(decoder, msg.data, subject)
         return reply
 
 

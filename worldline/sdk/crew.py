@@ -81,6 +81,7 @@ __all__ = [
     "CrewMixin",
     "InboxItem",
     "decode_presence",
+    "decode_reply",
     "evidence_item",
     "new_id",
     "utc_now",
@@ -569,6 +570,22 @@ class CrewMixin(ExportMixin):
             except nats.js.errors.KeyNotFoundError:
                 return None
         return None if entry.value is None else decode_presence(agent, entry.value)
+
+
+def decode_reply(decoder: Any, data: bytes, subject: str) -> Any:
+    """The answer to a request on ``subject``.
+
+    Raises:
+        BusUnavailable: it is no worldline reply (on an open bus any client may
+            answer a request first), said in one line instead of a decode error.
+    """
+    reply, reason = decode_payload(decoder, data)
+    if reply is None:
+        raise BusUnavailable(
+            f"the answer on {subject} is no worldline reply ({reason}; {len(data)} "
+            f"bytes {data[:48]!r}): another client may be answering there; retry"
+        )
+    return reply
 
 
 def decode_presence(key: str, value: bytes) -> Presence | None:

@@ -34,7 +34,7 @@ from worldline.protocols.messages import (
 )
 from worldline.protocols.subjects import rpc
 from worldline.protocols.worldview import Leaf, Worldview
-from worldline.sdk.crew import validated
+from worldline.sdk.crew import decode_reply, validated
 from worldline.sdk.errors import (
     BadRequest,
     BusUnavailable,
@@ -171,7 +171,7 @@ class SimMixin(PagingMixin):
             raise BusUnavailable(
                 f"no answer on {subject} within {self.timeout:g}s"
             ) from exc
-        reply = SIMULATOR_REPLY.decode(msg.data)
+        reply = decode_reply(SIMULATOR_REPLY, msg.data, subject)
         if isinstance(reply, SimError):
             raise SimulationError(reply.name, reply.message)
         if isinstance(reply, RpcError):

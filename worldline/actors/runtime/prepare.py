@@ -139,6 +139,8 @@ async def _each_prepared(
     limiter = anyio.CapacityLimiter(max(1, inp.prepare_concurrency))
 
     async def one(d: Delivery) -> None:
+        if d.batch:  # no input prepares a batch: the store unpacks and refuses it
+            return
         try:
             message = inp.decoder.decode(d.data)
             ctx = Context(
