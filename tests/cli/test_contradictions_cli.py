@@ -26,7 +26,14 @@ WORLDLINE = str(Path(sys.executable).with_name("worldline"))
 
 
 async def cli(url: str, world: str, *args: str) -> subprocess.CompletedProcess[bytes]:
-    env = {**os.environ, "WORLDLINE_NATS": url, "WORLDLINE_WORLD": world}
+    # As the operator, who may settle any contradiction (an agent needs the world's
+    # declaration to let it: docs/crew.md, "Sources and trust").
+    env = {
+        **os.environ,
+        "WORLDLINE_NATS": url,
+        "WORLDLINE_WORLD": world,
+        "WORLDLINE_AGENT": "operator",
+    }
     return await anyio.run_process([WORLDLINE, *args], env=env, check=False)
 
 

@@ -334,8 +334,10 @@ async def _judgment(session: ClientSession) -> None:
     assert rival["confidence"] < 0.5  # the other answer's support counts against it
     assessed = await _ok(session, "assess_sources")
     assert assessed["seq"] > 0
-    assert {"shop-a", "shop-b"} <= {s["source"] for s in assessed["sources"]}
-    listed = await _ok(session, "sources", source="shop-a")
+    # The shops are declared for nobody: what ada says of them is ada's one voice.
+    assert "agent:ada" in {s["source"] for s in assessed["sources"]}
+    assert not {"shop-a", "shop-b"} & {s["source"] for s in assessed["sources"]}
+    listed = await _ok(session, "sources", source="agent:ada")
     assert listed["sources"][0]["accuracy"] > 0.5
     assert isinstance((await _ok(session, "contradictions"))["contradictions"], list)
     refused = await session.call_tool(
