@@ -172,9 +172,10 @@ def export_record(
             batch=batch,
         )
     exact = encode(op) == data
-    if exact:  # and it survives this line's JSON (a NaN would come back as null)
+    if exact:  # and it survives this line's JSON (a NaN comes back as null, an
+        # integer key of a field value as a string)
         again, _ = decode_payload(_OP_JSON, msgspec.json.encode(op))
-        exact = again is not None and encode(again) == data
+        exact = again == op
     return ExportRecord(
         seq=seq,
         subject=subject,
