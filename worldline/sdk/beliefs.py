@@ -409,7 +409,9 @@ class BeliefMixin(SourceMixin):
         Raises:
             BadRequest: no such contradiction, it is not open, the winner is not
                 one of its ends, or the reason is empty.
-            Rejected: the materializer refused the op (its reason).
+            Rejected: the materializer refused the op (its reason; code
+                ``unauthorized`` when this agent may not settle: only the operator,
+                the world's admins and the agents of its ``[trust] settle`` may).
         """
         if not reason.strip():
             raise BadRequest("say why the contradiction is settled: pass a reason")

@@ -29,7 +29,10 @@ class SourceMixin(CrewMixin):
 
     async def trust(self, source: str, value: float, *, lock: bool = False) -> int:
         """Scale ``source``'s contribution (``agent:<name>`` for an agent's) by
-        ``value``; ``lock`` keeps others from changing it. Returns the op sequence
+        ``value``; ``lock`` keeps others from changing it. Who may: the operator and
+        the world's admins any source, an agent a ``[[trust.grants]]`` entry of the
+        declaration names it for, and any agent its own ``agent:<self>``, lowering
+        only (docs/crew.md, "Sources and trust"). Returns the op sequence
         once fusion applied it: the posteriors it changed are then readable (fusion
         sends its verdict after them, and the materializer keeps both in order).
 
@@ -39,7 +42,8 @@ class SourceMixin(CrewMixin):
 
         Raises:
             Rejected: fusion refused it (code ``locked``: another agent locked this
-                source's trust), with fusion's reason.
+                source's trust; ``unauthorized``: this agent may not set it), with
+                fusion's reason.
             NotApplied: recorded, but fusion did not answer within the timeout.
         """
         op = SetTrust(
