@@ -176,9 +176,11 @@ def _trace(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
                 else f"{step.before:.2f} -> {step.after:.2f}"
             )
             where = f" [{e.artifact}]" if e.artifact else ""
+            # A source its reporter may not report counts as the reporter's voice.
+            voice = f" (counts as {e.voice})" if e.voice not in ("", e.source) else ""
             lines.append(
                 f"  {e.observed_at.isoformat()}  {e.direction:<8} {e.kind:<15} "
-                f"{e.source}{where} by {e.author}: {moved}"
+                f"{e.source}{where} by {e.author}{voice}: {moved}"
                 + (f"\n      {e.text}" if e.text else "")
             )
         lines += [_show_edge(e) for e in reply.edges]

@@ -8,12 +8,16 @@ item when it is recorded (:func:`voiced`; a source the declaration does not let 
 reporter report is the reporter's own voice, ``agent:<author>``), and who may set
 trust (:mod:`.trusting`).
 
-Key: ``decl/<world>`` -> the accepted ``WorldDecl`` (msgpack). A refused declaration
-changes nothing here; the materializer answers its author.
+Keys: ``decl/<world>`` -> the accepted ``WorldDecl`` (msgpack), and
+``declsum/<world>`` -> a digest of it, which every evidence item reads instead of the
+declaration itself (a loader's declaration may name thousands of sources). A refused
+declaration changes nothing here; the materializer answers its author.
 """
 
 from __future__ import annotations
 
+import hashlib
+from collections import OrderedDict
 from typing import TYPE_CHECKING, Final
 
 import msgspec
@@ -28,19 +32,39 @@ if TYPE_CHECKING:
     from worldline.protocols.beliefs import Evidence
     from worldline.protocols.messages import DeclareWorld
 
-__all__ = ["charter_of", "decl_key", "declare", "voiced"]
+__all__ = ["charter_of", "decl_key", "declare", "digest_key", "voiced"]
 
 WORLD_BYTES: Final = 64
+_CACHED: Final = 64  # charters kept by digest (one per world in force, typically)
+_BY_DIGEST: OrderedDict[bytes, charter.Charter] = OrderedDict()
+
+
+def _world(world: str) -> str:
+    return key_part(world.replace("%", "%25").replace("/", "%2F"), WORLD_BYTES)
 
 
 def decl_key(world: str) -> bytes:
-    escaped = world.replace("%", "%25").replace("/", "%2F")
-    return f"decl/{key_part(escaped, WORLD_BYTES)}".encode()
+    return f"decl/{_world(world)}".encode()
+
+
+def digest_key(world: str) -> bytes:
+    return f"declsum/{_world(world)}".encode()
 
 
 def charter_of(reader: Reader, world: str) -> charter.Charter:
-    """The declaration in force in ``world`` (an empty charter when none is)."""
-    return charter.charter_of(reader.get(decl_key(world)))
+    """The declaration in force in ``world`` (an empty charter when none is), read
+    through its digest: the declaration itself is read and compiled once per
+    digest, not once per evidence item."""
+    digest = reader.get(digest_key(world))
+    if digest is None:
+        return charter.charter_of(None)
+    held = _BY_DIGEST.get(digest)
+    if held is None:
+        held = charter.charter_of(reader.get(decl_key(world)))
+        _BY_DIGEST[digest] = held
+        while len(_BY_DIGEST) > _CACHED:
+            _BY_DIGEST.popitem(last=False)
+    return held
 
 
 def declare(reader: Reader, op: DeclareWorld, ctx: Context, *, secured: bool) -> Step:
@@ -54,7 +78,9 @@ def declare(reader: Reader, op: DeclareWorld, ctx: Context, *, secured: bool) ->
         charter.accept(current, op.declaration, ctx.world, op.author, secured=secured)
     except charter.Refused:
         return Step()
-    return Step(writes={decl_key(ctx.world): encode(op.declaration)})
+    raw = encode(op.declaration)
+    digest = hashlib.sha256(raw).hexdigest()[:32].encode()
+    return Step(writes={decl_key(ctx.world): raw, digest_key(ctx.world): digest})
 
 
 def voiced(reader: Reader, world: str, item: Evidence) -> Evidence:
