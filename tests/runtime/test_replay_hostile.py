@@ -20,6 +20,8 @@ from pathlib import Path
 import anyio
 import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import worldline
 from tests.support import all_actors, running, unique_world
@@ -52,6 +54,33 @@ def _offset_op(n: int) -> bytes:
     return msgspec.msgpack.encode(body)
 
 
+async def _hpub(url: str, subject: str, headers: bytes, payload: bytes) -> None:
+    """HPUB over a plain socket: a header block exactly as written, which no client
+    library would send (a lowercase name, no value, the name twice)."""
+    block = b"NATS/1.0\r\n" + headers + b"\r\n"
+    host, port = url.removeprefix("nats://").rsplit(":", 1)
+    async with await anyio.connect_tcp(host, int(port)) as sock:
+        await sock.receive()  # INFO
+        await sock.send(
+            b'CONNECT {"verbose":false,"pedantic":false,"headers":true}\r\n'
+            + b"HPUB %s %d %d\r\n%s%s\r\nPING\r\n"
+            % (subject.encode(), len(block), len(block) + len(payload), block, payload)
+        )
+        assert b"PONG" in await sock.receive()
+
+
+# Header blocks as a hostile client may write them; whatever the live actors' raw
+# pull makes of each, the export (nats-py's parser) must make the same.
+HEADER_BLOCKS = (
+    b"wl-batch: 2\r\n",
+    b"Wl-Batch:\r\n",
+    b"Wl-Batch:2\r\n",
+    b"Wl-Batch: 2\r\nWl-Batch: 3\r\n",
+    b"X-Other: 1\r\nWl-Batch: 1\r\n",
+    b"Wl-Batch : 2\r\n",
+)
+
+
 async def _cli(url: str, world: str, *args: str) -> tuple[int, str, str]:
     env = {**os.environ, "WORLDLINE_NATS": url, "WORLDLINE_WORLD": world}
     done = await anyio.run_process([WORLDLINE, *args], env=env, check=False)
@@ -76,6 +105,8 @@ async def test_replay_dead_letters_what_the_live_actors_dead_lettered(
         await js.publish(subject, encode(_belief(4, author="zora")))  # forged
         await js.publish(subject, encode(_belief(5))[:-7])  # truncated
         await js.publish(subject, _offset_op(6))
+        for n, block in enumerate(HEADER_BLOCKS, start=10):
+            await _hpub(nats_url, subject, block, encode(_belief(n)))
         last = await js.publish(subject, encode(_belief(7)))
         with anyio.fail_after(30):
             while True:  # the last op and its belief (through fusion) are in
@@ -102,3 +133,30 @@ async def test_replay_dead_letters_what_the_live_actors_dead_lettered(
         code, offline, err = await _cli(nats_url, world, "replay", "--from", str(out))
         assert code == 0, err
         assert offline.splitlines()[0] == shown.splitlines()[0]
+
+
+@settings(max_examples=500, deadline=None, database=None)
+@given(
+    st.lists(
+        st.lists(
+            st.sampled_from(["Wl-Batch", "wl-batch", ":", " ", "\t", "2", "x", "X-"]),
+            max_size=6,
+        ).map("".join),
+        max_size=4,
+    )
+)
+def test_the_raw_pull_reads_the_batch_header_as_nats_py_does(lines: list[str]) -> None:
+    """The live actors' raw pull and ``worldline export`` (nats-py's ``Msg``) must
+    agree on which messages carry a batch header, or a replay would apply what the
+    live actors dead-lettered."""
+    from nats.aio.client import Client
+
+    from worldline.actors.runtime.bus import _batch_header
+
+    parse = getattr(Client, "_parse_header_lines", None)
+    if parse is None:  # an older nats-py parses with the email module
+        pytest.skip("this nats-py has no _parse_header_lines")
+    block = b"NATS/1.0\r\n" + b"".join(x.encode() + b"\r\n" for x in lines) + b"\r\n"
+    assert _batch_header(block) == parse(block[len(b"NATS/1.0\r\n") :]).get(
+        BATCH_HEADER
+    )

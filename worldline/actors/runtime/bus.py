@@ -317,7 +317,7 @@ def _sequences(reply: str) -> tuple[int, int]:
     raise ValueError(f"not a JetStream delivery: reply subject {reply!r}")
 
 
-_BATCH_LINE = f"\r\n{BATCH_HEADER}:".encode()
+_BATCH_NAME = BATCH_HEADER.encode()
 
 
 def _status(headers: bytes) -> bool:
@@ -327,14 +327,22 @@ def _status(headers: bytes) -> bool:
 
 
 def _batch_header(headers: bytes) -> str | None:
-    at = headers.find(_BATCH_LINE)
-    if at < 0:
+    """The ``Wl-Batch`` value of a raw header block, read by the rule nats-py's own
+    parser reads it (``Name: Value`` lines split at the first colon, name and value
+    stripped, the last of repeated names), so the raw pull, the pull through
+    nats-py's ``Msg`` and ``worldline export`` agree on which messages are batches
+    (a name written ``Wl-Batch :``, say, is one for all three, or replay would
+    apply what the live actors dead-lettered)."""
+    if _BATCH_NAME not in headers:  # the fast path: no line can name it
         return None
-    start = at + len(_BATCH_LINE)
-    end = headers.find(b"\r\n", start)
-    value = headers[start:] if end < 0 else headers[start:end]
-    # Whatever a hostile publisher put there reaches the store, which rejects it.
-    return value.decode(errors="replace").strip()
+    found = None
+    for line in headers.split(b"\r\n")[1:]:
+        name, colon, value = line.partition(b":")
+        if colon and name.strip() == _BATCH_NAME:
+            # Whatever a hostile publisher put there reaches the store, which
+            # rejects it.
+            found = value.strip().decode(errors="replace")
+    return found
 
 
 class Puller:
