@@ -64,6 +64,8 @@ from worldline.protocols.world import (
     Grant,
     Rule,
     Subscription,
+    TrustGrant,
+    TrustRules,
     WorldDecl,
     WorldInfo,
 )
@@ -148,6 +150,11 @@ def declaration() -> WorldDecl:
             Rule(id="status-echo", on="work.status", notify="collaborates_on"),
         ],
         dampening=Dampening(depth=2, dedupe_window=600.0, max_fanout=8),
+        # Voices and trust authority in the random logs too: s1 is ada's and
+        # spock's to report, s2 zora's (anyone else's is their own voice); spock
+        # may set trust on s1 and s2, ada (the admin) on anything.
+        sources={"s1": ["ada", "spock"], "s2": ["zora"]},
+        trust=TrustRules(grants=[TrustGrant(agents=["spock"], names=["s?"])]),
     )
 
 
