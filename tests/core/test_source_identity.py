@@ -550,3 +550,15 @@ def test_a_retracted_answer_frees_its_place(monkeypatch: pytest.MonkeyPatch) -> 
     )
     assert "truth" in world.last
     assert "op-t2" not in world.verdicts  # applied: a posterior, no verdict
+
+
+def test_the_worlds_admins_may_load_a_whole_question() -> None:
+    """The share binds agents; the operator and the admins (who may re-declare the
+    world anyway) may load more answers to one question, up to ``MAX_RIVALS``."""
+    more = rivals.MAX_AUTHOR_ANSWERS + 4
+    log: list[OpsInbox] = [declare(decl())]
+    log += [junk(n, "henry") for n in range(more)]
+    log += [junk(n, OPERATOR, "q2") for n in range(more)]
+    world = World().run(log)
+    assert not [v for v in world.verdicts.values() if v.code == "full"]
+    assert len(world.last) == 2 * more

@@ -54,6 +54,7 @@ __all__ = [
     "declared_types",
     "encode_value",
     "fill_goal",
+    "is_admin",
     "may_settle",
     "trust_refusal",
     "voice",
@@ -257,8 +258,13 @@ def voice(decl: WorldDecl | None, source: str, author: str) -> str:
 # --- trust and settling ---------------------------------------------------------------
 
 
-def _admin(decl: WorldDecl | None, author: str) -> bool:
+def is_admin(decl: WorldDecl | None, author: str) -> bool:
+    """Whether ``author`` rules the world: the operator, or an admin of ``decl``
+    (who may re-declare it, and with it every rule here)."""
     return author == OPERATOR or (decl is not None and author in decl.authority.admins)
+
+
+_admin = is_admin
 
 
 def _granted(decl: WorldDecl | None, author: str, name: str) -> bool:

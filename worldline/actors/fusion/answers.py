@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from worldline.actors.belief_model import posterior, rivals
+from worldline.actors.belief_model import charter, posterior, rivals
 from worldline.actors.belief_model.charter import Refused
 from worldline.actors.belief_model.posterior import NO_PROBABILITY
-from worldline.actors.fusion import records, slots
+from worldline.actors.fusion import declared, records, slots
 from worldline.actors.runtime.spec import Step
 from worldline.protocols.messages import AddBelief
 
@@ -67,8 +67,9 @@ def membership(
 def check_room(reader: Reader, world: str, slot: str, author: str) -> None:
     """Whether ``slot`` has a place for one more answer from ``author``: it holds at
     most ``MAX_RIVALS`` active answers, at most ``MAX_AUTHOR_ANSWERS`` of them added
-    by one author (so one agent cannot fill a question); a retracted answer holds
-    no place.
+    by one author (so one agent cannot fill a question; the operator and the
+    world's admins, who rule it, may load a whole question); a retracted answer
+    holds no place.
 
     Raises:
         Refused: ``full``, saying which limit.
@@ -86,7 +87,9 @@ def check_room(reader: Reader, world: str, slot: str, author: str) -> None:
             "evidence to one of them (`worldline list`) or split the question",
         )
     own = sum(fused.belief.author == author for fused in held)
-    if own >= rivals.MAX_AUTHOR_ANSWERS:
+    if own >= rivals.MAX_AUTHOR_ANSWERS and not charter.is_admin(
+        declared.charter_of(reader, world).decl, author
+    ):
         raise Refused(
             "full",
             f"{author} already added {own} of the answers slot {slot!r} holds, the "
