@@ -24,7 +24,7 @@ import worldline
 from tests.runtime.test_crew import PILOT, crew
 from tests.support import all_actors, running, unique_world
 from worldline.protocols.messages import Notification
-from worldline.protocols.subjects import VIEWS, bucket_key, inbox, ops
+from worldline.protocols.subjects import VIEWS, bucket_key, bucket_put, inbox, ops
 
 if TYPE_CHECKING:
     from nats.aio.msg import Msg
@@ -103,7 +103,7 @@ async def test_junk_over_a_stored_view_is_skipped_by_view_and_watch(
         with anyio.fail_after(10):
             while await spock.stored_view() is None:  # noqa: ASYNC110
                 await anyio.sleep(0.05)
-        key = f"$KV.{VIEWS.bucket}.{bucket_key(world, 'spock')}"
+        key = bucket_put(VIEWS, bucket_key(world, "spock"))
         with caplog.at_level(logging.WARNING, logger="worldline.sdk"):
             await _pub_ack_to(spock, key)
             with anyio.fail_after(5):

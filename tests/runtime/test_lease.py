@@ -16,7 +16,7 @@ from tests.support import all_actors, running
 from worldline.actors.registry import build
 from worldline.actors.runtime.lease import LeaseGate, Unreadable, decide
 from worldline.protocols.messages import LEASE_VALUE, Lease
-from worldline.protocols.subjects import LEASES, lease_key, partition_of
+from worldline.protocols.subjects import LEASES, bucket_put, lease_key, partition_of
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -117,7 +117,7 @@ JUNK_STREAM = "JUNKTEST"
 async def _pub_ack_into_lease(nc: NATS) -> None:
     """The attack of issue 23: a message published into a stream with reply subject
     ``$KV.wl-leases.<key>``, so the server writes its PubAck JSON over the lease."""
-    await nc.publish("junk.op", b"an op", reply=f"$KV.{LEASES.bucket}.{KEY}")
+    await nc.publish("junk.op", b"an op", reply=bucket_put(LEASES, KEY))
     await nc.flush()
 
 

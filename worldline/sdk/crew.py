@@ -14,14 +14,10 @@ import anyio
 import msgspec
 import nats.errors
 import nats.js.errors
-from nats.js import api
 
 from worldline.actors.runtime.declare import ensure_consumer
-from worldline.actors.runtime.deliveries import decode_payload
 from worldline.protocols.beliefs import Direction, Evidence, EvidenceKind
 from worldline.protocols.messages import (
-    INBOX,
-    PRESENCE_VALUE,
     AckInbox,
     AddEdge,
     AgentView,
@@ -48,11 +44,8 @@ from worldline.protocols.subjects import (
 )
 from worldline.protocols.subjects import (
     PRESENCE,
-    VIEWS,
     RpcVerb,
     bucket_key,
-    bucket_put,
-    bucket_stream,
     inbox_in,
     ops,
 )
@@ -66,10 +59,12 @@ from worldline.sdk.errors import (
     no_worldline,
 )
 from worldline.sdk.export import ExportMixin
+from worldline.sdk.undecodable import decode_presence, decode_reply, readable_inbox
+from worldline.sdk.views import ViewsMixin
 
 if TYPE_CHECKING:
     import contextlib
-    from collections.abc import AsyncIterator, Callable
+    from collections.abc import Callable
 
     from nats.aio.client import Client as NATS
     from nats.aio.msg import Msg
@@ -91,11 +86,8 @@ __all__ = [
 T = TypeVar("T", bound=msgspec.Struct)
 
 log = logging.getLogger("worldline.sdk")
-_VIEW_VALUE = msgspec.msgpack.Decoder(ViewReply)
 # JetStream's "consumer not found" (a missing stream is 10059).
 _CONSUMER_NOT_FOUND = 10014
-# Seconds between reads of a watched view by an agent's own account.
-WATCH_POLL = 0.5
 
 
 def new_id(prefix: str) -> str:
@@ -129,7 +121,7 @@ class InboxItem:
         await self._msg.nak()
 
 
-class CrewMixin(ExportMixin):
+class CrewMixin(ViewsMixin, ExportMixin):
     """Crew-world verbs; needs ``_nc``, ``_js``, ``world``, ``agent``, ``timeout``."""
 
     _nc: NATS
@@ -366,72 +358,6 @@ class CrewMixin(ExportMixin):
             raise BadRequest(f"unexpected reply to view: {reply!r}")
         return reply.view
 
-    async def stored_view(self, agent: str | None = None) -> AgentView | None:
-        """The view the projector last pushed to the ``wl-views`` bucket."""
-        entry = await self._stored_view_entry(agent or self.agent)
-        return None if entry is None else entry[1]
-
-    async def _stored_view_entry(
-        self, agent: str
-    ) -> tuple[int, AgentView | None] | None:
-        """The stored view's revision and view, or None when there is none."""
-        with (
-            self._permitted(lambda subject: VIEWS.bucket in subject),
-            bus_errors(self._url, "reading the stored view"),
-        ):
-            kv = await self._js.key_value(VIEWS.bucket)
-            try:
-                entry = await kv.get(bucket_key(self.world, agent))
-            except nats.js.errors.KeyNotFoundError:
-                return None
-        if entry.value is None:
-            return None
-        revision = int(entry.revision or 0)
-        return revision, _view_or_none(agent, revision, entry.value)
-
-    async def watch(self, agent: str | None = None) -> AsyncIterator[AgentView]:
-        """The agent's startup view with its standing worldview: the latest one at
-        once, then each one the projector publishes (only when its bytes change)."""
-        if self._agent_account:  # no consumer of its own: read the key as it moves
-            async for polled in self._poll_view(agent or self.agent):
-                yield polled
-            return
-        subject = bucket_put(VIEWS, bucket_key(self.world, agent or self.agent))
-        config = api.ConsumerConfig(
-            ack_policy=api.AckPolicy.NONE,
-            deliver_policy=api.DeliverPolicy.LAST_PER_SUBJECT,
-            inactive_threshold=60.0,
-        )
-        with bus_errors(self._url, "watching the view"):
-            sub = await self._js.pull_subscribe(
-                subject, stream=bucket_stream(VIEWS), config=config
-            )
-        try:
-            while True:
-                try:
-                    msgs = await sub.fetch(16, timeout=1.0)
-                except TimeoutError:
-                    continue
-                for msg in msgs:
-                    revision = msg.metadata.sequence.stream
-                    view = _view_or_none(agent or self.agent, revision, msg.data)
-                    if view is not None:
-                        yield view
-        finally:
-            await sub.unsubscribe()
-
-    async def _poll_view(self, agent: str) -> AsyncIterator[AgentView]:
-        """Each new revision of ``agent``'s stored view, read by key every
-        ``WATCH_POLL`` seconds (an agent's own account may not create a consumer)."""
-        seen = -1
-        while True:
-            entry = await self._stored_view_entry(agent)
-            if entry is not None and entry[0] != seen:
-                seen = entry[0]
-                if entry[1] is not None:
-                    yield entry[1]
-            await anyio.sleep(WATCH_POLL)
-
     async def state_hash(self) -> StateHashReply:
         """The live materializer's hash of this world's state."""
         reply = await self._request("state_hash", StateHash())
@@ -471,40 +397,10 @@ class CrewMixin(ExportMixin):
                 msgs = []
             finally:
                 await sub.unsubscribe()
-            return await self._readable(msgs)
-
-    async def _readable(self, msgs: list[Msg]) -> list[InboxItem]:
-        """The inbox messages among ``msgs``; any other bytes (anything a client
-        managed to publish there, such as a PubAck delivered to it as a reply) are
-        acknowledged, so they do not come back, counted in :attr:`inbox_skipped`
-        and named in a warning, and the rest is returned."""
-        items: list[InboxItem] = []
-        skipped: list[int] = []
-        for m in msgs:
-            seq = m.metadata.sequence.stream
-            message, reason = decode_payload(INBOX, m.data)
-            if message is not None:
-                items.append(InboxItem(message, seq, m))
-                continue
-            skipped.append(seq)
-            log.warning(
-                "inbox of %s in %s: skipped the message at %s stream sequence %d: "
-                "not an inbox message (%s, %d bytes %r); acknowledged so it does "
-                "not come back",
-                self.agent,
-                self.world,
-                INBOX_STREAM.name,
-                seq,
-                reason,
-                len(m.data),
-                m.data[:48],
+            items, self.inbox_skipped = await readable_inbox(
+                msgs, self.agent, self.world
             )
-            try:
-                await m.ack_sync()
-            except (nats.errors.Error, TimeoutError) as exc:
-                log.warning("could not acknowledge it (%s); it comes back", exc)
-        self.inbox_skipped = skipped
-        return items
+        return [InboxItem(message, seq, msg) for message, seq, msg in items]
 
     async def _inbox_open(self, spec: ConsumerSpec) -> bool:
         """Make sure the inbox durable exists; False when it does not yet and these
@@ -570,49 +466,6 @@ class CrewMixin(ExportMixin):
             except nats.js.errors.KeyNotFoundError:
                 return None
         return None if entry.value is None else decode_presence(agent, entry.value)
-
-
-def decode_reply(decoder: Any, data: bytes, subject: str) -> Any:
-    """The answer to a request on ``subject``.
-
-    Raises:
-        BusUnavailable: it is no worldline reply (on an open bus any client may
-            answer a request first), said in one line instead of a decode error.
-    """
-    reply, reason = decode_payload(decoder, data)
-    if reply is None:
-        raise BusUnavailable(
-            f"the answer on {subject} is no worldline reply ({reason}; {len(data)} "
-            f"bytes {data[:48]!r}): another client may be answering there; retry"
-        )
-    return reply
-
-
-def decode_presence(key: str, value: bytes) -> Presence | None:
-    """A presence entry, or None (logged) when its bytes are not one: an agent may
-    write anything on its own key, and one bad entry must not break ``who`` for the
-    whole world."""
-    presence, reason = decode_payload(PRESENCE_VALUE, value)
-    if presence is None:
-        log.warning("presence of %s does not decode, skipped: %s", key, reason)
-    return presence  # type: ignore[no-any-return]
-
-
-def _view_or_none(agent: str, revision: int, value: bytes) -> AgentView | None:
-    """The view a ``wl-views`` value holds, or None (logged) for any other bytes:
-    junk on the key (a PubAck delivered there as a reply, say) must not break
-    ``view``, ``watch`` or the MCP reads; the projector's next write replaces it."""
-    reply, reason = decode_payload(_VIEW_VALUE, value)
-    if reply is None:
-        log.warning(
-            "stored view of %s (revision %d of %s) is not a view, skipped: %s",
-            agent,
-            revision,
-            VIEWS.bucket,
-            reason,
-        )
-        return None
-    return reply.view  # type: ignore[no-any-return]
 
 
 def evidence_item(
