@@ -13,6 +13,7 @@ import worldline
 from tests.support import running, unique_world
 from worldline.actors.belief_model.posterior import HALF_LIFE_DAYS
 from worldline.actors.registry import build
+from worldline.protocols.world import Authority, WorldDecl, WorldInfo
 
 pytestmark = pytest.mark.nats
 
@@ -43,6 +44,15 @@ async def test_corroboration_direction_and_decay_end_to_end(
         running(actors(), url=nats_url, data=tmp_path),  # type: ignore[arg-type]
         worldline.connect(nats_url, world=world, agent="ada") as ada,
     ):
+        # ada may report every source she names: each is a voice of its own
+        # (undeclared, they would all be ada's one voice: test_source_identity.py).
+        await ada.declare(
+            WorldDecl(
+                world=WorldInfo(id=world),
+                authority=Authority(admins=["ada"]),
+                sources={"*": ["ada"]},
+            )
+        )
         one = await ada.add("Churn is under five percent", confidence=0.5)
         many = await ada.add("Pilots renew after the first quarter", confidence=0.5)
         base = datetime(2100, 1, 1, tzinfo=UTC)  # after the beliefs are created
