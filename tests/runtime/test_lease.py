@@ -14,9 +14,15 @@ import pytest
 
 from tests.support import all_actors, running
 from worldline.actors.registry import build
-from worldline.actors.runtime.lease import LeaseGate, Unreadable, decide
+from worldline.actors.runtime.lease import LeaseGate, Unreadable, decide, read_lease
 from worldline.protocols.messages import LEASE_VALUE, Lease
-from worldline.protocols.subjects import LEASES, bucket_put, lease_key, partition_of
+from worldline.protocols.subjects import (
+    LEASES,
+    bucket_put,
+    lease_key,
+    ops,
+    partition_of,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -315,3 +321,35 @@ def _worlds_in(store: Path) -> set[str]:
     finally:
         env.close()
     return {k.split("/")[1] for k in keys if k.count("/") >= 2}
+
+
+async def test_writes_go_on_after_junk_lands_on_the_materializers_lease(
+    nats_url: str, tmp_path: Path
+) -> None:
+    """Issue 23 end to end: an agent's op with reply ``$KV.wl-leases.<key>`` (the
+    server writes its PubAck over the lease). Before, the materializer could never
+    read or renew its lease again and every later write waited in vain (exit 4)."""
+    import worldline
+
+    async with (
+        running(all_actors(), url=nats_url, data=tmp_path),
+        worldline.connect(nats_url, world="leasejunk", agent="ada") as ada,
+    ):
+        await ada.add("before the junk", confidence=0.6)
+        await ada._nc.publish(
+            ops("leasejunk", "ada"), b"junk op", reply=bucket_put(LEASES, KEY)
+        )
+        await ada._nc.flush()
+        with anyio.fail_after(10):
+            added = await ada.add("after the junk", confidence=0.6)
+        assert (await ada.get(added.id)) is not None
+        with anyio.fail_after(3):  # taken back at the holder's next renewal
+            while True:
+                lease = read_lease(await _lease_now(ada._js), 0)
+                if isinstance(lease, Lease):
+                    break
+                await anyio.sleep(0.1)
+        with anyio.fail_after(10):  # and writes still apply
+            await ada.add("after the repair", confidence=0.6)
+    assert lease.repairs == 1
+    assert "WL_OPS" in lease.repaired
