@@ -33,7 +33,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.reliability.test_replay_property import AGENTS, NOW, T0, WORLD, _op, _record
-from worldline.actors.registry import build
+from worldline.actors.fusion.service import spec as fusion_spec
+from worldline.actors.materializer.service import spec as materializer_spec
 from worldline.actors.runtime.deliveries import Delivery, delivery
 from worldline.actors.runtime.memory import state_hash
 from worldline.actors.runtime.store import Store
@@ -110,10 +111,13 @@ def hostile_logs(draw: st.DrawFn) -> tuple[list[Entry], list[int]]:
     return entries, [b - a for a, b in itertools.pairwise(bounds)]
 
 
-def _live(entries: list[Entry], sizes: list[int], data: Path) -> tuple[str, int]:
-    """The hash the live actors reach, and how many entries they dead-lettered."""
-    fusion_input = build("fusion").inputs[0]
-    ops_input, posterior_input = build("materializer").inputs
+def _live(
+    entries: list[Entry], sizes: list[int], data: Path, *, secured: bool = False
+) -> tuple[str, int]:
+    """The hash the live actors reach (on a bus that authenticates authors, with
+    ``secured``), and how many entries they dead-lettered."""
+    fusion_input = fusion_spec(secured=secured).inputs[0]
+    ops_input, posterior_input = materializer_spec(secured=secured).inputs
     fusion = Store(data / "fusion", actor="fusion")
     materializer = Store(data / "materializer", actor="materializer")
     derived_seq = letters = 0
@@ -151,14 +155,16 @@ def _live(entries: list[Entry], sizes: list[int], data: Path) -> tuple[str, int]
         materializer.close()
 
 
-def _replayed(entries: list[Entry], data: Path) -> tuple[str, int]:
+def _replayed(
+    entries: list[Entry], data: Path, *, secured: bool = False
+) -> tuple[str, int]:
     """The hash ``worldline replay --from`` reaches from an export of the log."""
     lines = [
         msgspec.json.encode(export_record(seq, e.subject, e.data, e.batch))
         for seq, e in enumerate(entries, 1)
     ]
     records = read_export(lines)
-    result = replay(records, data, WORLD)
+    result = replay(records, data, WORLD, secured=secured)
     assert result.ops == len(entries)
     return result.hash, sum(isinstance(r, RawRecord) for r in records)
 
@@ -217,3 +223,22 @@ def test_an_op_under_a_batch_header_is_dead_lettered_by_both() -> None:
     assert letters == 1
     assert raw == 1
     assert live == replayed == clean  # as if the op had never been published
+
+
+def test_replay_of_a_secured_bus_refuses_the_first_declarations_it_refused() -> None:
+    """On a bus that authenticates authors only the operator declares a world first:
+    ada's declaration was refused live, and ``replay(secured=True)`` (what ``worldline
+    replay --creds`` does) refuses it too; read as an open bus's log it is accepted."""
+    declare = _record(1, "ada", "ada", T0, "declare", {})
+    fields = {"entity": "project:p1", "field": "phase", "value": "sla"}
+    write = _record(2, "ada", "ada", T0, "set_field", fields)
+    entries = [
+        Entry("op", declare.subject, encode(declare.op)),
+        Entry("op", write.subject, encode(write.op)),
+    ]
+    with tempfile.TemporaryDirectory(prefix="wl-replay-secured-") as tmp:
+        live, _ = _live(entries, [2], Path(tmp) / "live", secured=True)
+        replayed, _ = _replayed(entries, Path(tmp) / "replayed", secured=True)
+        opened, _ = _replayed(entries, Path(tmp) / "open")
+    assert live == replayed
+    assert opened != live

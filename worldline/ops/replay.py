@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from worldline.actors.fusion.service import spec as fusion_spec
 from worldline.actors.materializer.core import last_op_key
-from worldline.actors.registry import build
+from worldline.actors.materializer.service import spec as materializer_spec
 from worldline.actors.runtime.deliveries import Delivery, delivery
 from worldline.actors.runtime.memory import state_hash
 from worldline.actors.runtime.store import Store
@@ -52,17 +53,25 @@ class ReplayResult:
 
 
 def replay(
-    records: Iterable[ExportRecord | RawRecord], data: Path, world: str
+    records: Iterable[ExportRecord | RawRecord],
+    data: Path,
+    world: str,
+    *,
+    secured: bool | None = None,
 ) -> ReplayResult:
     """Apply ``records`` (in log order) to fresh fusion and materializer stores in
     ``data`` and return the materializer's hash of ``world``.
+
+    ``secured``: whether the live bus authenticated authors (it decides who may
+    declare a world first, as it did for the live actors); default, as the actors
+    decide it, whether this process has credentials in ``$WORLDLINE_CREDS``.
 
     Raises:
         BadRequest: ``data`` already holds a store (a replay starts from nothing).
     """
     if data.exists() and any(data.iterdir()):
         raise BadRequest(f"{data} is not empty; replay needs a fresh folder")
-    rebuild = _Rebuild(data)
+    rebuild = _Rebuild(data, secured)
     count = last_seq = raw = 0
     try:
         batch: list[Delivery] = []
@@ -143,9 +152,9 @@ class _Rebuild:
     """Fusion and materializer stores wired as the bus wires them: ops feed both, and
     fusion's committed posteriors feed the materializer's second input."""
 
-    def __init__(self, data: Path) -> None:
-        self.fusion_input = build("fusion").inputs[0]
-        self.ops_input, self.posterior_input = build("materializer").inputs
+    def __init__(self, data: Path, secured: bool | None) -> None:
+        self.fusion_input = fusion_spec(secured=secured).inputs[0]
+        self.ops_input, self.posterior_input = materializer_spec(secured=secured).inputs
         self.fusion = Store(data / "fusion", actor="fusion")
         self.materializer = Store(data / "materializer", actor="materializer")
         self.now = datetime.now(UTC)  # only dead letters carry it; they are not state
