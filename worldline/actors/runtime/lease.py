@@ -25,7 +25,8 @@ The protocol (all writes are compare-and-set on the key's revision):
   most that watermark.
 - A value that does not decode (anything a client managed to write over the key,
   such as a PubAck delivered there as a reply) is junk, not a reason to stop: it is
-  logged once per revision, and taken back by compare-and-set on its revision. The
+  logged (once per revision, at most once a :data:`JUNK_LOG_EVERY` seconds, the
+  lines left out counted), and taken back by compare-and-set on its revision. The
   holder whose own lease is still valid by its clock takes it back at once, in its
   term (nobody can have taken over since its last renewal); any other replica treats
   it like a lease that stopped changing, and takes it with a new term once the junk
@@ -75,6 +76,7 @@ log = logging.getLogger("worldline.lease")
 LEASE_TTL = 4.0  # seconds a standby waits on an unchanged lease before taking it
 VALID_FOR = 2.5  # seconds after sending a renewal that the holder may still publish
 RENEW_EVERY = 0.5  # seconds between renewals (and between a standby's looks)
+JUNK_LOG_EVERY = 10.0  # seconds between warnings about junk on the lease key
 
 Action = Literal["create", "renew", "take", "wait"]
 
@@ -151,6 +153,8 @@ class LeaseGate:
         self._holding = False  # activated and not demoted since
         self._stranded = False  # a batch committed outputs it could not send
         self._published: dict[str, int] = {}
+        # per warning about junk: when it was last logged, how many since were not
+        self._junk_logged: dict[str, tuple[float, int]] = {}
         self._changed = anyio.Event()
         self.term = 0
 
@@ -188,6 +192,18 @@ class LeaseGate:
         """Return once :attr:`active` equals ``want``."""
         while self.active != want:
             await self.wait_changed(self.renew_every)
+
+    def _junk_log(self, now: float, message: str, *args: object) -> None:
+        """A warning about junk on the key, at most one of each ``message`` a
+        :data:`JUNK_LOG_EVERY` seconds (junk written again and again is counted,
+        not logged each time)."""
+        last, quiet = self._junk_logged.get(message, (-JUNK_LOG_EVERY, 0))
+        if now - last < JUNK_LOG_EVERY:
+            self._junk_logged[message] = (last, quiet + 1)
+            return
+        more = f" ({quiet} more such lines not logged)" if quiet else ""
+        log.warning(message + more, *args)
+        self._junk_logged[message] = (now, 0)
 
     def _notify(self) -> None:
         self._changed.set()
@@ -238,7 +254,8 @@ class LeaseGate:
         valid = self.active
         if revision != self._revision or current != self._current:
             if isinstance(current, Unreadable):  # once per revision, not per look
-                log.warning(
+                self._junk_log(
+                    now,
                     "%s: lease %s is unreadable (%s); %s",
                     self.holder,
                     self.key,
@@ -296,7 +313,8 @@ class LeaseGate:
         except nats.js.errors.KeyWrongLastSequenceError:
             return  # someone wrote first; the next look sees who
         if isinstance(current, Unreadable):
-            log.warning(
+            self._junk_log(
+                sent,
                 "%s: lease %s taken back from an unreadable value (term %d)",
                 self.holder,
                 self.key,
