@@ -251,6 +251,45 @@ async def test_junk_over_a_dead_holders_lease_is_taken_by_exactly_one_standby(
     assert rows[0].repairs == 1
 
 
+async def test_junk_again_and_again_does_not_keep_the_standbys_waiting(
+    nats_url: str,
+) -> None:
+    """Junk is no renewal: written every 0.3 s over a dead holder's lease (less than
+    the lease time apart), it does not restart the standby's wait."""
+    from worldline.actors.runtime.declare import ensure_buckets
+
+    nc = await nats.connect(nats_url)
+    js = nc.jetstream()
+    await ensure_buckets(js, [LEASES])
+    await js.add_stream(name=JUNK_STREAM, subjects=["junk.>"])
+    holder, standby = _gates("a", "b")
+
+    async def activate(same_term: bool) -> dict[str, int]:
+        return {}
+
+    async def flood() -> None:
+        while True:
+            await _pub_ack_into_lease(nc)
+            await anyio.sleep(0.3)
+
+    try:
+        async with anyio.create_task_group() as outer:
+            async with anyio.create_task_group() as dies:
+                await dies.start(holder.run, js, activate)
+                await outer.start(standby.run, js, activate)
+                await anyio.sleep(0.3)  # the standby has read the lease
+                dies.cancel_scope.cancel()  # the holder dies, and junk keeps coming
+            died = time.monotonic()
+            outer.start_soon(flood)
+            with anyio.fail_after(5):
+                await _until(lambda: standby.active)
+            took = time.monotonic() - died
+            outer.cancel_scope.cancel()
+    finally:
+        await nc.close()
+    assert took < 1.2 + 0.5, took  # the lease time from the last renewal, no more
+
+
 def test_status_shows_junk_and_its_repair() -> None:
     from datetime import UTC, datetime
 

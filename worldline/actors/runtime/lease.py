@@ -29,9 +29,11 @@ The protocol (all writes are compare-and-set on the key's revision):
   lines left out counted), and taken back by compare-and-set on its revision. The
   holder whose own lease is still valid by its clock takes it back at once, in its
   term (nobody can have taken over since its last renewal); any other replica treats
-  it like a lease that stopped changing, and takes it with a new term once the junk
-  revision has stood for the lease time. The lease then counts the repair
-  (``Lease.repairs``, ``Lease.repaired``), which ``worldline status`` shows.
+  it like a lease that stopped changing, and takes it with a new term once the lease
+  time has passed since the last lease it read (junk is no renewal: junk written
+  again and again over a dead holder's lease does not keep the standbys waiting).
+  The lease then counts the repair (``Lease.repairs``, ``Lease.repaired``), which
+  ``worldline status`` shows.
 
 :func:`decide` is the pure rule; :class:`LeaseGate` runs it against the bucket.
 """
@@ -266,7 +268,12 @@ class LeaseGate:
                 )
             else:
                 self._known = current
-            self._revision, self._current, self._seen_at = revision, current, now
+            # Junk is no renewal: the lease time keeps running from the last lease
+            # this replica read (else junk written every few seconds over a dead
+            # holder's lease would keep every standby waiting forever).
+            if not isinstance(current, Unreadable) or self._known is None:
+                self._seen_at = now
+            self._revision, self._current = revision, current
             self._notify()
         action = decide(
             self.holder, current, now - self._seen_at, self.ttl, valid=valid
