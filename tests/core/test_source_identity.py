@@ -202,6 +202,8 @@ def test_a_voice_is_the_source_only_for_the_agents_allowed_to_report_it() -> Non
     assert rules.voice("wire-7", "mallory") == "agent:mallory"  # undeclared
     assert rules.voice("agent:ada", "mallory") == "agent:mallory"  # no impersonation
     assert rules.voice("agent:ada", "ada") == "agent:ada"
+    lent = charter.Charter(decl(sources={"agent:ada": ["loader"], "*": ["loader"]}))
+    assert lent.voice("agent:ada", "loader") == "agent:loader"  # never lent
     assert charter.Charter(None).voice("sec-filing", "ada") == "agent:ada"
 
 

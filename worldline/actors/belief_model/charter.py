@@ -11,8 +11,9 @@ exactly the same declarations and apply them alike (no actor imports another).
   :class:`Refused` (code ``unauthorized`` or ``invalid``).
 - **Voices** (:class:`Charter.voice`): a source counts as itself only when the
   declaration's ``[sources]`` table lets the reporting agent report it; anything else
-  (an undeclared name, or a declared one reported by an agent not listed) counts as
-  the reporting agent, ``agent:<author>``. Twenty names invented by one agent are one
+  (an undeclared name, a declared one reported by an agent not listed, or another
+  agent's ``agent:<name>``, which no declaration lends) counts as the reporting agent,
+  ``agent:<author>``. Twenty names invented by one agent are one
   voice (docs/belief-math.md, "Source identity").
 - **Trust** (:func:`trust_refusal`): the operator and the world's admins may set any
   trust; a ``[[trust.grants]]`` entry lets its agents set the names it lists; every
@@ -238,7 +239,9 @@ class Charter:
         is: the source when the declaration lets ``author`` report it, else the
         author as an agent."""
         agent = f"{AGENT}:{author}"
-        if source != agent and author in self.reporters(source):
+        if source.startswith(f"{AGENT}:"):
+            return agent  # an agent's voice is its own: no declaration lends it
+        if author in self.reporters(source):
             return source
         return agent
 
