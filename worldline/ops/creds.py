@@ -45,11 +45,10 @@ change never locks anyone out.
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final, Literal, get_args
+from typing import TYPE_CHECKING, Final, get_args
 
 import nkeys
 
@@ -57,13 +56,22 @@ from worldline.actors.extractor.core import AUTHOR as EXTRACTOR_AUTHOR
 from worldline.actors.registry import ACTORS
 from worldline.actors.runtime.auth import (
     AGENT_JS_API,
-    JS_API_MARK,
     CredentialsError,
     load_credentials,
     public_key_of,
     reply_prefix,
 )
-from worldline.actors.runtime.requester import agent_account
+from worldline.ops.nats_config import (
+    ACTORS_ACCOUNT,
+    ALL_ACTORS,
+    Export,
+    Import,
+    Permissions,
+    Role,
+    User,
+    credentials_text,
+    server_config,
+)
 from worldline.protocols.subjects import (
     ACTOR_NAMES,
     BUCKETS,
@@ -84,6 +92,7 @@ from worldline.protocols.subjects import (
     derived,
     dlq,
     every_bucket_key,
+    every_rpc,
     inbox,
     inbox_in,
     obs,
@@ -124,9 +133,6 @@ __all__ = [
     "write_credentials",
 ]
 
-Role = Literal["agent", "actor", "operator"]
-# The actor user with every actor's rights: the five actors in one process (`up`).
-ALL_ACTORS: Final = "all"
 AUTH_CONF: Final = "auth.conf"
 _JS_API: Final = "$JS.API"
 _JS_ALL: Final = "$JS.>"
@@ -135,58 +141,8 @@ _ALL_REPLIES: Final = f"{REPLY_ROOT}.>"
 # The reply subjects the server maps a request that crossed a service import to: an
 # actor answers an agent there, and the server delivers it in the agent's account.
 _IMPORTED_REPLIES: Final = f"{IMPORTED_REPLY_ROOT}.>"
-# The account holding JetStream, the actors and the operator.
-ACTORS_ACCOUNT: Final = "WORLDLINE"
 _ANY: Final = "*"  # one subject token, any value
 _FOLDERS: Final[dict[Role, str]] = {"agent": "agents", "actor": "actors"}
-
-
-@dataclass(frozen=True, slots=True)
-class Permissions:
-    """What one NATS user may publish and subscribe to (everything else is denied)."""
-
-    publish: tuple[str, ...]
-    subscribe: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Import:
-    """One service an agent's account imports from the actors' account."""
-
-    subject: str  # the subject in the actors' account
-    to: str = ""  # the subject in the agent's account, when it differs
-    share: bool = False  # the actor gets the server's Nats-Request-Info header
-
-    @property
-    def local(self) -> str:
-        """What the agent publishes on."""
-        return self.to or self.subject
-
-
-@dataclass(frozen=True, slots=True)
-class Export:
-    """One service the actors' account offers agents' accounts to import."""
-
-    subject: str
-    stream: bool = False  # many replies to one request (a fetch)
-
-
-@dataclass(frozen=True, slots=True)
-class User:
-    """One NATS user: who it is for, its public key and its permissions; an agent
-    also has its account's imports."""
-
-    role: Role
-    name: str
-    public_key: str
-    permissions: Permissions
-    worlds: tuple[str, ...] = ()  # agents only: the worlds it is declared in
-    imports: tuple[Import, ...] = ()  # agents only: what its account imports
-
-    @property
-    def account(self) -> str:
-        """The NATS account the user belongs to."""
-        return agent_account(self.name) if self.role == "agent" else ACTORS_ACCOUNT
 
 
 def declared_agents(decl: WorldDecl) -> list[str]:
@@ -268,7 +224,7 @@ def actor_exports() -> tuple[Export, ...]:
     return (
         Export(ops(_ANY, _ANY)),
         Export(obs(_ANY, _ANY)),
-        Export(f"{PREFIX}.{_ANY}.rpc.>"),
+        Export(every_rpc(_ANY)),
         Export(bucket_put(PRESENCE, bucket_key(_ANY, _ANY))),
         Export(f"{api}.CONSUMER.INFO.{INBOX.name}.{_ANY}"),
         Export(f"{api}.CONSUMER.MSG.NEXT.{INBOX.name}.{_ANY}", stream=True),
@@ -402,113 +358,6 @@ def plan_users(
     return users
 
 
-def _list(subjects: Sequence[str], indent: str) -> str:
-    items = ",\n".join(f"{indent}  {json.dumps(s)}" for s in subjects)
-    return f"[\n{items}\n{indent}]"
-
-
-def _label(user: User) -> str:
-    if user.role == "agent":
-        return f"agent {user.name} (worlds: {', '.join(user.worlds)})"
-    if user.role == "actor" and user.name == ALL_ACTORS:
-        return "every actor in one process (worldline up)"
-    return f"{user.role} {user.name}" if user.role == "actor" else user.name
-
-
-def _user_lines(user: User, indent: str) -> list[str]:
-    pad = indent + "      "
-    return [
-        f"{indent}# {_label(user)}",
-        f"{indent}{{",
-        f"{indent}  nkey: {json.dumps(user.public_key)}",
-        f"{indent}  permissions: {{",
-        f"{indent}    publish: {{ allow: {_list(user.permissions.publish, pad)} }}",
-        f"{indent}    subscribe: {{ allow: {_list(user.permissions.subscribe, pad)} }}",
-        f"{indent}  }}",
-        f"{indent}}}",
-    ]
-
-
-def _export_line(export: Export) -> str:
-    stream = ", response_type: stream" if export.stream else ""
-    return f"{{ service: {json.dumps(export.subject)}{stream} }}"
-
-
-def _import_line(imp: Import) -> str:
-    source = f"account: {ACTORS_ACCOUNT}, subject: {json.dumps(imp.subject)}"
-    to = f", to: {json.dumps(imp.to)}" if imp.to else ""
-    share = ", share: true" if imp.share else ""
-    return f"{{ service: {{ {source} }}{to}{share} }}"
-
-
-def server_config(users: Sequence[User], *, sources: Sequence[str] = ()) -> str:
-    """nats-server config text: an ``accounts`` block. ``WORLDLINE`` holds
-    JetStream, the actors and the operator, and exports what agents may import; each
-    agent has an account of its own (``AGENT_<name>``, no JetStream) with its user
-    and its imports.
-
-    Only public keys are written: the file holds no secret. Include it from the
-    server config (``include "auth.conf"``) or pass it alone with ``-c``.
-    """
-    lines = [
-        "# Generated by `worldline creds`"
-        + (f" from {', '.join(sources)}" if sources else "")
-        + ". Do not edit: re-run it.",
-        '# Include it in the nats-server config (include "auth.conf") or run',
-        "# nats-server -c auth.conf. Public keys only: the seeds are in the .creds",
-        "# files. Agents and actors are apart at the bus: an agent's account reaches",
-        f"# the actors' account ({ACTORS_ACCOUNT}) only through its imports, and every",
-        "# answer (a PubAck too) comes back into the agent's own account.",
-        "accounts {",
-        "  # JetStream (streams, buckets), the actors and the operator.",
-        f"  {ACTORS_ACCOUNT} {{",
-        "    jetstream: enabled",
-        "    users = [",
-    ]
-    for user in users:
-        if user.role != "agent":
-            lines += _user_lines(user, "      ")
-    lines += ["    ]", "    # What agents' accounts may import (each its own part).",
-              "    exports = ["]  # fmt: skip
-    lines += [f"      {_export_line(e)}" for e in actor_exports()]
-    lines += ["    ]", "  }"]
-    for user in users:
-        if user.role != "agent":
-            continue
-        lines += [
-            f"  # {_label(user)}: no JetStream of its own; only these imports",
-            f"  {json.dumps(user.account)} {{",
-            "    users = [",
-            *_user_lines(user, "      "),
-            "    ]",
-            "    imports = [",
-            *(f"      {_import_line(imp)}" for imp in user.imports),
-            "    ]",
-            "  }",
-        ]
-    lines += ["}", ""]
-    return "\n".join(lines)
-
-
-def credentials_text(user: User, seed: str) -> str:
-    """A credentials file: comments (an agent's names the JetStream API prefix its
-    account reaches JetStream through), then the seed in the decorated form NATS tools
-    read (``nats --nkey FILE`` too)."""
-    account = f"# account: {user.account}\n"
-    if user.role == "agent":
-        account += f"{JS_API_MARK}{AGENT_JS_API}\n"
-    return (
-        f"# worldline credentials: {_label(user)}\n"
-        f"# public key: {user.public_key}\n"
-        + account
-        + "# Secret: keep it mode 0600, on the machine of whoever it names. Use it\n"
-        "# with --creds FILE (env WORLDLINE_CREDS) or worldline.connect(creds=FILE).\n"
-        "-----BEGIN USER NKEY SEED-----\n"
-        f"{seed}\n"
-        "------END USER NKEY SEED------\n"
-    )
-
-
 def _path(out: Path, role: Role, name: str) -> Path:
     if role == "operator":
         return out / f"{OPERATOR}.creds"
@@ -599,7 +448,7 @@ def write_credentials(
         report.stale += sorted(
             p for p in (out / folder).glob("*.creds") if p not in known
         )
-    config = server_config(report.users, sources=sources)
+    config = server_config(report.users, actor_exports(), sources=sources)
     report.config.parent.mkdir(parents=True, exist_ok=True)
     tmp = report.config.with_name(f".{AUTH_CONF}.tmp")
     tmp.write_text(config, encoding="utf-8")

@@ -51,6 +51,7 @@ __all__ = [
     "derived",
     "dlq",
     "every_bucket_key",
+    "every_rpc",
     "fusion_in",
     "inbox",
     "inbox_in",
@@ -171,6 +172,12 @@ RpcVerb = Literal[
 def rpc(world: str, verb: RpcVerb) -> str:
     """Request/reply subject for one verb in one world."""
     return f"{PREFIX}.{world}.rpc.{verb}"
+
+
+def every_rpc(world: str) -> str:
+    """Wildcard over every verb of ``world`` (``*``: of every world): what the actors'
+    account exports for agents' accounts to import, one verb each."""
+    return f"{PREFIX}.{world}.rpc.>"
 
 
 def rpc_pattern(verb: RpcVerb) -> str:
