@@ -280,6 +280,24 @@ def test_get_retract_read_show_what_was_missing(up: Up) -> None:
     assert "Another open question" in moves[1]
 
 
+def test_retracting_another_agents_belief_exits_3_unauthorized(up: Up) -> None:
+    """Issue 23: no agent tombstones another's belief; the refusal is the verdict
+    fusion gave, read through op_status (exit 3), and nothing changes."""
+    world = unique_world()
+    added = up.run("add", "The loop holds", "--id", "b-s", "--agent", "scotty",
+                   world=world)  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    refused = up.run("retract", "b-s", "--agent", "spock", world=world)
+    assert refused.returncode == 3, refused.stderr
+    assert "unauthorized" in refused.stderr
+    assert "spock may not retract a claim scotty added" in refused.stderr
+    got = up.run("get", "b-s", world=world)
+    assert "status: active" in got.stdout
+    retracted = up.run("retract", "b-s", "--agent", "scotty", world=world)
+    assert retracted.returncode == 0, retracted.stderr
+    assert retracted.stdout.splitlines()[0] == "b-s is now retracted"
+
+
 def test_view_and_watch_say_what_is_missing(up: Up) -> None:
     world = unique_world()
     for verb in (["view", "spock"], ["watch", "--agent", "spock"]):

@@ -238,7 +238,9 @@ DECL: Final = WorldDecl(
     dampening=Dampening(depth=3, dedupe_window=600.0, max_fanout=8),
     sources={"grafana": ["alice"], "store:*": ["loader"]},
     trust=TrustRules(
-        grants=[TrustGrant(agents=["henry"], names=["agent:*"])], settle=["henry"]
+        grants=[TrustGrant(agents=["henry"], names=["agent:*"])],
+        settle=["henry"],
+        close=["henry"],
     ),
 )
 ENTITY: Final = Entity(

@@ -152,9 +152,12 @@ def declaration() -> WorldDecl:
         dampening=Dampening(depth=2, dedupe_window=600.0, max_fanout=8),
         # Voices and trust authority in the random logs too: s1 is ada's and
         # spock's to report, s2 zora's (anyone else's is their own voice); spock
-        # may set trust on s1 and s2, ada (the admin) on anything.
+        # may set trust on s1 and s2, ada (the admin) on anything; zora may close
+        # any belief, the others their own (and any named agent resolve a gap).
         sources={"s1": ["ada", "spock"], "s2": ["zora"]},
-        trust=TrustRules(grants=[TrustGrant(agents=["spock"], names=["s?"])]),
+        trust=TrustRules(
+            grants=[TrustGrant(agents=["spock"], names=["s?"])], close=["zora"]
+        ),
     )
 
 

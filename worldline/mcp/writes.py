@@ -130,7 +130,8 @@ def write_tools(agents: Agents) -> list[Tool]:
     async def retract(belief_id: BeliefId, reason: Reason = "") -> CallToolResult:
         """Retract a belief: it stops counting (no longer in worldviews, lists or
         search) but stays readable and traceable. Returns it with its new
-        ``status`` "retracted"."""
+        ``status`` "retracted". Only its author (who added or observed it), the
+        operator, the world's admins and the agents of its ``[trust] close`` may."""
         with tool_errors("retract"):
             belief = await agents.current().retract(belief_id, reason)
         return result(as_json(belief))
@@ -140,7 +141,8 @@ def write_tools(agents: Agents) -> list[Tool]:
         reason: Reason = "",
     ) -> CallToolResult:
         """Mark an open question (a gap) resolved; returns it with its new
-        ``status`` "resolved"."""
+        ``status`` "resolved". Any agent the world's declaration names may (in an
+        undeclared world, the gap's author and the operator)."""
         with tool_errors("resolve"):
             belief = await agents.current().resolve(gap_id, reason)
         return result(as_json(belief))

@@ -175,11 +175,13 @@ class TrustGrant(_Decl, frozen=True):
 
 class TrustRules(_Decl, frozen=True):
     """Who may weigh whom (docs/crew.md, "Sources and trust"). Besides these, the
-    operator and the world's admins may set any trust and settle any contradiction,
-    and every agent may lower (never raise, never lock) its own ``agent:<self>``."""
+    operator and the world's admins may set any trust, settle any contradiction and
+    close any belief, every agent may lower (never raise, never lock) its own
+    ``agent:<self>``, and a belief's author may retract it."""
 
     grants: list[TrustGrant] = msgspec.field(default_factory=list)
     settle: list[Token] = msgspec.field(default_factory=list)  # may settle conflicts
+    close: list[Token] = msgspec.field(default_factory=list)  # may close any belief
 
 
 class EntitySeed(_Decl, frozen=True):
@@ -252,7 +254,8 @@ class WorldDecl(_Decl, frozen=True):
 
 def agents_named(decl: WorldDecl) -> set[str]:
     """Every agent ``decl`` names: admins, grantees, subscribers, ``agent:<name>``
-    entities, the reporters of its sources and who it lets set trust or settle."""
+    entities, the reporters of its sources and who it lets set trust, settle or
+    close beliefs."""
     names = set(decl.authority.admins)
     for grant in decl.authority.grants:
         names.update(grant.agents)
@@ -261,6 +264,7 @@ def agents_named(decl: WorldDecl) -> set[str]:
     for trust_grant in decl.trust.grants:
         names.update(trust_grant.agents)
     names.update(decl.trust.settle)
+    names.update(decl.trust.close)
     names.update(sub.agent for sub in decl.subscriptions)
     prefix = f"{AGENT}:"
     names.update(

@@ -208,11 +208,26 @@ class BeliefMixin(SourceMixin):
         return await self._through_fusion(op, belief_id)
 
     async def retract(self, belief_id: str, reason: str = "") -> Belief:
-        """Tombstone a belief: it stops counting but stays readable and traceable."""
+        """Tombstone a belief: it stops counting but stays readable and traceable.
+
+        Raises:
+            Rejected: no such belief (``unknown_belief``), a gap (``invalid``: it
+                is resolved), or ``unauthorized``: only the belief's author (for
+                an extracted one, the agent that observed it), the operator, the
+                world's admins and the agents of its ``[trust] close`` may.
+        """
         return await self._close(belief_id, "retracted", reason)
 
     async def resolve(self, gap_id: str, reason: str = "") -> Belief:
-        """Mark a gap resolved."""
+        """Mark a gap resolved.
+
+        Raises:
+            Rejected: no such belief, not a gap (``invalid``), or
+                ``unauthorized``: only the gap's author, the operator, the world's
+                admins, the agents of ``[trust] close`` and every agent the
+                world's declaration names may (in an undeclared world, its author
+                and the operator).
+        """
         return await self._close(gap_id, "resolved", reason)
 
     async def _close(

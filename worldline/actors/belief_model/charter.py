@@ -20,6 +20,12 @@ exactly the same declarations and apply them alike (no actor imports another).
   agent may lower its own ``agent:<self>`` (never raise it, never lock it).
 - **Settling** (:func:`may_settle`): the operator, the admins, and the agents of
   ``[trust] settle``.
+- **Closing** (:func:`close_refusal`): a belief is retracted by its author (who
+  added it; for an extracted belief, the agent that observed it), the operator, the
+  admins, and the agents of ``[trust] close``; a question (a gap) is resolved by
+  those and by every agent the declaration names. Fusion decides each close by it
+  (the materializer applies fusion's posterior or keeps its verdict, so both
+  agree).
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ if TYPE_CHECKING:
     from worldline.protocols.world import Value
 
 __all__ = [
+    "QUESTIONS",
     "WILDCARDS",
     "Charter",
     "Refused",
@@ -52,6 +59,7 @@ __all__ = [
     "charter_of",
     "check_declaration",
     "check_value_sizes",
+    "close_refusal",
     "declared_types",
     "encode_value",
     "fill_goal",
@@ -319,3 +327,50 @@ def trust_refusal(
 def may_settle(decl: WorldDecl | None, author: str) -> bool:
     """Whether ``author`` may settle the world's contradictions."""
     return _admin(decl, author) or (decl is not None and author in decl.trust.settle)
+
+
+# --- closing beliefs ------------------------------------------------------------------
+
+QUESTIONS: Final = frozenset({"gap", "goal"})
+"""Belief types that are questions a crew answers, not claims: resolving one records
+an answer (fusion accepts ``resolved`` for a gap only; a goal, like a claim, is
+retracted)."""
+
+
+def close_refusal(
+    decl: WorldDecl | None,
+    author: str,
+    owner: str,
+    *,
+    how: str,
+    belief_type: str,
+) -> str | None:
+    """Why ``author`` may not close (``how``: ``retracted`` or ``resolved``) a
+    belief of ``belief_type`` that ``owner`` added (for an extracted belief, the
+    agent that observed it); None when it may.
+
+    The belief's author, the operator, the world's admins and the agents of
+    ``[trust] close`` may close it. Resolving a question (:data:`QUESTIONS`) is
+    open besides to every agent the declaration names (:func:`agents_named`): any
+    crew member may record that a question is answered. Retracting (or resolving)
+    anything else tombstones a claim, so it needs the first kind of authority.
+    """
+    if author == owner or _admin(decl, author):
+        return None
+    if decl is not None and author in decl.trust.close:
+        return None
+    question = how == "resolved" and belief_type in QUESTIONS
+    if question and decl is not None and author in agents_named(decl):
+        return None
+    verb = "resolve" if how == "resolved" else "retract"
+    if decl is None:
+        return (
+            f"{author} may not {verb} a {belief_type} {owner} added: in a world with "
+            f"no declaration only its author and the {OPERATOR} may (a declaration "
+            "names admins, and [trust] close agents, who may too)"
+        )
+    who = f"its author ({owner}), the {OPERATOR}, the world's admins"
+    refusal = f"{author} may not {verb} a {belief_type} {owner} added: only {who}"
+    if question:
+        return f"{refusal}, the agents of [trust] close and every agent it names may"
+    return f"{refusal} and the agents of the declaration's [trust] close may"

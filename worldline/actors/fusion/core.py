@@ -1,7 +1,9 @@
 """Fusion core: evidence -> posterior. Pure, synchronous, order-independent.
 
 Handles the belief ops of the OPS record: ``AddBelief`` (a weak prior), ``AddEvidence``,
-``Statement`` (the extractor's create-or-corroborate), ``SetTrust`` and ``CloseBelief``.
+``Statement`` (the extractor's create-or-corroborate), ``SetTrust`` and ``CloseBelief``
+(by its author, the operator, the admins or an agent the declaration lets close it:
+:mod:`.closing`).
 The math is :mod:`worldline.actors.belief_model.posterior`; this module keeps the
 evidence and emits a :class:`PosteriorUpdate` per change, evaluated at the op's own time
 (so replays agree).
@@ -17,7 +19,8 @@ by source, :mod:`worldline.actors.fusion.sources`): a trust change re-reads only
 beliefs its source bears on.
 Output: :class:`PosteriorUpdate` on ``wl.<world>.derived.posterior.<shard>``, and on
 the same subject an :class:`OpVerdict` for an op that changed no belief: refused (a
-client mistake: an unknown or closed belief, a taken id, a locked trust setting...),
+client mistake: an unknown or closed belief, a taken id, a locked trust setting, a
+close or a trust setting its author has no authority for...),
 or unchanged (a repeat, such as an evidence id already recorded). The materializer
 keeps verdicts beside its own op outcomes, so the author reads them through
 ``op_status``. Only what is really broken raises :class:`InvalidInput` (and is
@@ -37,6 +40,7 @@ from worldline.actors.belief_model.posterior import NO_PROBABILITY
 from worldline.actors.belief_model.text import normalize
 from worldline.actors.fusion import (
     answers,
+    closing,
     declared,
     edges,
     learning,
@@ -94,7 +98,7 @@ __all__ = [
 PRIOR_STRENGTH: Final = posterior.PRIOR_STRENGTH
 """Belief types firewalled from the posterior math: intent, not claims about truth."""
 
-EXTRACTOR: Final = "extractor"  # the actor whose statements name the observing agent
+EXTRACTOR: Final = closing.EXTRACTOR  # its statements name the observing agent
 MAX_EVIDENCE: Final = 10_000  # per belief; more is refused, never silently cut
 
 
@@ -436,6 +440,9 @@ def _close(
             f"no belief {op.belief_id} in world {ctx.world}; check the id "
             "(`worldline list`)",
         )
+    refused = closing.refusal(reader, op, ctx, fused)
+    if refused is not None:
+        raise refused  # before anything is written: nothing is half-applied
     belief = fused.belief
     if belief.status != "active":
         return Step()  # already closed: closing again changes nothing
