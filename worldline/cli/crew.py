@@ -223,9 +223,11 @@ def _presence(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
 
 def _who(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
     async def run(world: World) -> None:
-        present = await world.who()
-        if args.agents:
-            present = [p for p in present if p.agent in args.agents]
+        if args.agents:  # read by key: exact, and no listing of the bucket needed
+            found = [await world.presence(name) for name in dict.fromkeys(args.agents)]
+            present = sorted((p for p in found if p is not None), key=lambda p: p.agent)
+        else:
+            present = await world.who()
         lines = [
             f"{p.agent}  {p.status}"
             + (f"  ({p.task})" if p.task else "")
