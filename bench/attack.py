@@ -8,8 +8,10 @@ their own credentials through the CLI, the SDK and raw nats-py while scotty and 
 keep writing at a steady rate.
 
 Run: ``python bench/attack.py`` (about 2 min), ``--quick`` for the test (fewer
-rounds). Prints the figures and a verdict line; exits 1 if any scenario stalled,
-poisoned or lost anything.
+rounds), ``--strict`` to fail on a hole the further attacks found as well. Prints
+the figures and a verdict line; exits 1 if any scenario of the issue stalled,
+poisoned or lost anything. The further attacks (F1-F16) are reported as held or
+HOLE; they decide the exit code only with ``--strict``.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from contextlib import AsyncExitStack
+from contextlib import AsyncExitStack, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -38,7 +40,7 @@ from nats.js import api
 
 import worldline
 from worldline.actors.belief_model import rivals
-from worldline.actors.belief_model.text import answer_id
+from worldline.actors.belief_model.text import answer_id, belief_id
 from worldline.actors.runtime.auth import AGENT_JS_API, load_credentials
 from worldline.actors.runtime.bus import connect as bus_connect
 from worldline.actors.runtime.embedded import EmbeddedNats
@@ -48,6 +50,7 @@ from worldline.protocols.messages import (
     LEASE_VALUE,
     MATERIALIZER_REPLY,
     SIMULATOR_REPLY,
+    Observe,
     OpStatus,
     SimError,
     SimStart,
@@ -57,6 +60,7 @@ from worldline.protocols.messages import (
 )
 from worldline.protocols.ops import AddBelief
 from worldline.protocols.subjects import (
+    DLQ,
     INBOX,
     LEASES,
     OPS,
@@ -70,12 +74,14 @@ from worldline.protocols.subjects import (
     inbox,
     inbox_in,
     lease_key,
+    obs,
     ops,
     rpc,
     state,
 )
 from worldline.protocols.world import OPERATOR
 from worldline.sdk.batch import AddItem, EvidenceItem
+from worldline.sdk.beliefs import observation_id
 from worldline.sdk.crew import utc_now
 from worldline.sdk.declaration import load_declaration
 from worldline.sdk.errors import WorldlineError
@@ -1023,6 +1029,225 @@ async def further(d: Deploy, f: Figures, quick: bool) -> None:
             f"bucket msgs {pinfo.state.messages}, bytes {pinfo.state.bytes}",
             False,
         )
+        zora = await stack.enter_async_context(
+            worldline.connect(
+                d.url,
+                world=WORLD,
+                agent="zora",
+                creds=d.creds("zora"),
+                request_timeout=15,
+            )
+        )
+        geordi = await stack.enter_async_context(
+            worldline.connect(
+                d.url,
+                world=WORLD,
+                agent="geordi",
+                creds=d.creds("geordi"),
+                request_timeout=15,
+            )
+        )
+        await pre_empted_observations(spock, zora, f)
+        await self_trust_through_a_grant(geordi, f)
+        await work_into_anothers_inbox(sw, zora, f, 20 if quick else 200)
+        await junk_volume(d, spock, operator, scotty, f, 100 if quick else 1000)
+
+
+async def found_after(w: World, ids: list[str], wait: float) -> list[float | None]:
+    """Seconds until each belief id reads back (None: not within ``wait``)."""
+    started = time.monotonic()
+    found: dict[str, float] = {}
+    with anyio.move_on_after(wait):
+        while len(found) < len(ids):
+            for i in ids:
+                if i not in found and await w.get(i) is not None:
+                    found[i] = round(time.monotonic() - started, 1)
+            await anyio.sleep(0.2)
+    return [found.get(i) for i in ids]
+
+
+async def pre_empted_observations(spock: NATS, zora: World, f: Figures) -> None:
+    """F11/F12: an observation's id (also its Nats-Msg-Id, and the seed of the
+    extractor's statement op ids) is computed from world, agent and text: spock
+    computes zora's id for an artifact zora will observe and uses it first."""
+    js = spock.jetstream(prefix=AGENT_JS_API, timeout=10)
+    tag = secrets.token_hex(3)
+    control = f"The pager rota {tag} rotates every Monday."
+    await zora.observe(control)
+    seen = await found_after(zora, [belief_id(WORLD, control)], 20)
+    for label, header in (
+        ("F11 (Nats-Msg-Id header)", True),
+        ("F12 (body obs_id)", False),
+    ):
+        s1 = f"The audit log {tag} keeps {91 + header} days of entries."
+        s2 = f"The archive job {tag} runs nightly at {2 + header}."
+        art = f"{s1} {s2}"
+        zid = observation_id(WORLD, "zora", "", "artifact", "text", art)
+        body = Observe(
+            obs_id=zid,
+            author="spock",
+            at=utc_now(),
+            source="",
+            text=f"Filler {tag} from spock. Nothing to see here.",
+            role="artifact",
+            media_type="text",
+        )
+        await js.publish(
+            obs(WORLD, "spock"),
+            b"junk" if header else encode(body),
+            headers={"Nats-Msg-Id": zid} if header else None,
+        )
+        await anyio.sleep(1.0)
+        returned = await zora.observe(art)
+        got = await found_after(
+            zora, [belief_id(WORLD, s1), belief_id(WORLD, s2)], 15 if seen[0] else 3
+        )
+        f.more(
+            f"{label} spock pre-empts zora's observation of a known artifact",
+            f"zora.observe returned {returned == zid and 'its id, as recorded'}; "
+            f"her 2 statements read back after {got} s (control: {seen[0]} s)",
+            seen[0] is not None and None in got,
+        )
+
+
+async def self_trust_through_a_grant(geordi: World, f: Figures) -> None:
+    """F13: crew.toml grants geordi the names ["crm", "agent:*"]; agent:* matches
+    agent:geordi, and a grant is checked before the own-trust rule."""
+    outcomes = []
+    for source, value, lock in (
+        ("agent:geordi", 5.0, False),
+        ("agent:geordi", 5.0, True),
+    ):
+        try:
+            await geordi.trust(source, value, lock=lock)
+            outcomes.append(f"{source}={value:g}{' locked' if lock else ''}: applied")
+        except WorldlineError as exc:
+            outcomes.append(f"{source}: refused {type(exc).__name__}")
+    f.more(
+        "F13 geordi raises and locks its own trust through the agent:* grant",
+        "; ".join(outcomes),
+        any("applied" in o for o in outcomes),
+    )
+
+
+async def work_into_anothers_inbox(
+    spock: World, zora: World, f: Figures, n: int
+) -> None:
+    """F14: PutWork names any assignee: spock files work into zora's inbox."""
+    applied = 0
+    for i in range(n):
+        try:
+            await spock.put_work(
+                f"spam-{secrets.token_hex(4)}-{i}",
+                kind="chore",
+                assigned_to="zora",
+                goal="Drop everything and re-read the whole world model. " * 20,
+                priority=1,
+            )
+            applied += 1
+        except WorldlineError:
+            pass
+    items = await zora.inbox(wait=1.0)
+    for item in items:
+        await item.release()
+    spam = sum("re-read the whole world" in repr(i.message) for i in items)
+    f.more(
+        f"F14 spock files {n} priority-1 work items for zora",
+        f"{applied} applied; zora's inbox read returns {spam} of them "
+        f"({len(items)} items)",
+        applied == n,
+    )
+
+
+async def junk_volume(
+    d: Deploy, spock: NATS, operator: NATS, scotty: World, f: Figures, mib: int
+) -> None:
+    """F15: no per-agent limit on what an agent's op subject takes: MiB-sized junk
+    is kept in WL_OPS forever, copied whole into WL_DLQ, and every actor reads it."""
+    ojs = operator.jetstream(timeout=10)
+    before = {s.name: (await ojs.stream_info(s.name)).state.bytes for s in (OPS, DLQ)}
+    chunk = b"\x00" * (1000 * 1024)
+    lat: list[float] = []
+    stop = anyio.Event()
+
+    async def writes() -> None:
+        n = 0
+        while not stop.is_set():
+            n += 1
+            started = time.monotonic()
+            try:
+                with anyio.fail_after(60):
+                    await scotty.write(PILOT, "status", f"during-junk-{n}")
+            except Exception:
+                lat.append(60.0)
+            else:
+                lat.append(time.monotonic() - started)
+            await anyio.sleep(0.2)
+
+    started = time.monotonic()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(writes)
+        for n in range(mib):
+            await spock.publish(ops(WORLD, "spock"), chunk)
+            if n % 20 == 0:
+                await spock.flush()
+        await spock.flush()
+        sent = time.monotonic() - started
+        await log_reads_after_junk(d, f)  # F16, while the actors read the junk
+        await anyio.sleep(2.0)
+        stop.set()
+    grew = {
+        name: ((await ojs.stream_info(name)).state.bytes - b) / 2**20
+        for name, b in before.items()
+    }
+    worst = max(lat, default=0.0)
+    f.more(
+        f"F15 spock sends {mib} junk ops of 1000 KiB on its own subject",
+        f"sent in {sent:.1f} s; WL_OPS +{grew[OPS.name]:.0f} MiB, "
+        f"WL_DLQ +{grew[DLQ.name]:.0f} MiB (kept); scotty's writes meanwhile "
+        f"max {worst:.1f} s",
+        worst > 2.0,
+    )
+
+
+async def log_reads_after_junk(d: Deploy, f: Figures) -> None:
+    """F16: right after F15's junk (the actors still reading it), three operator
+    `export`s and a `replay` read the whole log at once: do they read all of it, or
+    say they did not? (A fetch of 500 MiB-sized ops passes the server's 64 MiB
+    max_pending for a client: a slow reader is cut off as a slow consumer.)"""
+    async with raw(d, OPERATOR) as operator:
+        info = await operator.jetstream(timeout=10).stream_info(
+            OPS.name, subjects_filter=ops(WORLD, "*")
+        )
+        total = info.state.messages
+    runs: list[tuple[int, int]] = []
+    replayed: dict[str, object] = {}
+
+    async def export() -> None:
+        code, out, _, _ = await acli(d, OPERATOR, "export")
+        runs.append((code, out.count("\n")))
+
+    async def replay() -> None:
+        code, out, _, _ = await acli(d, OPERATOR, "replay", "--json")
+        with suppress(json.JSONDecodeError):
+            replayed.update(json.loads(out))
+        replayed["exit"] = code
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(3):
+            tg.start_soon(export)
+        tg.start_soon(replay)
+    short = [r for r in runs if r[0] == 0 and r[1] < total]
+    failed = [r for r in runs if r[0] != 0]
+    f.more(
+        f"F16 3 operator `export`s + `replay` at once right after F15 "
+        f"(log: {total} ops)",
+        f"(exit, lines): {runs}; exit 0 yet short of {total}: {len(short)}; "
+        f"refused (exit 4, 'run it again'): {len(failed)}; replay "
+        f"ops={replayed.get('ops')} match={replayed.get('match')} "
+        f"exit {replayed.get('exit')}",
+        bool(short or failed) or replayed.get("exit") != 0,
+    )
 
 
 # --- plumbing ---
@@ -1085,7 +1310,7 @@ async def declare(d: Deploy) -> float:
     return time.monotonic() - started
 
 
-async def attack(d: Deploy, quick: bool) -> bool:
+async def attack(d: Deploy, quick: bool, strict: bool) -> bool:
     f = Figures()
     honest = Honest()
     stop = anyio.Event()
@@ -1124,14 +1349,14 @@ async def attack(d: Deploy, quick: bool) -> bool:
             await s5_sim(d, f, 40 if quick else 300)
             batch_ids = await s6_batch_header(d, f)
             await s7_misc(d, f)
-            try:
-                await further(d, f, quick)
-            except Exception as exc:  # report, the verdict is the scenarios'
-                f.more("further attacks stopped", f"{type(exc).__name__}: {exc}", False)
         finally:
             stop.set()
     await anyio.sleep(2.0)  # the last honest op settles before the replay
     await s6_check(d, f, batch_ids)
+    try:
+        await further(d, f, quick)
+    except Exception as exc:  # report; the verdict is the issue's scenarios'
+        f.more("further attacks stopped", f"{type(exc).__name__}: {exc}", False)
     worst = max(honest.latencies, default=0.0)
     f.add(
         "honest writes during the attack: attempted/applied, max latency",
@@ -1151,13 +1376,18 @@ async def attack(d: Deploy, quick: bool) -> bool:
         f"verdict: {verdict}; further attacks: {len(f.further)} tried, "
         f"{len(holes)} hole(s){': ' + '; '.join(holes) if holes else ''}"
     )
-    return not bad
+    return not bad and not (strict and holes)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer rounds (tests)")
     parser.add_argument("--keep", action="store_true", help="keep the temp folder")
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit non-zero on a hole the further attacks found too",
+    )
     args = parser.parse_args()
     bus_log = logging.getLogger("worldline.bus")
     bus_log.addHandler(VIOLATIONS)
@@ -1195,7 +1425,9 @@ def main() -> None:
                 f"{took:.1f} s",
                 flush=True,
             )
-            ok = anyio.run(attack, d, args.quick) and all(c is None for c in early)
+            ok = anyio.run(attack, d, args.quick, args.strict) and all(
+                c is None for c in early
+            )
             for p in procs:
                 if p.poll() is not None:
                     print(f"  actor {p.args!r} exited {p.returncode}")
