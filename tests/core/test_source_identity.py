@@ -442,6 +442,11 @@ def test_an_agent_cannot_weigh_another_agent_nor_raise_itself() -> None:
         ("henry", "agent:scotty", 2.0, True, True),  # so may an admin
         ("book", "agent:scotty", 0.5, False, True),  # and a grant's agents
         ("book", "lab", 0.5, False, False),  # for what it lists only
+        # A grant over agent:* does not reach its holder's own voice (the attack
+        # bench found geordi raising and locking itself through such a grant).
+        ("book", "agent:book", 5.0, True, False),
+        ("book", "agent:book", 5.0, False, False),
+        ("book", "agent:book", 0.5, False, True),
     ],
 )
 def test_who_may_set_trust(

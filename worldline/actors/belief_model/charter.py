@@ -302,10 +302,14 @@ def trust_refusal(
 ) -> str | None:
     """Why ``author`` may not set ``name``'s trust to ``trust`` (``lock``: and lock
     it) when it is ``current`` now; None when it may."""
-    if _admin(decl, author) or _granted(decl, author, name):
+    if _admin(decl, author):
         return None
+    # One's own voice before any grant: a grant naming ``agent:*`` (or the agent
+    # itself) must not let it raise or lock its own trust.
     own = name == f"{AGENT}:{author}"
     if own and not lock and trust <= current:
+        return None
+    if not own and _granted(decl, author, name):
         return None
     if own:
         what = "lock" if lock else f"raise ({current:g} -> {trust:g})"
