@@ -393,7 +393,7 @@ async def s1_replies(d: Deploy, f: Figures, rounds: int) -> None:
             holder = f"unreadable ({type(exc).__name__})"
         f.add("materializer lease readable, holder", holder, holder == "materializer")
         info = await operator.jetstream(timeout=5).stream_info(
-            OPS.name, subjects_filter="wl.*.ops.*"
+            OPS.name, subjects_filter=ops("*", "*")
         )
         subjects = info.state.subjects or {}
         forged = {
@@ -1006,7 +1006,7 @@ async def further(d: Deploy, f: Figures, quick: bool) -> None:
                 outcomes.append(type(exc).__name__)
         await anyio.sleep(0.5)
         info = await operator.jetstream(timeout=5).stream_info(
-            OPS.name, subjects_filter="wl.*.ops.>"
+            OPS.name, subjects_filter=OPS.subjects[0]
         )
         extra = [s for s in (info.state.subjects or {}) if len(s) > 60]
         f.more("F8 long subjects", f"{outcomes}; stored: {len(extra)}", bool(extra))
