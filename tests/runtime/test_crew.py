@@ -347,3 +347,55 @@ async def test_an_edge_cannot_be_taken_over_by_reusing_its_id(
         assert caught.value.code == "unauthorized"
         edges = {e.id: e for e in (await zora.read_world()).edges}
     assert edges["rel-1"].source == "agent:spock"
+
+
+async def test_one_agent_cannot_bury_anothers_inbox_under_work(
+    nats_url: str, tmp_path: Path
+) -> None:
+    """Issue 23 (F14): spock filed 200 of 200 work items into zora's inbox. Now the
+    17th open one is refused ``too_much_work``, closing one frees its place, and
+    ada (an admin) still assigns what she likes."""
+    world = unique_world("bury")
+    cap = 16  # MAX_OPEN_WORK
+    async with (
+        running(all_actors(), url=nats_url, data=tmp_path),
+        worldline.connect(nats_url, world=world, agent="ada") as ada,
+        worldline.connect(nats_url, world=world, agent="spock") as spock,
+        worldline.connect(nats_url, world=world, agent="zora") as zora,
+    ):
+        await ada.declare(crew(world))
+        goal = "Drop everything and re-read the whole world model."
+        for n in range(cap):
+            await spock.put_work(f"spam-{n}", kind="chore", assigned_to="zora",
+                                 goal=goal, priority=1)  # fmt: skip
+        refused = 0
+        for n in range(cap, cap + 4):
+            with pytest.raises(worldline.Rejected) as caught:
+                await spock.put_work(f"spam-{n}", kind="chore", assigned_to="zora",
+                                     goal=goal, priority=1)  # fmt: skip
+            assert caught.value.code == "too_much_work"
+            assert "close one of them" in caught.value.reason
+            refused += 1
+        await spock.put_work("spam-0", kind="chore", assigned_to="zora", goal=goal,
+                             priority=1, status="done")  # fmt: skip
+        await spock.put_work("spam-freed", kind="chore", assigned_to="zora",
+                             goal=goal, priority=1)  # fmt: skip
+        await ada.put_work("lead-1", kind="review", assigned_to="zora",
+                           goal="Review the pilot")  # fmt: skip
+        spam = [w for w in _work(await _drain(zora)) if w.requested_by == "spock"]
+        rejections = [
+            i.message for i in await _drain(spock) if isinstance(i.message, Rejection)
+        ]
+        listed = await zora.read_world(entity_type="work")
+    assert refused == 4
+    assert len(spam) == cap + 1  # sixteen, then one more once a place was freed
+    assert {r.code for r in rejections} == {"too_much_work"}
+    assert len(rejections) == 4
+    open_spam = [
+        e
+        for e in listed.entities
+        if e.fields["requested_by"].value == "spock"
+        and e.fields["status"].value == "open"
+    ]
+    assert len(open_spam) == cap
+    assert any(e.id == "work:lead-1" for e in listed.entities)

@@ -13,7 +13,9 @@ from worldline.protocols.world import EntityRef, FieldName, Value
 __all__ = ["Notification", "RejectCode", "Rejection", "WorkAssigned"]
 
 
-RejectCode = Literal["unauthorized", "version_conflict", "invalid", "unknown_entity"]
+RejectCode = Literal[
+    "unauthorized", "version_conflict", "invalid", "unknown_entity", "too_much_work"
+]
 
 
 class Rejection(Message, tag="inbox.rejection.v1", kw_only=True, frozen=True):

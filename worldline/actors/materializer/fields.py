@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from worldline.actors.materializer import workload
 from worldline.actors.materializer.authority import authorize
 from worldline.actors.materializer.core import unchanged_key
 from worldline.actors.materializer.declaration import check_value_sizes, declared_types
@@ -42,6 +43,11 @@ def set_field(tx: Tx, decl: WorldDecl, op: SetField) -> None:
             f"{op.expect_version}; re-read it and write again",
             version=version,
             value=None if current is None else current.value,
+        )
+    if entity.type == WORK:  # the requester's own name, and the cap per pair
+        before = workload.current(entity)
+        workload.check(
+            tx, decl, op.author, entity.id, before, {**before, op.field: op.value}
         )
     changes = write_fields(tx, entity, {op.field: op.value}, op.author, op.at)
     if not changes:

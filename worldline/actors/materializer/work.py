@@ -1,7 +1,9 @@
 """Work requests filed by agents: the ``PutWork`` op (:func:`put_work`). Work is an
 entity ``work:<id>`` (kind, assignee, goal, priority, due, status, requester); anyone
 may file work requested by themselves, and its requester, its assignee, an admin or a
-holder of a ``work.status`` grant may update it, at the version they expect. Filing
+holder of a ``work.status`` grant may update it, at the version they expect; how many
+open items one agent may put on another is capped
+(:mod:`worldline.actors.materializer.workload`). Filing
 itself (the assignee's ``WorkAssigned``, propagation) is
 :func:`worldline.actors.materializer.propagation.file_work`, shared with the rules that
 file work.
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from worldline.actors.materializer import workload
 from worldline.actors.materializer.authority import may_write, work_owners
 from worldline.actors.materializer.propagation import file_work
 from worldline.actors.materializer.reject import Reject
@@ -20,7 +23,7 @@ from worldline.protocols.world import WORK, Entity, agent_ref
 if TYPE_CHECKING:
     from worldline.actors.materializer.tx import Tx
     from worldline.protocols.messages import PutWork
-    from worldline.protocols.world import WorldDecl
+    from worldline.protocols.world import Value, WorldDecl
 
 __all__ = ["put_work"]
 
@@ -56,19 +59,22 @@ def put_work(tx: Tx, decl: WorldDecl, op: PutWork) -> None:
             f"{ref} is at version {version}, not {op.expect_version}",
             version=version,
         )
+    fields: dict[str, Value] = {
+        "kind": op.work_kind,
+        "assigned_to": op.assigned_to,
+        "goal": op.goal,
+        "priority": op.priority,
+        "due_at": None if op.due_at is None else op.due_at.isoformat(),
+        "status": op.status,
+        "requested_by": op.requested_by,
+    }
+    # The requester's own name, and at most MAX_OPEN_WORK open items per pair.
+    workload.check(tx, decl, op.author, ref, workload.current(existing), fields)
     file_work(
         tx,
         decl,
         entity,
-        {
-            "kind": op.work_kind,
-            "assigned_to": op.assigned_to,
-            "goal": op.goal,
-            "priority": op.priority,
-            "due_at": None if op.due_at is None else op.due_at.isoformat(),
-            "status": op.status,
-            "requested_by": op.requested_by,
-        },
+        fields,
         author=op.author,
         cause=op.op_id,
         at=op.at,

@@ -1,0 +1,149 @@
+"""No agent buries another's inbox under work (issue 23, hole F14 of bench/attack.py):
+one requester may hold at most ``MAX_OPEN_WORK`` (16) open work items assigned to one
+other agent; the 17th is refused ``too_much_work``, closing one frees its place,
+updating one takes no second place, and other requesters, other assignees, work for
+oneself and the world's admins are not held to it. The requester is always the
+author's own name, on updates and field writes too, so the cap cannot be dodged by
+invented requesters. Pure core, no bus.
+
+Before this change spock filed 200 of 200 priority-1 items into zora's inbox.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from tests.core.test_crew import (
+    Crew,
+    assert_only_bookkeeping,
+    declared,
+    delivered,
+    of_type,
+    rejected,
+)
+from worldline.actors.materializer.workload import MAX_OPEN_WORK
+from worldline.actors.runtime.memory import state_hash
+from worldline.protocols.messages import WorkAssigned
+
+CAP: Final = MAX_OPEN_WORK
+
+
+def fill(c: Crew, requester: str = "spock", assignee: str = "zora") -> None:
+    """``requester`` files ``CAP`` open items for ``assignee``, all applied."""
+    for n in range(CAP):
+        out = c.work(
+            requester, f"{requester}-{n}", assigned_to=assignee, requested_by=requester
+        )
+        (assigned,) = of_type(delivered(out)[assignee], WorkAssigned)
+        assert assigned.requested_by == requester
+
+
+def test_the_cap_is_sixteen() -> None:
+    assert CAP == 16
+
+
+def test_the_seventeenth_open_item_is_refused_and_closing_one_frees_a_place() -> None:
+    c = declared()
+    fill(c)
+    before = dict(c.st.data)
+    out = c.work("spock", "spock-16", assigned_to="zora", requested_by="spock")
+    refusal = rejected(c, out, "spock")
+    assert refusal.code == "too_much_work"
+    assert "16 open work items assigned to zora" in refusal.reason
+    assert "done or cancelled" in refusal.reason
+    assert_only_bookkeeping(before, c, "spock")  # nothing reached zora
+    assert c.entity("work:spock-16") is None
+    # Updating an item already held takes no second place.
+    out = c.work(
+        "spock", "spock-3", assigned_to="zora", requested_by="spock", status="done"
+    )
+    assert c.value("work:spock-3", "status") == "done"
+    out = c.work("spock", "spock-16", assigned_to="zora", requested_by="spock")
+    (assigned,) = of_type(delivered(out)["zora"], WorkAssigned)
+    assert assigned.work == "work:spock-16"
+    out = c.work(
+        "spock",
+        "spock-0",
+        assigned_to="zora",
+        requested_by="spock",
+        status="in_progress",
+    )
+    assert c.value("work:spock-0", "status") == "in_progress"
+    # Full again: the 18th is refused, and so is reopening the closed one.
+    out = c.work("spock", "spock-17", assigned_to="zora", requested_by="spock")
+    assert rejected(c, out, "spock").code == "too_much_work"
+    out = c.work("spock", "spock-3", assigned_to="zora", requested_by="spock")
+    assert rejected(c, out, "spock").code == "too_much_work"
+    assert c.value("work:spock-3", "status") == "done"
+
+
+def test_other_requesters_assignees_and_own_work_are_unaffected() -> None:
+    c = declared()
+    fill(c)
+    for requester in ("ada", "scotty"):  # another requester, same assignee
+        out = c.work(
+            requester, f"{requester}-x", assigned_to="zora", requested_by=requester
+        )
+        assert of_type(delivered(out)["zora"], WorkAssigned)
+    out = c.work("spock", "for-scotty", assigned_to="scotty", requested_by="spock")
+    assert of_type(delivered(out)["scotty"], WorkAssigned)  # another assignee
+    for n in range(CAP + 4):  # work one files for oneself buries no one
+        c.work("spock", f"own-{n}", assigned_to="spock", requested_by="spock")
+        assert c.value(f"work:own-{n}", "status") == "open"
+
+
+def test_the_admins_are_exempt_and_their_requests_take_no_place() -> None:
+    c = declared()  # henry is the admin
+    for n in range(CAP + 4):
+        out = c.work("henry", f"lead-{n}", assigned_to="zora", requested_by="henry")
+        assert of_type(delivered(out)["zora"], WorkAssigned)
+    fill(c)  # spock's sixteen places are all still free
+    # An admin may file in spock's name beyond spock's places.
+    out = c.work("henry", "for-spock", assigned_to="zora", requested_by="spock")
+    assert of_type(delivered(out)["zora"], WorkAssigned)
+
+
+def test_moving_an_item_onto_a_full_pair_is_refused() -> None:
+    c = declared()
+    fill(c)
+    c.work("spock", "elsewhere", assigned_to="scotty", requested_by="spock")
+    c.work("spock", "closed", assigned_to="zora", requested_by="spock", status="done")
+    # Reassigned to zora, by put_work or by a field write: a new place.
+    out = c.work("spock", "elsewhere", assigned_to="zora", requested_by="spock")
+    assert rejected(c, out, "spock").code == "too_much_work"
+    out = c.set("spock", "work:elsewhere", "assigned_to", "zora")
+    assert rejected(c, out, "spock").code == "too_much_work"
+    out = c.set("spock", "work:closed", "status", "open")  # reopened
+    assert rejected(c, out, "spock").code == "too_much_work"
+    assert c.value("work:elsewhere", "assigned_to") == "scotty"
+    assert c.value("work:closed", "status") == "done"
+    # A write that closes one frees a place for the next.
+    c.set("spock", "work:spock-5", "status", "cancelled")
+    c.set("spock", "work:closed", "status", "open")
+    assert c.value("work:closed", "status") == "open"
+
+
+def test_the_requester_is_always_the_authors_own_name() -> None:
+    c = declared()
+    fill(c)
+    # Renaming the requester of a held item would free a place without closing it.
+    out = c.work("spock", "spock-0", assigned_to="zora", requested_by="mallory")
+    assert rejected(c, out, "spock").code == "unauthorized"
+    out = c.set("spock", "work:spock-0", "requested_by", "mallory")
+    assert rejected(c, out, "spock").code == "unauthorized"
+    assert c.value("work:spock-0", "requested_by") == "spock"
+    # The assignee may take an item over as its own (the SDK's default requester).
+    c.work("zora", "spock-1", assigned_to="zora", requested_by="zora")
+    assert c.value("work:spock-1", "requested_by") == "zora"
+    out = c.work("spock", "spock-16", assigned_to="zora", requested_by="spock")
+    assert of_type(delivered(out)["zora"], WorkAssigned)
+
+
+def test_the_same_ops_refuse_the_same_work() -> None:
+    hashes = set()
+    for _ in range(2):
+        c = declared()
+        fill(c)
+        c.work("spock", "spock-16", assigned_to="zora", requested_by="spock")
+        hashes.add(state_hash(c.st))
+    assert len(hashes) == 1

@@ -1,0 +1,116 @@
+"""How much work one agent may put on another (:func:`check`): at most
+:data:`MAX_OPEN_WORK` open work items requested by one agent and assigned to one other
+agent at a time. Beyond that an op that would open one more is refused
+``too_much_work``; closing one (status ``done`` or ``cancelled``), handing it back
+or reassigning it frees its place. Without this, one agent could bury another's inbox
+under ``WorkAssigned`` messages (the attack bench filed 200 of 200).
+
+The count is read from state, never from a clock: the ``work:`` entities as they
+stand, so a replay of the log refuses exactly the same ops. An item counts for the
+pair (``requested_by``, ``assigned_to``) while its status is neither ``done`` nor
+``cancelled`` and the two differ (work an agent files for itself buries no one).
+Updating an item that already counts for the same pair takes no second place.
+
+The operator and the world's admins are exempt, as authors and as requesters: they
+may re-declare the world and every grant in it, and a crew's lead assigns a lot.
+Work the declaration's rules file is never refused (rules are the admins' doing, and
+dampened, docs/crew.md "Propagation"), but it takes its requester's places.
+
+Because the count follows ``requested_by``, that field is the requester's own: an
+agent that is not an admin may set it (filing, updating or writing it) only to
+itself, or leave it as it stands; else it could spread its work over invented names.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+import msgspec
+
+from worldline.actors.belief_model.charter import is_admin
+from worldline.actors.materializer.keys import entity_key
+from worldline.actors.materializer.reject import Reject
+from worldline.protocols.world import WORK, Entity
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from worldline.actors.materializer.tx import Tx
+    from worldline.protocols.world import Value, WorldDecl
+
+__all__ = ["CLOSED", "MAX_OPEN_WORK", "check", "current"]
+
+MAX_OPEN_WORK: Final = 16  # open items one requester may hold assigned to one agent
+CLOSED: Final = frozenset({"done", "cancelled"})  # statuses that free a place
+
+_ENTITY = msgspec.msgpack.Decoder(Entity)
+
+
+def current(entity: Entity | None) -> dict[str, Value]:
+    """The values of a work item's fields (none for an item not filed yet)."""
+    if entity is None:
+        return {}
+    return {name: state.value for name, state in entity.fields.items()}
+
+
+def _pair(decl: WorldDecl, fields: Mapping[str, Value]) -> tuple[str, str] | None:
+    """The (requester, assignee) an item takes a place of, or None: closed, filed
+    for oneself, or requested by the operator or an admin."""
+    requester, assignee = fields.get("requested_by"), fields.get("assigned_to")
+    if not isinstance(requester, str) or not isinstance(assignee, str):
+        return None
+    if fields.get("status") in CLOSED or requester == assignee:
+        return None
+    if is_admin(decl, requester):
+        return None
+    return requester, assignee
+
+
+def check(
+    tx: Tx,
+    decl: WorldDecl,
+    author: str,
+    ref: str,
+    before: Mapping[str, Value],
+    after: Mapping[str, Value],
+) -> None:
+    """Refuse an op by ``author`` that turns work item ``ref`` from ``before`` into
+    ``after`` (field values) if it names another agent as requester, or opens a
+    place beyond :data:`MAX_OPEN_WORK` for its pair."""
+    if is_admin(decl, author):
+        return
+    requester = after.get("requested_by")
+    if requester != before.get("requested_by") and requester != author:
+        raise Reject(
+            "unauthorized",
+            f"{author} may not file work as requested by {requester}: agents "
+            "request work in their own name (admins for anyone)",
+        )
+    pair = _pair(decl, after)
+    if pair is None or pair == _pair(decl, before):
+        return  # no new place taken: closed, for oneself, or the same pair
+    held = _held(tx, decl, pair, ref)
+    if held >= MAX_OPEN_WORK:
+        requester, assignee = pair
+        raise Reject(
+            "too_much_work",
+            f"{requester} already has {held} open work items assigned to "
+            f"{assignee}, the most one agent may request of another "
+            f"({MAX_OPEN_WORK}); close one of them (status done or cancelled) "
+            "to free its place, or ask an admin to assign more",
+        )
+
+
+def _held(tx: Tx, decl: WorldDecl, pair: tuple[str, str], ref: str) -> int:
+    """How many other open items take a place of ``pair`` (counting stops at the
+    cap). Every ``work:`` entity of the world is read: a scan, not an index."""
+    held = 0
+    prefix = entity_key(tx.world, f"{WORK}:")
+    for key, raw in tx.scan(prefix):
+        if key == entity_key(tx.world, ref):
+            continue
+        if _pair(decl, current(_ENTITY.decode(raw))) == pair:
+            held += 1
+            if held >= MAX_OPEN_WORK:
+                break
+    return held
