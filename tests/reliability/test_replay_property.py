@@ -33,6 +33,7 @@ from worldline.protocols.beliefs import BeliefEdge, Evidence
 from worldline.protocols.messages import (
     AddBelief,
     AddEdge,
+    AddEdgeEvidence,
     AddEvidence,
     AssessSources,
     CloseBelief,
@@ -99,6 +100,7 @@ VALUES = st.one_of(
     st.lists(st.sampled_from(["a", "b"]), max_size=2),
 )
 EDGE_IDS = ("rel-1", "rel-2", "e1", "e2")
+BELIEF_EDGE_IDS = ("be1", "be2")
 BELIEFS = ("b1", "b2", "b3")
 SOURCES = ("s1", "s2", "agent:spock")
 
@@ -185,6 +187,9 @@ def _op(draw: st.DrawFn) -> Drawn:
                 "set_trust",
                 "assess",
                 "declare",
+                "link_beliefs",
+                "link_beliefs",
+                "edge_evidence",
             ]
         )
     )
@@ -265,6 +270,33 @@ def _op(draw: st.DrawFn) -> Drawn:
             }
         case "assess":
             fields = {}
+        case "link_beliefs":
+            # New edges, and re-statements of them by anyone: only an edge's first
+            # linker, ada (the admin) and zora ([trust] close) may change one; b9
+            # is never added (fusion records the link, the materializer refuses it).
+            fields = {
+                "edge": BeliefEdge(
+                    id=draw(st.sampled_from(BELIEF_EDGE_IDS)),
+                    type=draw(st.sampled_from(["depends_on", "contradicts"])),
+                    source=draw(st.sampled_from([*BELIEFS, "b9"])),
+                    target=draw(st.sampled_from(BELIEFS)),
+                    confidence=draw(st.sampled_from([0.1, 0.6, 0.95])),
+                    removed=draw(st.sampled_from([False, False, True])),
+                )
+            }
+        case "edge_evidence":
+            edge_id = draw(st.sampled_from(BELIEF_EDGE_IDS))
+            fields = {
+                "edge_id": edge_id,
+                "evidence": {
+                    "id": draw(st.sampled_from(["eev1", "eev2", "eev3"])),
+                    "belief_id": edge_id,
+                    "direction": draw(st.sampled_from(["supports", "refutes"])),
+                    "kind": "measurement",
+                    "source": draw(st.sampled_from(SOURCES)),
+                    "observed_at": T0 + timedelta(hours=draw(st.integers(-48, 48))),
+                },
+            }
         case _:  # a re-declaration: only admins may
             fields = {}
     return kind, fields
@@ -275,7 +307,15 @@ def scenarios(draw: st.DrawFn) -> tuple[list[ExportRecord], list[int]]:
     """A log (the declaration, then random ops) and the sizes of the live batches."""
     drawn = draw(st.lists(_op(), min_size=8, max_size=60))
     records = [_record(1, "ada", "ada", T0, "declare", {})]
-    for i, (kind, fields) in enumerate(drawn, start=2):
+    if draw(st.booleans()):
+        # Often the beliefs exist from the start, by different authors, so links
+        # between them land and later links re-state (or fail to) another's edge.
+        for author, belief_id in zip(AGENTS, BELIEFS, strict=False):
+            fields = {"belief_id": belief_id, "text": f"claim {belief_id}"}
+            records.append(
+                _record(len(records) + 1, author, author, T0, "add_belief", fields)
+            )
+    for i, (kind, fields) in enumerate(drawn, start=len(records) + 1):
         author = draw(st.sampled_from(AGENTS))
         # Mostly agents publish as themselves; sometimes an op names someone else.
         sender = draw(st.sampled_from([author, author, author, *AGENTS]))
@@ -314,6 +354,11 @@ def _record(
             op = SetTrust(**base, **fields)
         case "assess":
             op = AssessSources(**base)
+        case "link_beliefs":
+            op = LinkBeliefs(**base, **fields)
+        case "edge_evidence":
+            evidence = Evidence(**fields["evidence"], author=author)
+            op = AddEdgeEvidence(**base, edge_id=fields["edge_id"], evidence=evidence)
         case _:
             op = DeclareWorld(**base, declaration=declaration())
     # Constraints are checked on decode: every op in the log is a valid message.
@@ -413,6 +458,14 @@ def _one_at_a_time(records: list[ExportRecord], tally: Counter[str]) -> str:
     tally["entities"] += sum(1 for _ in materializer.scan(f"entity/{WORLD}/".encode()))
     tally["edges"] += sum(1 for _ in materializer.scan(f"edge/{WORLD}/".encode()))
     tally["beliefs"] += sum(1 for _ in materializer.scan(f"belief/{WORLD}/".encode()))
+    tally["belief edges"] += sum(
+        1 for _ in materializer.scan(f"bedge/{WORLD}/".encode())
+    )
+    tally["unauthorized"] += sum(
+        1
+        for _, raw in materializer.scan(f"conflict/{WORLD}/".encode())
+        if b"unauthorized" in raw
+    )
     return state_hash(materializer, world=WORLD)
 
 
@@ -455,8 +508,10 @@ def test_live_batches_of_any_size_equal_a_replay_from_scratch() -> None:
         f"\nreplay property: {tally['sequences']} sequences, {tally['ops']} ops in "
         f"{tally['batches']} live batches ({tally['rejected']} rejected by the "
         f"materializer, {tally['dead-lettered']} dead-lettered, "
-        f"{tally['posteriors']} posteriors); final states held {tally['entities']} "
-        f"entities, {tally['edges']} edges, {tally['beliefs']} beliefs; live batched "
+        f"{tally['unauthorized']} of them unauthorized, {tally['posteriors']} "
+        f"posteriors); final states held {tally['entities']} entities, "
+        f"{tally['edges']} edges, {tally['beliefs']} beliefs, {tally['belief edges']} "
+        "belief edges; live batched "
         "== replay == one at a time, byte for byte"
     )
 

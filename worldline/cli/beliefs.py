@@ -141,7 +141,11 @@ def _close(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
 def _relate(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
     async def run(world: World) -> None:
         seq = await world.relate(
-            args.source, args.target, type=args.type, confidence=args.confidence
+            args.source,
+            args.target,
+            type=args.type,
+            confidence=args.confidence,
+            id=args.id,
         )
         emit(
             args,

@@ -245,6 +245,13 @@ def parser() -> argparse.ArgumentParser:
     relate.add_argument("type", choices=EDGE_TYPES)
     relate.add_argument("target", help="belief id")
     relate.add_argument("--confidence", type=_confidence, default=0.8)
+    relate.add_argument(
+        "--id",
+        default=None,
+        help="the edge's id (default: a new one); an id already linked re-states that "
+        "edge, which only its author, the operator, the world's admins and "
+        "[trust] close agents may",
+    )
 
     trust = verbs.add_parser(
         "trust", parents=[client], help="scale a source's (or agent:NAME's) weight"

@@ -26,6 +26,12 @@ exactly the same declarations and apply them alike (no actor imports another).
   those and by every agent the declaration names. Fusion decides each close by it
   (the materializer applies fusion's posterior or keeps its verdict, so both
   agree).
+- **Changing a belief edge** (:func:`edge_refusal`): anyone may link a new edge;
+  re-stating an existing one (a new strength or type, new ends, removing it or
+  bringing it back) is for its author (who first linked its id), the operator, the
+  admins and the agents of ``[trust] close``. Evidence about an edge stays open to
+  all (it is weighed by its voice). The materializer decides each link by it; fusion
+  records a statement only where the same rule, on the same first linker, allows it.
 """
 
 from __future__ import annotations
@@ -61,6 +67,7 @@ __all__ = [
     "check_value_sizes",
     "close_refusal",
     "declared_types",
+    "edge_refusal",
     "encode_value",
     "fill_goal",
     "is_admin",
@@ -378,3 +385,41 @@ def close_refusal(
     if question:
         return f"{refusal}, the agents of [trust] close and every agent it names may"
     return f"{refusal} and the agents of the declaration's [trust] close may"
+
+
+# --- changing belief edges ------------------------------------------------------------
+
+
+def edge_refusal(
+    decl: WorldDecl | None, author: str, owner: str, *, edge_id: str
+) -> str | None:
+    """Why ``author`` may not re-state (re-weigh, re-type, re-aim, remove or restore)
+    the belief edge ``edge_id`` that ``owner`` linked first; None when it may.
+
+    The same authority as retracting a claim (:func:`close_refusal`): the edge's
+    author, the operator, the world's admins and the agents of ``[trust] close``.
+    Linking a new edge needs none, and evidence about an edge is open to every agent
+    (weighed by its voice), so this is asked only of a ``LinkBeliefs`` naming an
+    edge id already linked.
+    """
+    if author == owner or _admin(decl, author):
+        return None
+    if decl is not None and author in decl.trust.close:
+        return None
+    what = (
+        f"{author} may not change or remove belief edge {edge_id}, which {owner} linked"
+    )
+    instead = (
+        "; link a new edge (another id) to state your own view, or weigh in on this "
+        "one with evidence (`worldline evidence --edge`)"
+    )
+    if decl is None:
+        return (
+            f"{what}: in a world with no declaration only its author and the "
+            f"{OPERATOR} may (a declaration names admins, and [trust] close agents, "
+            f"who may too){instead}"
+        )
+    return (
+        f"{what}: only its author, the {OPERATOR}, the world's admins and the agents "
+        f"of the declaration's [trust] close may{instead}"
+    )

@@ -8,7 +8,10 @@ time (so replays agree). Nothing here computes a number itself.
 
 Sharding: every shard reads every op; the shard that owns the edge id
 (:func:`worldline.actors.fusion.core.shard_of`) records the edge as each
-``LinkBeliefs`` states it, and its evidence. Fusion cannot see whether both ends
+``LinkBeliefs`` states it, and its evidence; a re-statement (new strength, type or
+ends, a removal) only when its author may make it, by the rule the materializer
+decides links by (:func:`worldline.actors.belief_model.charter.edge_refusal`, asked
+of the edge's first linker, :attr:`FusedEdge.by`). Fusion cannot see whether both ends
 exist (they may live in other shards): the materializer refuses a link to an unknown
 belief, and shows an edge posterior only beside an edge it holds.
 
@@ -28,7 +31,7 @@ from typing import TYPE_CHECKING, Final, Literal
 
 import msgspec
 
-from worldline.actors.belief_model import posterior
+from worldline.actors.belief_model import charter, posterior
 from worldline.actors.fusion import declared, sources
 from worldline.actors.runtime.errors import InvalidInput
 from worldline.actors.runtime.memory import Overlay
@@ -68,6 +71,14 @@ class FusedEdge(
     edge: BeliefEdge  # confidence: the stated strength (the prior)
     op_id: str  # the LinkBeliefs that stated it (a replay of that op is a no-op)
     evidence: list[Evidence] = msgspec.field(default_factory=list)  # sorted by id
+    # Who linked the id first: who may re-state it (charter.edge_refusal). Empty in
+    # a record written before it was kept: then the edge's last author, as the
+    # materializer falls back too.
+    by: str = ""
+
+    @property
+    def owner(self) -> str:
+        return self.by or self.edge.author
 
 
 _FUSED: Final = msgspec.msgpack.Decoder(FusedEdge)
@@ -169,8 +180,9 @@ def _link(
     trust_of: Callable[[Reader, str, list[Evidence]], dict[str, float]],
 ) -> Step:
     """Record the edge as stated. What the materializer refuses (a forged author, a
-    self-link, removing an unknown edge) is not recorded; its verdict is the
-    materializer's."""
+    self-link, removing an unknown edge, re-stating an edge without authority over
+    it: :func:`charter.edge_refusal`, asked of the same first linker and the same
+    declaration in force) is not recorded; its verdict is the materializer's."""
     edge = op.edge
     if op.author != ctx.author or edge.source == edge.target:
         return Step()
@@ -180,9 +192,19 @@ def _link(
         return Step()
     if old is not None and old.op_id == op.op_id:
         return Step()  # the same op again
+    if old is not None and charter.edge_refusal(
+        declared.charter_of(reader, ctx.world).decl,
+        op.author,
+        old.owner,
+        edge_id=edge.id,
+    ):
+        return Step()  # the materializer answers it `unauthorized`
     stated = msgspec.structs.replace(edge, version=ctx.seq, author=op.author, at=op.at)
     fused = FusedEdge(
-        edge=stated, op_id=op.op_id, evidence=[] if old is None else old.evidence
+        edge=stated,
+        op_id=op.op_id,
+        evidence=[] if old is None else old.evidence,
+        by=op.author if old is None else old.owner,
     )
     if not fused.evidence or edge.removed:
         return Step(writes={edge_key(ctx.world, edge.id): encode(fused)})

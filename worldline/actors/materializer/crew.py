@@ -123,7 +123,9 @@ def handle(
             case DeclareWorld():
                 declare(tx, op, secured=secured)
             case LinkBeliefs():
-                link_beliefs(tx, op)  # beliefs need no declared world
+                # Beliefs need no declared world; one in force says who else
+                # but an edge's author may change it.
+                link_beliefs(tx, op, load_decl(tx, ctx.world))
             case ResolveContradiction():
                 resolve(tx, op)  # nor do their contradictions
             case _:
@@ -167,6 +169,7 @@ def _rejected(reader: Reader, op: Any, ctx: Context, exc: Reject) -> Step:
         at=op.at,
     )
     tx = Tx(reader, ctx)
+    tx.writes.update(exc.keep)
     tx.put(last_op_key(ctx.world), str(ctx.seq).encode())
     tx.put(conflict_key(ctx.world, ctx.seq), encode(rejection))
     tx.post(ctx.author, rejection, f"rejected {op.op_id}: {exc.code}")

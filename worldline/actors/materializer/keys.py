@@ -6,13 +6,15 @@ other keys (beliefs, the op log's bookkeeping, the conflict log) are built in
 :mod:`worldline.actors.materializer.core`.
 
 State keys: ``decl/<w>``, ``entity/<w>/<ref>``, ``edge/<w>/<id>``,
-``known/<w>/<belief>``, ``bedge/<w>/<id>``, ``sent/<w>/<rule>/<ref>/<agent>``,
-``inbox/<w>/<agent>/<message id>``, ``inboxsum/<w>/<agent>``.
+``known/<w>/<belief>``, ``bedge/<w>/<id>``, ``bedgeby/<w>/<id>``,
+``sent/<w>/<rule>/<ref>/<agent>``, ``inbox/<w>/<agent>/<message id>``,
+``inboxsum/<w>/<agent>``.
 """
 
 from __future__ import annotations
 
 __all__ = [
+    "belief_edge_author_key",
     "belief_edge_key",
     "decl_key",
     "edge_key",
@@ -55,3 +57,8 @@ def known_key(world: str, belief_id: str) -> bytes:
 
 def belief_edge_key(world: str, edge_id: str) -> bytes:
     return f"bedge/{world}/{edge_id}".encode()
+
+
+def belief_edge_author_key(world: str, edge_id: str) -> bytes:
+    """Who first linked the belief edge ``edge_id`` (its author, who may change it)."""
+    return f"bedgeby/{world}/{edge_id}".encode()

@@ -1,7 +1,8 @@
 """How a crew rule refuses an op: :class:`Reject`, raised anywhere while an op is
 applied and turned by :func:`worldline.actors.materializer.crew.handle` into a
 conflict-log entry and a ``Rejection`` in the author's inbox (the op's other writes are
-dropped)."""
+dropped, but for the few a rule names in ``keep``: a refused link still claims its
+edge id, :mod:`worldline.actors.materializer.edges`)."""
 
 from __future__ import annotations
 
@@ -24,9 +25,11 @@ class Reject(Exception):
         *,
         version: int | None = None,
         value: Value = None,
+        keep: dict[bytes, bytes | None] | None = None,
     ) -> None:
         super().__init__(reason)
         self.code = code
         self.reason = reason
         self.version = version
         self.value = value
+        self.keep = {} if keep is None else keep  # written even though refused
