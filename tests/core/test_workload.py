@@ -2,9 +2,11 @@
 one requester may hold at most ``MAX_OPEN_WORK`` (16) open work items assigned to one
 other agent; the 17th is refused ``too_much_work``, closing one frees its place,
 updating one takes no second place, and other requesters, other assignees, work for
-oneself and the world's admins are not held to it. The requester is always the
-author's own name, on updates and field writes too, so the cap cannot be dodged by
-invented requesters. Pure core, no bus.
+oneself and the world's admins are not held to it. Since closing frees a place, the
+messages are bounded too: at most ``MAX_UNREAD_WORK`` (32) of one requester's
+``WorkAssigned`` may wait unacked in another's inbox. The requester is always the
+author's own name, on updates and field writes too, so the bounds cannot be dodged
+through invented requesters. Pure core, no bus.
 
 Before this change spock filed 200 of 200 priority-1 items into zora's inbox.
 """
@@ -21,7 +23,7 @@ from tests.core.test_crew import (
     of_type,
     rejected,
 )
-from worldline.actors.materializer.workload import MAX_OPEN_WORK
+from worldline.actors.materializer.workload import MAX_OPEN_WORK, MAX_UNREAD_WORK
 from worldline.actors.runtime.memory import state_hash
 from worldline.protocols.messages import WorkAssigned
 
@@ -40,6 +42,7 @@ def fill(c: Crew, requester: str = "spock", assignee: str = "zora") -> None:
 
 def test_the_cap_is_sixteen() -> None:
     assert CAP == 16
+    assert MAX_UNREAD_WORK == 32
 
 
 def test_the_seventeenth_open_item_is_refused_and_closing_one_frees_a_place() -> None:
@@ -147,3 +150,45 @@ def test_the_same_ops_refuse_the_same_work() -> None:
         c.work("spock", "spock-16", assigned_to="zora", requested_by="spock")
         hashes.add(state_hash(c.st))
     assert len(hashes) == 1
+
+
+def test_filing_and_closing_cannot_flood_the_inbox_past_the_unread_bound() -> None:
+    c = declared()
+    told: list[str] = []
+    for n in range(MAX_UNREAD_WORK):  # file and close, file and close ...
+        out = c.work("spock", f"churn-{n}", assigned_to="zora", requested_by="spock")
+        (assigned,) = of_type(delivered(out)["zora"], WorkAssigned)
+        told.append(assigned.id)
+        c.work("spock", f"churn-{n}", assigned_to="zora", requested_by="spock",
+               status="cancelled")  # fmt: skip
+    before = dict(c.st.data)
+    out = c.work("spock", "churn-x", assigned_to="zora", requested_by="spock")
+    refusal = rejected(c, out, "spock")
+    assert refusal.code == "too_much_work"
+    assert "not yet acknowledged 32 work requests from spock" in refusal.reason
+    assert_only_bookkeeping(before, c, "spock")
+    # Nor is a closed item filed straight to her, or one moved back and forth.
+    out = c.work("spock", "churn-y", assigned_to="zora", requested_by="spock",
+                 status="done")  # fmt: skip
+    assert rejected(c, out, "spock").code == "too_much_work"
+    c.work("spock", "flip", assigned_to="scotty", requested_by="spock")
+    out = c.work("spock", "flip", assigned_to="zora", requested_by="spock")
+    assert rejected(c, out, "spock").code == "too_much_work"
+    # Others still reach her; once she acks two, spock may file two more.
+    out = c.work("ada", "ada-1", assigned_to="zora", requested_by="ada")
+    assert of_type(delivered(out)["zora"], WorkAssigned)
+    c.ack("zora", told[:2])
+    for work_id in ("churn-x", "flip"):
+        out = c.work("spock", work_id, assigned_to="zora", requested_by="spock")
+        assert of_type(delivered(out)["zora"], WorkAssigned)
+    out = c.work("spock", "churn-z", assigned_to="zora", requested_by="spock")
+    assert rejected(c, out, "spock").code == "too_much_work"
+
+
+def test_the_admins_post_work_without_the_unread_bound() -> None:
+    c = declared()
+    for n in range(MAX_UNREAD_WORK + 4):
+        out = c.work("henry", f"h-{n}", assigned_to="zora", requested_by="henry")
+        assert of_type(delivered(out)["zora"], WorkAssigned)
+        c.work("henry", f"h-{n}", assigned_to="zora", requested_by="henry",
+               status="done")  # fmt: skip

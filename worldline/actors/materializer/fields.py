@@ -46,9 +46,8 @@ def set_field(tx: Tx, decl: WorldDecl, op: SetField) -> None:
         )
     if entity.type == WORK:  # the requester's own name, and the cap per pair
         before = workload.current(entity)
-        workload.check(
-            tx, decl, op.author, entity.id, before, {**before, op.field: op.value}
-        )
+        after = {**before, op.field: op.value}
+        workload.check(tx, decl, op.author, entity.id, before, after, announces=False)
     changes = write_fields(tx, entity, {op.field: op.value}, op.author, op.at)
     if not changes:
         # Nothing changed, so the field keeps its version: remember which, so the

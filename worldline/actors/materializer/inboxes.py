@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Final
 
 import msgspec
 
+from worldline.actors.materializer import workload
 from worldline.actors.materializer.keys import inbox_key, summary_key
 from worldline.actors.materializer.reject import Reject
 from worldline.protocols.messages import encode
@@ -60,6 +61,7 @@ def ack(tx: Tx, op: AckInbox) -> None:
     for record in fresh:
         key = inbox_key(tx.world, op.author, record.id)
         tx.put(key, encode(msgspec.structs.replace(record, acked=True)))
+        workload.note_read(tx, op.author, record.id)
     if fresh:
         raw = tx.get(summary_key(tx.world, op.author))
         summary = InboxSummary() if raw is None else _SUMMARY.decode(raw)

@@ -23,6 +23,7 @@ from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any
 
 from worldline.actors.belief_model.charter import fill_goal
+from worldline.actors.materializer import workload
 from worldline.actors.materializer.keys import inbox_key, sent_key
 from worldline.actors.materializer.tx import digest
 from worldline.actors.materializer.versions import write_fields
@@ -218,6 +219,7 @@ def file_work(
             at=at,
         )
         tx.post(assignee, message, f"work {entity.id}: {message.goal}")
+        workload.note_sent(tx, decl, fields, message.id)  # waits for the ack
     changes = [(ref, name, value, depth) for ref, name, value, _ in changes]
     if depth == 0:
         propagate(tx, decl, changes, author, cause, at)

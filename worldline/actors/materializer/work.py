@@ -68,8 +68,11 @@ def put_work(tx: Tx, decl: WorldDecl, op: PutWork) -> None:
         "status": op.status,
         "requested_by": op.requested_by,
     }
-    # The requester's own name, and at most MAX_OPEN_WORK open items per pair.
-    workload.check(tx, decl, op.author, ref, workload.current(existing), fields)
+    # The requester's own name, at most MAX_OPEN_WORK open items per pair, and
+    # at most as many of its WorkAssigned left unacked.
+    workload.check(
+        tx, decl, op.author, ref, workload.current(existing), fields, announces=True
+    )
     file_work(
         tx,
         decl,

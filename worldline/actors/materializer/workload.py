@@ -16,9 +16,21 @@ may re-declare the world and every grant in it, and a crew's lead assigns a lot.
 Work the declaration's rules file is never refused (rules are the admins' doing, and
 dampened, docs/crew.md "Propagation"), but it takes its requester's places.
 
+Closing frees a place, so the cap alone would not bound the messages: filing and
+closing (or reassigning away and back) posts a ``WorkAssigned`` each time. So a second
+bound counts those messages: at most :data:`MAX_UNREAD_WORK` (twice the cap, so a
+closed place can be filed again at once) ``WorkAssigned`` from one requester may wait
+unacknowledged in another agent's inbox; a ``put_work`` that would post one more is
+refused ``too_much_work`` until the assignee acks one
+(:func:`note_sent` records each, :func:`worldline.actors.materializer.inboxes.ack`
+drops it).
+
 Because the count follows ``requested_by``, that field is the requester's own: an
 agent that is not an admin may set it (filing, updating or writing it) only to
 itself, or leave it as it stands; else it could spread its work over invented names.
+
+State keys: ``unread/<w>/<assignee>/<message id>`` -> requester, for each
+``WorkAssigned`` a counted requester posted that its assignee has not acked.
 """
 
 from __future__ import annotations
@@ -38,9 +50,19 @@ if TYPE_CHECKING:
     from worldline.actors.materializer.tx import Tx
     from worldline.protocols.world import Value, WorldDecl
 
-__all__ = ["CLOSED", "MAX_OPEN_WORK", "check", "current"]
+__all__ = [
+    "CLOSED",
+    "MAX_OPEN_WORK",
+    "MAX_UNREAD_WORK",
+    "check",
+    "current",
+    "note_read",
+    "note_sent",
+    "unread_key",
+]
 
 MAX_OPEN_WORK: Final = 16  # open items one requester may hold assigned to one agent
+MAX_UNREAD_WORK: Final = 2 * MAX_OPEN_WORK  # its WorkAssigned left unacked there
 CLOSED: Final = frozenset({"done", "cancelled"})  # statuses that free a place
 
 _ENTITY = msgspec.msgpack.Decoder(Entity)
@@ -66,6 +88,11 @@ def _pair(decl: WorldDecl, fields: Mapping[str, Value]) -> tuple[str, str] | Non
     return requester, assignee
 
 
+def unread_key(world: str, assignee: str, message_id: str) -> bytes:
+    """A ``WorkAssigned`` a counted requester posted, until ``assignee`` acks it."""
+    return f"unread/{world}/{assignee}/{message_id}".encode()
+
+
 def check(
     tx: Tx,
     decl: WorldDecl,
@@ -73,10 +100,14 @@ def check(
     ref: str,
     before: Mapping[str, Value],
     after: Mapping[str, Value],
+    *,
+    announces: bool,
 ) -> None:
     """Refuse an op by ``author`` that turns work item ``ref`` from ``before`` into
-    ``after`` (field values) if it names another agent as requester, or opens a
-    place beyond :data:`MAX_OPEN_WORK` for its pair."""
+    ``after`` (field values) if it names another agent as requester, opens a place
+    beyond :data:`MAX_OPEN_WORK` for its pair, or (``announces``: it posts the
+    assignee a ``WorkAssigned``) would leave more than :data:`MAX_UNREAD_WORK` of
+    the requester's unacknowledged there."""
     if is_admin(decl, author):
         return
     requester = after.get("requested_by")
@@ -87,18 +118,58 @@ def check(
             "request work in their own name (admins for anyone)",
         )
     pair = _pair(decl, after)
-    if pair is None or pair == _pair(decl, before):
-        return  # no new place taken: closed, for oneself, or the same pair
-    held = _held(tx, decl, pair, ref)
-    if held >= MAX_OPEN_WORK:
+    if pair is not None and pair != _pair(decl, before):  # a new place taken
+        held = _held(tx, decl, pair, ref)
+        if held >= MAX_OPEN_WORK:
+            raise Reject(
+                "too_much_work",
+                f"{pair[0]} already has {held} open work items assigned to "
+                f"{pair[1]}, the most one agent may request of another "
+                f"({MAX_OPEN_WORK}); close one of them (status done or cancelled) "
+                "to free its place, or ask an admin to assign more",
+            )
+    told = _pair(decl, {**after, "status": "open"})  # whatever its status
+    if announces and told and after.get("assigned_to") != before.get("assigned_to"):
+        requester, assignee = told
+        waiting = _unread(tx, requester, assignee)
+        if waiting >= MAX_UNREAD_WORK:
+            raise Reject(
+                "too_much_work",
+                f"{assignee} has not yet acknowledged {waiting} work requests from "
+                f"{requester}, the most one agent may leave waiting in another's "
+                f"inbox ({MAX_UNREAD_WORK}); file more once {assignee} has acked some "
+                "(`worldline inbox --ack`)",
+            )
+
+
+def note_sent(
+    tx: Tx, decl: WorldDecl, fields: Mapping[str, Value], message_id: str
+) -> None:
+    """Record the ``WorkAssigned`` ``message_id`` just posted for an item with these
+    fields, if its requester is held to the bound (see :func:`check`)."""
+    pair = _pair(decl, {**fields, "status": "open"})
+    if pair is not None:
         requester, assignee = pair
-        raise Reject(
-            "too_much_work",
-            f"{requester} already has {held} open work items assigned to "
-            f"{assignee}, the most one agent may request of another "
-            f"({MAX_OPEN_WORK}); close one of them (status done or cancelled) "
-            "to free its place, or ask an admin to assign more",
-        )
+        tx.put(unread_key(tx.world, assignee, message_id), requester.encode())
+
+
+def note_read(tx: Tx, agent: str, message_id: str) -> None:
+    """``agent`` acked ``message_id``: a work request of it no longer waits."""
+    key = unread_key(tx.world, agent, message_id)
+    if tx.get(key) is not None:
+        tx.put(key, None)
+
+
+def _unread(tx: Tx, requester: str, assignee: str) -> int:
+    """How many ``WorkAssigned`` from ``requester`` wait unacked for ``assignee``
+    (counting stops at the cap)."""
+    waiting = 0
+    for _, value in tx.scan(unread_key(tx.world, assignee, "")):
+        if value == requester.encode():
+            waiting += 1
+            if waiting >= MAX_UNREAD_WORK:
+                break
+    return waiting
 
 
 def _held(tx: Tx, decl: WorldDecl, pair: tuple[str, str], ref: str) -> int:
