@@ -7,20 +7,18 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-import anyio
 import msgspec
-import nats.js.errors
-from nats.js import api
 
 from worldline.actors.runtime.bus import raw_subject, valid_subject
 from worldline.actors.runtime.deliveries import decode_payload, delivery, refusal
 from worldline.protocols.messages import OPS_INBOX, OpsInbox, encode
-from worldline.protocols.subjects import BATCH_HEADER, OPS, ops
-from worldline.sdk.errors import BusUnavailable
+from worldline.protocols.subjects import OPS, ops
+from worldline.sdk.oplog import read_log
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
+    from nats.aio.client import Client as NATS
     from nats.js import JetStreamContext
 
 __all__ = ["ExportMixin", "ExportRecord", "RawRecord", "export_record"]
@@ -64,8 +62,9 @@ class RawRecord(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 
 
 class ExportMixin:
-    """The op log read back in order; needs ``_js`` and ``world``."""
+    """The op log read back in order; needs ``_nc``, ``_js`` and ``world``."""
 
+    _nc: NATS
     _js: JetStreamContext
     world: str
 
@@ -85,66 +84,19 @@ class ExportMixin:
         decode as :class:`RawRecord` (see ``worldline export``).
 
         Raises:
-            BusUnavailable: the server holds no op log, or the read stopped short of
-                the log's end (ops lost in flight or no answer): nothing is cut
-                silently; run it again.
+            BusUnavailable: the server holds no op log, or the read could not get
+                every op of the world up to the last one it held when the read
+                began (named: see :func:`worldline.sdk.oplog.read_log`): nothing
+                is cut silently; run it again.
         """
-        config = api.ConsumerConfig(
-            ack_policy=api.AckPolicy.NONE,
-            deliver_policy=api.DeliverPolicy.ALL,
-            inactive_threshold=30.0,
-        )
-        try:
-            sub = await self._js.pull_subscribe(
-                ops(self.world, "*"), stream=OPS.name, config=config
-            )
-        except nats.js.errors.NotFoundError as exc:
-            raise BusUnavailable(
-                "this server holds no worldline op log; start the actors "
-                "(`worldline up`) or point --nats at the right server"
-            ) from exc
-        delivered = 0  # the consumer sequence: deliveries come 1, 2, 3, ...
-        last = 0  # the stream sequence of the last op read
-        idle = 0
-        try:
-            while True:
-                try:
-                    msgs = await sub.fetch(EXPORT_FETCH, timeout=1.0)
-                except TimeoutError:
-                    # The end of the log, or a slow server: the consumer says which.
-                    info = await sub.consumer_info()
-                    if not info.num_pending:
-                        return
-                    idle += 1
-                    if idle < EXPORT_IDLE_LIMIT:
-                        continue
-                    raise BusUnavailable(
-                        f"export of {self.world!r} stopped after op {last}: "
-                        f"{info.num_pending} more are in the log but none arrived "
-                        f"within {EXPORT_IDLE_LIMIT}s; run it again"
-                    ) from None
-                idle = 0
-                for msg in msgs:
-                    meta = msg.metadata
-                    if meta.sequence.consumer != delivered + 1:
-                        raise BusUnavailable(
-                            f"export of {self.world!r} lost ops in flight after op "
-                            f"{last} (a reconnect or a server that went away); "
-                            "run it again"
-                        )
-                    delivered = meta.sequence.consumer
-                    last = meta.sequence.stream
-                    header = (msg.headers or {}).get(BATCH_HEADER)
-                    yield export_record(last, msg.subject, msg.data, header)
-                if msgs[-1].metadata.num_pending == 0:
-                    return
-        finally:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(5):
-                await sub.unsubscribe()
-
-
-EXPORT_FETCH = 500  # ops per fetch of an export
-EXPORT_IDLE_LIMIT = 10  # one-second fetches with nothing while ops are still pending
+        async for seq, subject, data, header in read_log(
+            self._nc,
+            self._js,
+            OPS.name,
+            ops(self.world, "*"),
+            what=f"export of {self.world!r}",
+        ):
+            yield export_record(seq, subject, data, header)
 
 
 _OP_JSON = msgspec.json.Decoder(OpsInbox)

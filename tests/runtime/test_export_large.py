@@ -1,0 +1,152 @@
+"""``worldline export`` and ``replay`` over a log of MiB-sized ops (issue 23, F16): an
+agent may fill its own op subject with junk of up to 1 MiB per op, and the operator's
+export must still hold every op, or fail saying which are missing.
+
+Before, an export asked for 500 ops per fetch whatever their size; the server cut
+the operator off as a slow consumer (``max_pending`` exceeded: 64 MiB by default,
+8 MiB here so a few dozen junk ops show it), every concurrent export and the replay
+exited 4, and when the ops lost in flight were the log's last the export exited 0
+short and replay printed ``match: NO``. Now each pull request is capped in bytes and
+the read ends at the world's last sequence, reading any hole again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Final
+
+import anyio
+import nats
+import pytest
+
+import worldline
+from tests.support import all_actors, running, unique_world
+from worldline.actors.runtime.declare import ensure_streams
+from worldline.actors.runtime.embedded import EmbeddedNats
+from worldline.protocols.messages import AddBelief, encode
+from worldline.protocols.subjects import STREAMS, ops
+from worldline.sdk.crew import new_id, utc_now
+from worldline.sdk.oplog import EXPORT_BYTES
+
+pytestmark = pytest.mark.nats
+
+WORLDLINE = str(Path(sys.executable).parent / "worldline")
+JUNK: Final = b"\x00" * (900 * 1024)  # one junk op: undecodable, dead-lettered
+GOOD: Final = 120
+EVERY: Final = 3  # one junk op after every third good one (and three at the end)
+
+
+def _op(n: int) -> bytes:
+    return encode(
+        AddBelief(
+            op_id=new_id("op"),
+            author="ada",
+            at=utc_now(),
+            belief_id=f"b-{n:04d}",
+            text=f"Belief number {n} holds",
+        )
+    )
+
+
+async def _log(url: str, world: str) -> tuple[int, int]:
+    """Publish the world's log: good ops from ada, junk from spock, junk last.
+    Returns (ops in the world, the sequence of the last good op)."""
+    nc = await nats.connect(url)
+    try:
+        js = nc.jetstream()
+        await ensure_streams(js, STREAMS)
+        last_good = 0
+        for n in range(1, GOOD + 1):
+            last_good = (await js.publish(ops(world, "ada"), _op(n))).seq
+            if n % EVERY == 0:
+                await js.publish(ops(world, "spock"), JUNK)
+        for _ in range(3):  # lost in flight at the tail, nothing showed it
+            await js.publish(ops(world, "spock"), JUNK)
+        await js.publish(ops("another-world", "ada"), _op(0))
+        info = await js.stream_info("WL_OPS", subjects_filter=ops(world, "*"))
+        return sum((info.state.subjects or {}).values()), last_good
+    finally:
+        await nc.close()
+
+
+async def _cli(url: str, world: str, *args: str) -> tuple[int, str, str]:
+    env = {**os.environ, "WORLDLINE_NATS": url, "WORLDLINE_WORLD": world}
+    done = await anyio.run_process([WORLDLINE, *args], env=env, check=False)
+    return done.returncode, done.stdout.decode(), done.stderr.decode()
+
+
+def _server(tmp_path: Path, max_pending: int) -> EmbeddedNats:
+    conf = tmp_path / "server.conf"
+    conf.write_text(f"max_pending: {max_pending}\n")
+    return EmbeddedNats(tmp_path / "nats", config=conf)
+
+
+async def test_an_export_of_mib_sized_ops_holds_every_op_and_replay_matches(
+    tmp_path: Path,
+) -> None:
+    max_pending = 8 * 1024 * 1024
+    assert max_pending > EXPORT_BYTES
+    world = unique_world("bigops")
+    with _server(tmp_path, max_pending) as server:
+        count, last_good = await _log(server.url, world)
+        assert count == GOOD + GOOD // EVERY + 3
+        assert count * len(JUNK) // 3 > 4 * max_pending  # what a fetch asked for
+        async with (
+            running(all_actors(), url=server.url, data=tmp_path / "live"),
+            worldline.connect(server.url, world=world, agent="operator") as op,
+        ):
+            with anyio.fail_after(120):
+                while True:
+                    if (await op.state_hash()).applied >= last_good:
+                        break
+                    await anyio.sleep(0.2)
+            outs = [tmp_path / f"ops-{n}.jsonl" for n in range(3)]
+            done: list[tuple[int, str, str]] = []
+
+            async def export(out: Path) -> None:
+                done.append(await _cli(server.url, world, "export", "--out", str(out)))
+
+            async with anyio.create_task_group() as tg:  # three at once, as F16
+                for out in outs:
+                    tg.start_soon(export, out)
+            for code, _, err in done:
+                assert code == 0, err
+                assert f"exported {count} ops" in err
+            for out in outs:
+                lines = out.read_text().splitlines()
+                seqs = [json.loads(line)["seq"] for line in lines]
+                assert len(seqs) == count
+                assert seqs == sorted(set(seqs))
+            code, shown, err = await _cli(server.url, world, "replay")
+            assert code == 0, err
+            assert "match: yes" in shown, shown
+            assert f"ops: {count}" in shown
+            assert f"undecodable: {count - GOOD}" in shown
+        log = server.log_path.read_text(errors="replace")
+    assert "Slow Consumer" not in log, log[-2000:]
+
+
+async def test_ops_lost_in_flight_are_read_again_never_cut(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A server whose ``max_pending`` is below what one request may bring cuts the
+    reader off mid-request: the ops lost then, the log's last ones included, are
+    read again (with a smaller cap) and the export still holds every op."""
+    caplog.set_level(logging.WARNING)
+    world = unique_world("dropped")
+    with _server(tmp_path, 2 * 1024 * 1024) as server:
+        count, _ = await _log(server.url, world)
+        for _ in range(2):
+            async with worldline.connect(
+                server.url, world=world, agent="operator"
+            ) as op:
+                seqs = [record.seq async for record in op.backup()]
+            assert len(seqs) == count
+            assert seqs == sorted(set(seqs))
+        log = server.log_path.read_text(errors="replace")
+    if "Slow Consumer" in log:  # cut off: what was lost was read again
+        assert any("read again" in r.getMessage() for r in caplog.records)
