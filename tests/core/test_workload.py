@@ -192,3 +192,27 @@ def test_the_admins_post_work_without_the_unread_bound() -> None:
         assert of_type(delivered(out)["zora"], WorkAssigned)
         c.work("henry", f"h-{n}", assigned_to="zora", requested_by="henry",
                status="done")  # fmt: skip
+
+
+def test_the_open_work_index_follows_the_work_items() -> None:
+    """The count reads an index (``workopen/...``), kept by every write of a work
+    item's fields; it always lists exactly the open items filed for another."""
+    c = declared()
+    fill(c)
+    c.work("henry", "lead", assigned_to="zora", requested_by="henry")
+    c.work("spock", "spock-0", assigned_to="scotty", requested_by="spock")
+    c.set("spock", "work:spock-1", "status", "done")
+    c.set("spock", "work:spock-2", "assigned_to", "ada")
+    c.work("zora", "spock-3", assigned_to="zora", requested_by="zora")
+    c.set("ada", "project:soteria", "phase", "build")  # rule-filed work
+    c.set("spock", "work:spock-1", "status", "open")
+    expected = set()
+    for ref, entity in c.works().items():
+        fields = {n: f.value for n, f in entity.fields.items()}
+        if fields["status"] not in ("done", "cancelled") and (
+            fields["requested_by"] != fields["assigned_to"]
+        ):
+            assignee, requester = fields["assigned_to"], fields["requested_by"]
+            expected.add(f"workopen/crew/{assignee}/{requester}/{ref}".encode())
+    assert any(b"/scotty/ada/work:replan-" in key for key in expected)
+    assert set(dict(c.st.scan(b"workopen/crew/"))) == expected

@@ -54,7 +54,8 @@ class Rejected(WorldlineError):
     """The world refused the request and said why; CLI exit 3.
 
     ``code`` is one of ``unauthorized``, ``version_conflict``, ``invalid``,
-    ``unknown_entity`` (crew ops, refused by the materializer), or ``unknown_belief``,
+    ``unknown_entity``, ``too_much_work`` (crew ops, refused by the materializer:
+    the last for work one agent may not put on another yet), or ``unknown_belief``,
     ``closed``, ``conflict``, ``invalid``, ``locked``, ``full`` (belief ops, refused
     by fusion); for a version conflict, ``current_version`` and ``current_value`` say
     what the field holds now.

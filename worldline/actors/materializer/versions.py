@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from worldline.protocols.world import FieldState, Value
+from worldline.actors.materializer import workload
+from worldline.protocols.world import WORK, FieldState, Value
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -38,7 +39,13 @@ def write_fields(
         changed.append((entity.id, name, value, 0))
     if changed or entity.version == 0:
         tx.save(msgspec.structs.replace(entity, fields=fields, version=seq))
+    if changed and entity.type == WORK:  # who owes whom open work
+        workload.index(tx, entity.id, workload.current(entity), _values(fields))
     return changed
+
+
+def _values(fields: dict[str, FieldState]) -> dict[str, Value]:
+    return {name: state.value for name, state in fields.items()}
 
 
 def _same(a: Value, b: Value) -> bool:

@@ -5,10 +5,12 @@ agent at a time. Beyond that an op that would open one more is refused
 or reassigning it frees its place. Without this, one agent could bury another's inbox
 under ``WorkAssigned`` messages (the attack bench filed 200 of 200).
 
-The count is read from state, never from a clock: the ``work:`` entities as they
-stand, so a replay of the log refuses exactly the same ops. An item counts for the
-pair (``requested_by``, ``assigned_to``) while its status is neither ``done`` nor
-``cancelled`` and the two differ (work an agent files for itself buries no one).
+The count is read from state, never from a clock: an index of the open ``work:``
+items by assignee and requester (:func:`index`, kept by every write of a work item's
+fields), so a replay of the log refuses exactly the same ops, and a check reads at
+most :data:`MAX_OPEN_WORK` keys, however much work the world holds. An item counts
+for the pair (``requested_by``, ``assigned_to``) while its status is neither ``done``
+nor ``cancelled`` and the two differ (work an agent files for itself buries no one).
 Updating an item that already counts for the same pair takes no second place.
 
 The operator and the world's admins are exempt, as authors and as requesters: they
@@ -29,26 +31,23 @@ Because the count follows ``requested_by``, that field is the requester's own: a
 agent that is not an admin may set it (filing, updating or writing it) only to
 itself, or leave it as it stands; else it could spread its work over invented names.
 
-State keys: ``unread/<w>/<assignee>/<message id>`` -> requester, for each
-``WorkAssigned`` a counted requester posted that its assignee has not acked.
+State keys: ``workopen/<w>/<assignee>/<requester>/<work ref>`` for each open item
+filed for another agent; ``unread/<w>/<assignee>/<message id>`` -> requester, for
+each ``WorkAssigned`` a counted requester posted that its assignee has not acked.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-import msgspec
-
 from worldline.actors.belief_model.charter import is_admin
-from worldline.actors.materializer.keys import entity_key
 from worldline.actors.materializer.reject import Reject
-from worldline.protocols.world import WORK, Entity
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from worldline.actors.materializer.tx import Tx
-    from worldline.protocols.world import Value, WorldDecl
+    from worldline.protocols.world import Entity, Value, WorldDecl
 
 __all__ = [
     "CLOSED",
@@ -56,16 +55,16 @@ __all__ = [
     "MAX_UNREAD_WORK",
     "check",
     "current",
+    "index",
     "note_read",
     "note_sent",
+    "open_key",
     "unread_key",
 ]
 
 MAX_OPEN_WORK: Final = 16  # open items one requester may hold assigned to one agent
 MAX_UNREAD_WORK: Final = 2 * MAX_OPEN_WORK  # its WorkAssigned left unacked there
 CLOSED: Final = frozenset({"done", "cancelled"})  # statuses that free a place
-
-_ENTITY = msgspec.msgpack.Decoder(Entity)
 
 
 def current(entity: Entity | None) -> dict[str, Value]:
@@ -78,14 +77,44 @@ def current(entity: Entity | None) -> dict[str, Value]:
 def _pair(decl: WorldDecl, fields: Mapping[str, Value]) -> tuple[str, str] | None:
     """The (requester, assignee) an item takes a place of, or None: closed, filed
     for oneself, or requested by the operator or an admin."""
+    pair = _open(fields)
+    if pair is None or is_admin(decl, pair[0]):
+        return None
+    return pair
+
+
+def open_key(world: str, assignee: str, requester: str, ref: str) -> bytes:
+    """Work item ``ref`` is open, requested by ``requester`` of ``assignee``."""
+    return _pair_prefix(world, assignee, requester) + ref.encode()
+
+
+def _pair_prefix(world: str, assignee: str, requester: str) -> bytes:
+    return f"workopen/{world}/{assignee}/{requester}/".encode()
+
+
+def _open(fields: Mapping[str, Value]) -> tuple[str, str] | None:
+    """(requester, assignee) of an open item filed for another agent, whoever
+    requested it (the index keeps admins' items too; :func:`_pair` skips them)."""
     requester, assignee = fields.get("requested_by"), fields.get("assigned_to")
     if not isinstance(requester, str) or not isinstance(assignee, str):
         return None
     if fields.get("status") in CLOSED or requester == assignee:
         return None
-    if is_admin(decl, requester):
-        return None
     return requester, assignee
+
+
+def index(
+    tx: Tx, ref: str, before: Mapping[str, Value], after: Mapping[str, Value]
+) -> None:
+    """Keep the open-work index of item ``ref``, whose fields go from ``before``
+    to ``after``."""
+    old, new = _open(before), _open(after)
+    if old == new:
+        return
+    if old is not None:
+        tx.put(open_key(tx.world, old[1], old[0], ref), None)
+    if new is not None:
+        tx.put(open_key(tx.world, new[1], new[0], ref), b"")
 
 
 def unread_key(world: str, assignee: str, message_id: str) -> bytes:
@@ -174,14 +203,13 @@ def _unread(tx: Tx, requester: str, assignee: str) -> int:
 
 def _held(tx: Tx, decl: WorldDecl, pair: tuple[str, str], ref: str) -> int:
     """How many other open items take a place of ``pair`` (counting stops at the
-    cap). Every ``work:`` entity of the world is read: a scan, not an index."""
+    cap)."""
+    requester, assignee = pair
     held = 0
-    prefix = entity_key(tx.world, f"{WORK}:")
-    for key, raw in tx.scan(prefix):
-        if key == entity_key(tx.world, ref):
+    for key, _ in tx.scan(_pair_prefix(tx.world, assignee, requester)):
+        if key == open_key(tx.world, assignee, requester, ref):
             continue
-        if _pair(decl, current(_ENTITY.decode(raw))) == pair:
-            held += 1
-            if held >= MAX_OPEN_WORK:
-                break
+        held += 1
+        if held >= MAX_OPEN_WORK:
+            break
     return held
