@@ -126,6 +126,25 @@ async def test_an_export_of_mib_sized_ops_holds_every_op_and_replay_matches(
             assert "match: yes" in shown, shown
             assert f"ops: {count}" in shown
             assert f"undecodable: {count - GOOD}" in shown
+            # F15: each junk op is dead-lettered twice (fusion, materializer-ops),
+            # each letter a few KiB (it held 512 KiB of the op before).
+            junk = count - GOOD
+            nc = await nats.connect(server.url)
+            try:
+                with anyio.fail_after(30):
+                    while True:
+                        dlq = (await nc.jetstream().stream_info("WL_DLQ")).state
+                        if dlq.messages >= 2 * junk:
+                            break
+                        await anyio.sleep(0.2)
+            finally:
+                await nc.close()
+            assert dlq.messages == 2 * junk
+            assert dlq.bytes < 2 * junk * 9 * 1024, dlq.bytes
+            code, shown, err = await _cli(server.url, world, "--json", "status")
+            assert code == 0, err
+            instances = json.loads(shown)["instances"]
+            assert sum(i["dlq"] for i in instances) == 2 * junk, shown
         log = server.log_path.read_text(errors="replace")
     assert "Slow Consumer" not in log, log[-2000:]
 

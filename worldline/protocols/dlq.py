@@ -16,7 +16,7 @@ class DeadLetter(Message, tag="dlq.dead_letter.v1", kw_only=True, frozen=True):
     subject: str
     stream_seq: int
     reason: str
-    payload: bytes  # the input, cut when too big to travel (see payload_bytes)
+    payload: bytes  # the input, or its first 4 KiB (then see payload_bytes)
     at: datetime
     payload_bytes: int = 0  # set when the payload was cut: the input's full size
     payload_sha256: str = ""  # and its digest (the input stays in its stream)

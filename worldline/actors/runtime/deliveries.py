@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_LETTER_PAYLOAD",
+    "MAX_LETTER_REASON",
     "SUPERSEDED",
     "Delivery",
     "coalesced",
@@ -80,20 +81,25 @@ def refusal(decoder: Any, d: Delivery) -> tuple[Any, str | None]:
     return decode_payload(decoder, d.data)
 
 
-MAX_LETTER_PAYLOAD = 512 * 1024  # bytes of the input a dead letter carries
+MAX_LETTER_PAYLOAD: Final = 4 * 1024  # bytes of the input a dead letter carries
+MAX_LETTER_REASON: Final = 4 * 1024  # characters of the reason it carries
 
 
 def dead_letter(actor: str, d: Delivery, reason: str, now: Any) -> DeadLetter:
-    """The dead letter for ``d``. An input too big to travel again inside a letter
-    (the bus caps a message at 1 MiB) is cut, with its size and sha256 recorded; the
-    whole input stays in its own stream at ``stream_seq``, so nothing is lost."""
+    """The dead letter for ``d``, the one way every dead letter is made. It carries
+    an excerpt of the input, not a copy: a longer input is cut to its first
+    :data:`MAX_LETTER_PAYLOAD` bytes, with its full size and sha256 recorded (the
+    whole input stays in its own stream at ``stream_seq``, so nothing is lost); the
+    reason is cut to :data:`MAX_LETTER_REASON` characters. A letter is a few KiB
+    whatever the input: before issue 23 each carried up to 512 KiB, so an agent's
+    1 GiB of junk ops cost another 1 GiB in WL_DLQ."""
     payload = d.data
     if len(payload) <= MAX_LETTER_PAYLOAD:
         return DeadLetter(
             actor=actor,
             subject=d.subject,
             stream_seq=d.seq,
-            reason=reason,
+            reason=reason[:MAX_LETTER_REASON],
             payload=payload,
             at=now,
         )
@@ -101,7 +107,7 @@ def dead_letter(actor: str, d: Delivery, reason: str, now: Any) -> DeadLetter:
         actor=actor,
         subject=d.subject,
         stream_seq=d.seq,
-        reason=reason[:4096],
+        reason=reason[:MAX_LETTER_REASON],
         payload=payload[:MAX_LETTER_PAYLOAD],
         at=now,
         payload_bytes=len(payload),
