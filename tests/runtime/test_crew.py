@@ -358,7 +358,7 @@ async def test_one_agent_cannot_bury_anothers_inbox_under_work(
     world = unique_world("bury")
     cap = 16  # MAX_OPEN_WORK
     async with (
-        running(all_actors(), url=nats_url, data=tmp_path),
+        running(all_actors(), url=nats_url, data=tmp_path / "live"),
         worldline.connect(nats_url, world=world, agent="ada") as ada,
         worldline.connect(nats_url, world=world, agent="spock") as spock,
         worldline.connect(nats_url, world=world, agent="zora") as zora,
@@ -387,6 +387,10 @@ async def test_one_agent_cannot_bury_anothers_inbox_under_work(
             i.message for i in await _drain(spock) if isinstance(i.message, Rejection)
         ]
         listed = await zora.read_world(entity_type="work")
+        records = [r async for r in ada.export()]
+        live = await ada.state_hash()
+    replayed = replay(records, tmp_path / "replayed", world)
+    assert replayed.hash == live.hash  # the log refuses the same ops again
     assert refused == 4
     assert len(spam) == cap + 1  # sixteen, then one more once a place was freed
     assert {r.code for r in rejections} == {"too_much_work"}
@@ -399,3 +403,34 @@ async def test_one_agent_cannot_bury_anothers_inbox_under_work(
     ]
     assert len(open_spam) == cap
     assert any(e.id == "work:lead-1" for e in listed.entities)
+
+
+async def test_filed_and_closed_work_waits_for_the_assignees_acks(
+    nats_url: str, tmp_path: Path
+) -> None:
+    """Closing frees a place, so filing and closing could still post without end:
+    at most 32 (MAX_UNREAD_WORK) of spock's WorkAssigned wait unacked in zora's
+    inbox; once she acks them spock may file again."""
+    world = unique_world("churn")
+    unread = 32  # MAX_UNREAD_WORK
+    async with (
+        running(all_actors(), url=nats_url, data=tmp_path),
+        worldline.connect(nats_url, world=world, agent="ada") as ada,
+        worldline.connect(nats_url, world=world, agent="spock") as spock,
+        worldline.connect(nats_url, world=world, agent="zora") as zora,
+    ):
+        await ada.declare(crew(world))
+        for n in range(unread):
+            await spock.put_work(f"c-{n}", kind="chore", assigned_to="zora", goal="x")
+            await spock.put_work(f"c-{n}", kind="chore", assigned_to="zora",
+                                 goal="x", status="cancelled")  # fmt: skip
+        with pytest.raises(worldline.Rejected) as caught:
+            await spock.put_work("c-more", kind="chore", assigned_to="zora", goal="x")
+        assert caught.value.code == "too_much_work"
+        assert "not yet acknowledged 32 work requests" in caught.value.reason
+        items = await zora.inbox(wait=1.0, limit=500)
+        assert len(_work(items)) == unread
+        await zora.ack(items)
+        await spock.put_work("c-more", kind="chore", assigned_to="zora", goal="x")
+        (fresh,) = _work(await _drain(zora))
+    assert fresh.work == "work:c-more"
