@@ -38,6 +38,7 @@ each ``WorkAssigned`` a counted requester posted that its assignee has not acked
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Final
 
 from worldline.actors.belief_model.charter import is_admin
@@ -65,6 +66,7 @@ __all__ = [
 MAX_OPEN_WORK: Final = 16  # open items one requester may hold assigned to one agent
 MAX_UNREAD_WORK: Final = 2 * MAX_OPEN_WORK  # its WorkAssigned left unacked there
 CLOSED: Final = frozenset({"done", "cancelled"})  # statuses that free a place
+_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")  # an agent's name (a subject token)
 
 
 def current(entity: Entity | None) -> dict[str, Value]:
@@ -98,6 +100,8 @@ def _open(fields: Mapping[str, Value]) -> tuple[str, str] | None:
     requester, assignee = fields.get("requested_by"), fields.get("assigned_to")
     if not isinstance(requester, str) or not isinstance(assignee, str):
         return None
+    if not (_NAME.fullmatch(requester) and _NAME.fullmatch(assignee)):
+        return None  # no agent's name (a `write` may put any text there)
     if fields.get("status") in CLOSED or requester == assignee:
         return None
     return requester, assignee
@@ -148,7 +152,7 @@ def check(
         )
     pair = _pair(decl, after)
     if pair is not None and pair != _pair(decl, before):  # a new place taken
-        held = _held(tx, decl, pair, ref)
+        held = _held(tx, pair, ref)
         if held >= MAX_OPEN_WORK:
             raise Reject(
                 "too_much_work",
@@ -201,7 +205,7 @@ def _unread(tx: Tx, requester: str, assignee: str) -> int:
     return waiting
 
 
-def _held(tx: Tx, decl: WorldDecl, pair: tuple[str, str], ref: str) -> int:
+def _held(tx: Tx, pair: tuple[str, str], ref: str) -> int:
     """How many other open items take a place of ``pair`` (counting stops at the
     cap)."""
     requester, assignee = pair
