@@ -78,6 +78,7 @@ from worldline.protocols.subjects import (
     IMPORTED_REPLY_ROOT,
     INBOX,
     LEASES,
+    OPS,
     PREFIX,
     PRESENCE,
     REPLY_ROOT,
@@ -240,7 +241,12 @@ def actor_exports() -> tuple[Export, ...]:
 # heartbeats). The rest of an actor's rights follow from its spec: the streams its
 # inputs read, its RPC verbs, its lease.
 _OUTPUTS: Final[dict[str, tuple[str, ...]]] = {
-    "extractor": (ops(_ANY, EXTRACTOR_AUTHOR),),
+    "extractor": (
+        ops(_ANY, EXTRACTOR_AUTHOR),
+        # A duplicate PubAck in WL_OPS, which agents write too, is checked against
+        # the stored message (runtime/preempt.py): its ops may have been pre-empted.
+        f"{_JS_API}.STREAM.MSG.GET.{OPS.name}",
+    ),
     "fusion": (derived(_ANY, _ANY, _ANY),),
     "materializer": (
         state(_ANY, _ANY),

@@ -47,7 +47,7 @@ __all__ = [
 class Observe(Message, tag="obs.artifact.v1", kw_only=True, frozen=True):
     """An artifact (text) handed to the extractor to turn into beliefs."""
 
-    obs_id: Ident  # idempotency id, also the Nats-Msg-Id
+    obs_id: Ident  # idempotency id (with the author, the seed of its op ids)
     author: Token
     at: datetime
     source: str = ""  # where the artifact came from (file name, URL, tool)

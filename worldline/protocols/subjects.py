@@ -15,6 +15,7 @@ from typing import Final, Literal
 
 __all__ = [
     "ACTOR_NAMES",
+    "AGENT_STREAMS",
     "BATCH_HEADER",
     "BUCKETS",
     "DERIVED",
@@ -262,6 +263,10 @@ INBOX: Final = StreamSpec("WL_INBOX", (f"{PREFIX}.*.inbox.*",))
 DLQ: Final = StreamSpec("WL_DLQ", (f"{PREFIX}.*.dlq.*",), max_age=30 * DAY)
 
 STREAMS: Final = (OBS, OPS, DERIVED, STATE, INBOX, DLQ)
+# The streams agents publish into (their own ``obs`` and ``ops`` subjects). A
+# Nats-Msg-Id is de-duplicated stream-wide, whatever the subject, so an actor's output
+# into one of these is checked on a duplicate PubAck (runtime/preempt.py).
+AGENT_STREAMS: Final = (OBS, OPS)
 
 
 EXTRACTOR_IN: Final = ConsumerSpec(OBS, "extractor", f"{PREFIX}.*.obs.*")

@@ -343,9 +343,11 @@ class BeliefMixin(SourceMixin):
     ) -> str:
         """Hand an artifact to the extractor; return the observation id.
 
-        The id is derived from the world and the content (see
-        :func:`observation_id`), so observing the same artifact twice in one world
-        changes nothing, and observing it in two worlds reaches both.
+        The id is derived from the world and the content (:func:`observation_id`):
+        observing the same artifact twice in one world changes nothing (the repeat's
+        statements get the same op ids), in two worlds reaches both. The Msg-Id is
+        random: one computed from the artifact let another agent, publishing it
+        first, have this dropped as a stream-wide duplicate (issue 23, F11).
         """
         kind = media_type or _sniff(text)
         observation = validated(
@@ -359,9 +361,7 @@ class BeliefMixin(SourceMixin):
                 media_type=kind,
             )
         )
-        await self._publish(
-            obs(self.world, self.agent), observation, observation.obs_id
-        )
+        await self._publish(obs(self.world, self.agent), observation, new_id("obs"))
         return observation.obs_id
 
     async def after(self, output: str) -> str:
@@ -481,11 +481,10 @@ class BeliefMixin(SourceMixin):
 def observation_id(
     world: str, agent: str, source: str, role: str, media_type: str, text: str
 ) -> str:
-    """The idempotency id of an observation, also its ``Nats-Msg-Id``.
-
-    The world is part of it: JetStream's duplicate window spans the whole ``WL_OBS``
-    stream, every world, so an id without it made the same artifact observed into a
-    second world within two minutes a silent duplicate there.
+    """The idempotency id of an observation, with the agent the seed of its
+    statements' op ids; not its ``Nats-Msg-Id``, since anyone can compute it. The
+    world is part of it: the same artifact observed into two worlds is two
+    observations (``tests/runtime/test_world_scoped_ids.py``).
     """
     material = "\0".join((world, agent, source, role, media_type, text))
     return f"obs-{hashlib.sha256(material.encode()).hexdigest()[:24]}"

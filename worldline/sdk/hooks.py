@@ -55,7 +55,7 @@ def _preview(
     world: World, obs_id: str, text: str, source: str, role: Role
 ) -> list[ExtractedStatement]:
     """Run the extractor's pure core on the artifact, as the extractor will: its ids
-    derive from the world, the observation id and the text only."""
+    derive from the world, the agent, the observation id and the text only."""
     observation = Observe(
         obs_id=obs_id,
         author=world.agent,

@@ -27,9 +27,10 @@ agent:<name>`` applies to what that agent observed, and ``trust agent:extractor`
 weighs nothing extracted. The source stays what the observation names (default: the
 agent).
 
-Ids derive from the observation id and position (and the model, for a model's
-reading), and observation ids from content, so observing the same artifact twice
-changes nothing. Stateless but for those two counters: replicas share one durable on
+Ids derive from the world, the observing agent, the observation id and position (and
+the model, for a model's reading), and observation ids from content, so observing the
+same artifact twice changes nothing; another agent naming the same observation id gets
+ids of its own. Stateless but for those two counters: replicas share one durable on
 the OBS work queue.
 Output: ``Statement`` on ``wl.<world>.ops.extractor``.
 """
@@ -254,11 +255,14 @@ def _from_json(text: str, source: str, kind: EvidenceKind) -> list[Found]:
 def _statement(
     ctx: Context, obs: Observe, index: int, item: Found, by: str
 ) -> Outgoing:
-    # A model's reading gets ids of its own, so it never collides with the rule-based
-    # reading of the same observation (a redelivery may get either).
-    key = f"{ctx.world}\0{obs.obs_id}\0{index}"
+    # The observing agent (the subject's, checked equal to the body's) is part of
+    # the id: an observation id is only a claim in the body, so another agent's
+    # Observe naming it must not take this agent's op ids (issue 23, F12). A model's
+    # reading gets ids of its own, so it never collides with the rule-based reading
+    # of the same observation (a redelivery may get either).
+    key = f"{ctx.world}\0{ctx.author}\0{obs.obs_id}\0{index}"
     if by != DETERMINISTIC:
-        key = f"{ctx.world}\0{obs.obs_id}\0{by}\0{index}"
+        key = f"{ctx.world}\0{ctx.author}\0{obs.obs_id}\0{by}\0{index}"
     digest = hashlib.sha256(key.encode())
     op_id = f"op-{digest.hexdigest()[:24]}"
     target = belief_id(ctx.world, item.text)

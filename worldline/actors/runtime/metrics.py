@@ -6,8 +6,8 @@ The consume loop records each settled batch in its actor's :class:`ActorMetrics`
 each answer, the heartbeat (``heartbeat.py``) adds store size and lag and publishes the
 same numbers for ``worldline status``. One :class:`Registry` per process (an ``actor``
 label per instance) exposes them through ``prometheus_client`` (a registry of its own,
-so two never mix): the seven families of the first release under their names, three
-histograms, and the library's process collector.
+so two never mix): the seven families of the first release under their names, the
+count of pre-empted outputs, three histograms, and the library's process collector.
 
 ``endpoint.py`` serves them over HTTP with the health and readiness checks.
 """
@@ -51,6 +51,7 @@ __all__ = [
     "RateWindow",
     "Registry",
     "bind_metrics",
+    "count_preempted",
     "observe_rpc",
     "published_at",
     "render",
@@ -165,6 +166,7 @@ class ActorMetrics:
     # connection is up now (the readiness check calls it).
     connected: Callable[[], bool] | None = None
     rpc: dict[str, Buckets] = field(default_factory=dict)  # answer seconds by verb
+    preempted: int = 0  # outputs whose Msg-Id another subject held (preempt.py)
 
     def record(
         self,
@@ -253,6 +255,13 @@ _CURRENT: ContextVar[ActorMetrics | None] = ContextVar(
 def bind_metrics(metrics: ActorMetrics) -> None:
     """Make ``metrics`` the current task's (and its child tasks') actor metrics."""
     _CURRENT.set(metrics)
+
+
+def count_preempted() -> None:
+    """One output of the current actor found pre-empted and published again."""
+    metrics = _CURRENT.get()
+    if metrics is not None:
+        metrics.preempted += 1
 
 
 def observe_rpc(subject_pattern: str, seconds: float) -> None:
@@ -371,6 +380,12 @@ class _Counters:
             "worldline_start_time_seconds", "Unix time the actor started.",
             labels=["actor"],
         )  # fmt: skip
+        preempted = CounterMetricFamily(
+            "worldline_outputs_preempted",
+            "Outputs whose Nats-Msg-Id a message on another subject held first, "
+            "published again.",
+            labels=["actor"],
+        )
         for m in sorted(actors, key=lambda a: a.instance):
             for s in m.inputs.values():
                 labels = [m.instance, s.durable]
@@ -382,7 +397,8 @@ class _Counters:
                     lag.add_metric(labels, s.lag)
             size.add_metric([m.instance], m.store_bytes)
             start.add_metric([m.instance], m.started_at.timestamp())
-        yield from (applied, dead, batches, last, lag, size, start)
+            preempted.add_metric([m.instance], m.preempted)
+        yield from (applied, dead, batches, last, lag, size, start, preempted)
         yield from _histograms(actors)
 
 

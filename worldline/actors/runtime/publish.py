@@ -17,6 +17,7 @@ from nats.js import JetStreamContext, api
 
 from worldline.actors.runtime.declare import ensure_consumer
 from worldline.actors.runtime.errors import ConfigDrift
+from worldline.actors.runtime.preempt import CHECKED, stored_as_ours
 from worldline.protocols.messages import BatchItems, decode_batch, encode_batch
 from worldline.protocols.subjects import (
     BATCH_HEADER,
@@ -171,6 +172,10 @@ async def publish_all(js: JetStreamContext, items: list[OutboxItem]) -> None:
     """Publish pipelined (batched where the subject allows, see :func:`batched`),
     each message with its Nats-Msg-Id, and wait for every PubAck.
 
+    A duplicate PubAck in a stream agents write too is checked against the stored
+    message: an output whose Msg-Id a message on another subject held first is
+    published again (:mod:`~worldline.actors.runtime.preempt`).
+
     Raises:
         TimeoutError: not every PubAck came back in time (a server that died after
             receiving a publish never answers it); the caller retries the batch, and
@@ -178,7 +183,7 @@ async def publish_all(js: JetStreamContext, items: list[OutboxItem]) -> None:
     """
     messages = batched(items)
     await open_inboxes(js, (m.subject for m in messages))
-    acked = 0
+    sent: list[tuple[_Publish, dict[str, str], api.PubAck]] = []
     try:
         with anyio.fail_after(PUBLISH_TIMEOUT):
             futures = []
@@ -186,18 +191,20 @@ async def publish_all(js: JetStreamContext, items: list[OutboxItem]) -> None:
                 headers: dict[str, str] = {api.Header.MSG_ID: message.msg_id}
                 if message.count:
                     headers[BATCH_HEADER] = str(message.count)
-                futures.append(
-                    await js.publish_async(
-                        message.subject, message.payload, headers=headers
-                    )
+                future = await js.publish_async(
+                    message.subject, message.payload, headers=headers
                 )
-            for future in futures:
-                await future
-                acked += 1
+                futures.append((message, headers, future))
+            for message, headers, future in futures:
+                sent.append((message, headers, await future))
     except TimeoutError as exc:
         size = sum(len(m.payload) for m in messages)
         raise TimeoutError(
-            f"{acked} of {len(messages)} PubAcks ({size:,} bytes published) came "
+            f"{len(sent)} of {len(messages)} PubAcks ({size:,} bytes published) came "
             f"back within {PUBLISH_TIMEOUT:.0f} s; is the connection up (a slow "
             "consumer cut off by the server loses its PubAcks)?"
         ) from exc
+    # A duplicate in a stream agents write too may be someone else's message.
+    for message, headers, ack in sent:
+        if ack.duplicate and ack.stream in CHECKED:
+            await stored_as_ours(js, message.subject, message.payload, headers, ack)
