@@ -169,3 +169,26 @@ async def test_ops_lost_in_flight_are_read_again_never_cut(
         log = server.log_path.read_text(errors="replace")
     if "Slow Consumer" in log:  # cut off: what was lost was read again
         assert any("read again" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_log_of_many_small_ops_reads_in_full_requests_without_holes(
+    nats_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The status that ends one pull request never ends the next (each has its own
+    reply subject): a log of several full requests reads with no hole read again."""
+    caplog.set_level(logging.WARNING)
+    world = unique_world("small")
+    count = 4 * 500 + 7
+    nc = await nats.connect(nats_url)
+    try:
+        js = nc.jetstream()
+        await ensure_streams(js, STREAMS)
+        for n in range(count):
+            await js.publish_async(ops(world, "ada"), _op(n))
+        await js.publish_async_completed()
+    finally:
+        await nc.close()
+    async with worldline.connect(nats_url, world=world, agent="operator") as op:
+        seqs = [record.seq async for record in op.backup()]
+    assert seqs == list(range(1, count + 1))
+    assert not [r for r in caplog.records if "read again" in r.getMessage()]

@@ -99,6 +99,8 @@ class _Reader:
         self._floor = nc.max_payload + _OVERHEAD  # the server refuses a smaller cap
         self._cap = max(EXPORT_BYTES, self._floor)
         self._consumer = ""
+        self._inbox = ""
+        self._requests = 0
         self._sub: Subscription | None = None
         self.read_again = 0  # holes read again (a new consumer each), for tests
 
@@ -120,17 +122,16 @@ class _Reader:
         start = 1  # the first stream sequence not yet read
         idle = retries = 0
         while start <= end:
-            await self._open(start)
+            hole = await self._open(start)
             expected = 1  # the consumer sequence of the next delivery
-            hole = ""
             while not hole:
-                msgs, status = await self._pull()
+                msgs = await self._pull()
                 if not msgs:
                     sent = await self._delivered()
-                    if sent is not None and sent >= expected:
+                    if sent is None:
+                        hole = "the server dropped the reader's consumer"
+                    elif sent >= expected:
                         hole = f"{sent - expected + 1} sent after it never arrived"
-                    elif status.startswith("409"):  # consumer gone, leader changed
-                        hole = f"the server ended the read ({status})"
                     else:
                         idle += 1
                         if idle >= EXPORT_IDLE_LIMIT:
@@ -161,6 +162,7 @@ class _Reader:
                 "at a time",
                 self._what, start, hole, self._cap,
             )  # fmt: skip
+            await anyio.sleep(min(0.1 * retries, 1.0))
 
     def _short(self, start: int, end: int, why: str) -> BusUnavailable:
         return BusUnavailable(
@@ -169,9 +171,9 @@ class _Reader:
             "silently: run it again"
         )
 
-    async def _open(self, start: int) -> None:
+    async def _open(self, start: int) -> str:
         """A new consumer from stream sequence ``start`` and a new inbox for it
-        (what the old one still receives is dropped with it)."""
+        (what the old one still receives is dropped with it); why not, if not."""
         await self.close()
         name = f"wl-read-{secrets.token_hex(8)}"
         config = api.ConsumerConfig(
@@ -184,18 +186,26 @@ class _Reader:
             mem_storage=True,
             num_replicas=1,
         )
-        await self._js.add_consumer(self._stream, config)
+        try:
+            await self._js.add_consumer(self._stream, config)
+        except (TimeoutError, nats.errors.Error) as exc:  # a reconnect, say
+            return f"no consumer: {exc!r}"
         self._consumer = name
+        self._inbox = self._nc.new_inbox()
+        # Each request has its own reply subject under the inbox, so a status
+        # that ends an earlier request never ends a later one.
         self._sub = await self._nc.subscribe(
-            self._nc.new_inbox(),
+            f"{self._inbox}.*",
             pending_msgs_limit=4 * EXPORT_FETCH,
             pending_bytes_limit=4 * max(EXPORT_BYTES, self._floor),
         )
+        return ""
 
-    async def _pull(self) -> tuple[list[Msg], str]:
-        """One pull request: the ops it brought and the status that ended it
-        ("" if none came)."""
+    async def _pull(self) -> list[Msg]:
+        """The ops one pull request brought (none: nothing arrived in time)."""
         assert self._sub is not None
+        self._requests += 1
+        reply = f"{self._inbox}.{self._requests}"
         request = {
             "batch": EXPORT_FETCH,
             "max_bytes": self._cap,
@@ -204,7 +214,7 @@ class _Reader:
         await self._nc.publish(
             f"{self._next_prefix}.{self._consumer}",
             json.dumps(request).encode(),
-            reply=self._sub.subject,
+            reply=reply,
         )
         msgs: list[Msg] = []
         deadline = anyio.current_time() + EXPORT_WAIT + 1.0
@@ -218,23 +228,21 @@ class _Reader:
                 break
             if msg.reply.startswith("$JS.ACK."):  # an op, whatever its headers
                 msgs.append(msg)
-                continue
-            # A status ends the request: 404/408 (no more now), 409 (see read).
-            headers = msg.headers or {}
-            status = headers.get("Status", "")
-            description = headers.get("Description", "")
-            return msgs, f"{status} {description}".strip() or "no status"
-        return msgs, ""
+            elif msg.subject == reply:
+                break  # a status ends this request: no more now, or none will come
+        return msgs
 
     async def _delivered(self) -> int | None:
-        """How many the consumer says it sent (None: no answer now, or no consumer:
-        the caller tries again)."""
+        """How many the consumer says it sent; None: it is gone. (No answer now:
+        0, the caller asks again.)"""
         try:
             info = await self._js.consumer_info(self._stream, self._consumer)
-        except (TimeoutError, nats.errors.Error):
+        except nats.js.errors.NotFoundError:
             return None
+        except (TimeoutError, nats.errors.Error):
+            return 0
         delivered: Any = info.delivered
-        return None if delivered is None else int(delivered.consumer_seq or 0)
+        return 0 if delivered is None else int(delivered.consumer_seq or 0)
 
     async def close(self) -> None:
         if self._sub is not None:
