@@ -25,13 +25,15 @@ from tests.security.secured import (
     raw,
     secured_server,
 )
+from tests.security.test_actor_rights import allowed
 from worldline.actors.belief_model.text import belief_id
 from worldline.actors.extractor.core import handle as extract
-from worldline.actors.runtime.auth import AGENT_JS_API
+from worldline.actors.runtime.auth import AGENT_JS_API, public_key_of
 from worldline.actors.runtime.memory import MemoryState
 from worldline.actors.runtime.spec import Context
+from worldline.ops.creds import actor_permissions, new_seed
 from worldline.protocols.messages import Observe, encode
-from worldline.protocols.subjects import obs, ops
+from worldline.protocols.subjects import ACTOR_NAMES, OPS, STREAMS, obs, ops
 from worldline.sdk.beliefs import observation_id
 
 if TYPE_CHECKING:
@@ -114,3 +116,15 @@ async def test_spock_cannot_suppress_zoras_observation(
     lines = [r.getMessage() for r in caplog.records]
     assert any("was pre-empted" in line for line in lines)
     assert not any("not checked" in line for line in lines)
+
+
+def test_only_the_extractor_reads_the_record_by_sequence() -> None:
+    """The one right the check needs: the extractor (whose statements go into
+    WL_OPS) reads a WL_OPS message by sequence; no actor reads any other stream so,
+    and no other actor needs to."""
+    key = public_key_of(new_seed())
+    for actor in ACTOR_NAMES:
+        rights = actor_permissions(actor, key).publish
+        for stream in STREAMS:
+            wanted = actor == "extractor" and stream is OPS
+            assert allowed(rights, f"$JS.API.STREAM.MSG.GET.{stream.name}") == wanted
