@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 import nats
+import nats.errors
 import pytest
 from nats.js import api
 
@@ -258,4 +259,35 @@ async def test_a_chain_of_forged_rescue_ids_ends_without_a_msg_id(
     assert kept.data == b"ours"
     assert api.Header.MSG_ID not in (kept.headers or {})
     assert metrics.preempted == MAX_ROUNDS + 1
+    await nc.close()
+
+
+async def test_an_unreadable_check_takes_the_puback_as_it_says_and_pauses(
+    nats_url: str, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Credentials written before the extractor's read right: the read times out.
+    The output is taken as stored (as before the check existed), and the connection
+    skips the check for a while rather than wait out a timeout per statement."""
+    world = unique_world("unread")
+    nc = await _declared(nats_url)
+    js = nc.jetstream()
+    metrics = _metrics()
+    reads = 0
+
+    async def refused(*_: object, **__: object) -> None:
+        nonlocal reads
+        reads += 1
+        raise nats.errors.TimeoutError
+
+    monkeypatch.setattr(js, "get_msg", refused)
+    caplog.set_level(logging.WARNING, logger="worldline.actor")
+    for n in range(3):
+        await js.publish(
+            ops(world, "spock"), b"junk", headers={api.Header.MSG_ID: f"op-{n}"}
+        )
+    await publish_all(js, [_item(world, f"op-{n}") for n in range(3)])
+    assert reads == 1  # then paused
+    assert metrics.preempted == 0
+    assert await stored(js, OPS.name, ops(world, "extractor")) == 0
+    assert any("not checked" in r.getMessage() for r in caplog.records)
     await nc.close()

@@ -21,14 +21,19 @@ consumers are idempotent by op and evidence id, docs/runtime.md). Each pre-empti
 logged and counted (``worldline_outputs_preempted_total``).
 
 A check that cannot read the stored message (no answer, a credentials file written
-before the right existed) is logged and the PubAck taken as it says, as before.
+before the right existed) is logged and the PubAck taken as it says, as before; the
+connection then skips the check for :data:`PAUSE` seconds, so a burst of repeats
+(512 statements of a re-observed artifact) does not wait out one timeout each.
 """
 
 from __future__ import annotations
 
 import logging
+import time
+import weakref
 from typing import TYPE_CHECKING, Final
 
+import anyio
 import nats.errors
 import nats.js.errors
 from nats.js import api
@@ -47,6 +52,9 @@ log = logging.getLogger("worldline.actor")
 CHECKED: Final = frozenset(s.name for s in AGENT_STREAMS)
 MAX_ROUNDS: Final = 4  # derived Msg-Ids tried before publishing without one
 CHECK_TIMEOUT: Final = 5.0  # seconds for one read or publish of the check
+PAUSE: Final = 60.0  # seconds a connection skips the check after a read failed
+# Per connection: the monotonic time until which the check is skipped.
+_paused: weakref.WeakKeyDictionary[object, float] = weakref.WeakKeyDictionary()
 
 
 def rescue_id(msg_id: str, forged_seq: int) -> str:
@@ -102,18 +110,25 @@ async def _stored_subject(
 ) -> str | None:
     """The subject of the message at ``seq`` in ``stream``: ``None`` if it is gone,
     ``ours`` if it cannot be read (the PubAck is then taken as it says)."""
+    nc = js._nc
+    if _paused.get(nc, 0.0) > time.monotonic():
+        return ours
     try:
-        stored = await js.get_msg(stream, seq)
+        with anyio.fail_after(CHECK_TIMEOUT):
+            stored = await js.get_msg(stream, seq)
     except nats.js.errors.NotFoundError:
         return None
     except (nats.errors.Error, TimeoutError) as exc:
+        _paused[nc] = time.monotonic() + PAUSE
         log.warning(
             "duplicate PubAck for %s at %s sequence %d not checked (%s); taken as a "
-            "repeat of its own output",
+            "repeat of its own output, and the check paused for %.0f s (credentials "
+            "older than the extractor's STREAM.MSG.GET right? run `worldline creds`)",
             ours,
             stream,
             seq,
             describe(exc),
+            PAUSE,
         )
         return ours
     return stored.subject
