@@ -141,6 +141,25 @@ def test_the_same_observation_twice_gives_the_same_ops() -> None:
     assert {s.evidence.id for s in again}.isdisjoint(s.evidence.id for s in extract(o))
 
 
+def test_another_agent_naming_the_same_observation_id_gets_other_ids() -> None:
+    """Issue 23, F12: an ``obs_id`` is only a claim in the body; spock's observation
+    naming zora's takes none of the op (or evidence) ids hers will carry."""
+
+    def ids(agent: str, text: str) -> tuple[list[str], list[str]]:
+        o = Observe(obs_id="obs-zora", author=agent, at=T0, text=text)
+        ctx = Context(world=W, author=agent, subject=obs(W, agent), seq=1, now=T0)
+        out = [i.message for i in extractor.handle(MemoryState(), o, ctx).out]
+        found = [m for m in out if isinstance(m, Statement)]
+        assert len(found) == len(out) > 0
+        return [m.op_id for m in found], [m.evidence.id for m in found]
+
+    zora = ids("zora", "The audit log keeps 92 days. The archive runs at 3.")
+    spock = ids("spock", "Filler. Nothing to see.")
+    assert set(zora[0]).isdisjoint(spock[0])
+    assert set(zora[1]).isdisjoint(spock[1])
+    assert ids("zora", "The audit log keeps 92 days. The archive runs at 3.") == zora
+
+
 def test_empty_input_changes_nothing() -> None:
     assert extract(observe("")) == []
     assert extract(observe("   \n# only a heading\n")) == []
