@@ -21,7 +21,7 @@ from worldline.actors.runtime.deliveries import (
 )
 from worldline.actors.runtime.store import Store
 from worldline.protocols.messages import DeadLetter
-from worldline.protocols.subjects import ops
+from worldline.protocols.subjects import dlq, ops
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -43,7 +43,7 @@ def test_a_900_kib_junk_op_makes_dead_letters_of_a_few_kib(tmp_path: Path) -> No
         finally:
             store.close()
         assert result.accepted == [False]
-        (item,) = [i for i in result.outbox if ".dlq." in i.subject]
+        (item,) = [i for i in result.outbox if i.subject == dlq(WORLD, actor)]
         assert len(item.payload) < 8 * 1024, len(item.payload)
         letter = msgspec.msgpack.decode(item.payload, type=DeadLetter)
         assert letter.reason.startswith("undecodable")

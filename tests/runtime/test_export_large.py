@@ -17,7 +17,7 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import anyio
 import nats
@@ -25,6 +25,7 @@ import pytest
 
 import worldline
 from tests.support import all_actors, running, unique_world
+from worldline.actors.runtime import consume, prepare
 from worldline.actors.runtime.declare import ensure_streams
 from worldline.actors.runtime.embedded import EmbeddedNats
 from worldline.protocols.messages import AddBelief, encode
@@ -216,3 +217,28 @@ async def test_a_log_of_many_small_ops_reads_in_full_requests_without_holes(
         seqs = [record.seq async for record in op.backup()]
     assert seqs == list(range(1, count + 1))
     assert not [r for r in caplog.records if "read again" in r.getMessage()]
+
+
+async def test_replay_waits_for_the_live_actors_to_apply_what_it_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A replay run while the actors are still reading the junk (F16 ran right after
+    F15) compares with the live world once it has applied as far as the log the
+    replay read, instead of printing ``match: NO`` for a world that only lags. Here
+    the live materializer takes 30 ms per op, so it lags by seconds."""
+    original = prepare.prepared_input
+
+    async def slow(inp: Any, msgs: Any, deliveries: Any, *a: Any, **kw: Any) -> Any:
+        if inp.consumer.durable == "materializer-ops":
+            await anyio.sleep(0.03 * len(deliveries))
+        return await original(inp, msgs, deliveries, *a, **kw)
+
+    monkeypatch.setattr(consume, "prepared_input", slow)
+    world = unique_world("lag")
+    with _server(tmp_path, 64 * 1024 * 1024) as server:
+        count, _ = await _log(server.url, world)
+        async with running(all_actors(), url=server.url, data=tmp_path / "live"):
+            code, shown, err = await _cli(server.url, world, "replay")
+    assert code == 0, shown + err
+    assert "match: yes" in shown, shown
+    assert f"ops: {count}" in shown

@@ -355,9 +355,16 @@ def _replay_into(args: argparse.Namespace, data: Path) -> int:
     matches = live is None or (
         live.hash == result.hash and live.applied == result.applied
     )
+    behind = live is not None and live.applied < result.applied
     if live is not None:
         human.append(f"live-hash: {live.hash} (applied through op {live.applied})")
         human.append("match: yes" if matches else "match: NO")
+    if behind and live is not None:
+        human.append(
+            f"the live actors are behind: the log's ops through {result.applied} "
+            f"apply, the live world has applied through {live.applied} "
+            f"after {REPLAY_CATCH_UP:g}s; run replay again once they catch up"
+        )
     emit(
         args,
         {
@@ -366,6 +373,7 @@ def _replay_into(args: argparse.Namespace, data: Path) -> int:
             "undecodable": result.raw,
             "live_hash": None if live is None else live.hash,
             "match": matches,
+            "behind": behind,
         },
         "\n".join(human),
     )
@@ -387,8 +395,27 @@ async def _replay_from_bus(
             records.append(record)
             progress.advance()
         progress.close()
+        result = await anyio.to_thread.run_sync(
+            partial(replay, _applying(records, args.world), data, args.world)
+        )
+        live = await _live_at(world, result.applied)
+    return result, live
+
+
+REPLAY_CATCH_UP = 30.0  # seconds a replay waits for the live actors to catch up
+
+
+async def _live_at(world: World, applied: int) -> StateHashReply:
+    """The live state once the world's materializer has applied as far as the
+    replay did, or after :data:`REPLAY_CATCH_UP` seconds: the log may hold ops the
+    actors are still reading (an agent's MiB-sized junk, say), and a world compared
+    before they are applied reads as another state."""
+    deadline = anyio.current_time() + REPLAY_CATCH_UP
+    while True:
         live = await world.state_hash()
-    return replay(_applying(records, args.world), data, args.world), live
+        if live.applied >= applied or anyio.current_time() >= deadline:
+            return live
+        await anyio.sleep(0.2)
 
 
 def _applying(
