@@ -41,9 +41,12 @@ from nats.js import api
 import worldline
 from worldline.actors.belief_model import rivals
 from worldline.actors.belief_model.text import answer_id, belief_id
+from worldline.actors.extractor.core import handle as extract
 from worldline.actors.runtime.auth import AGENT_JS_API, load_credentials
 from worldline.actors.runtime.bus import connect as bus_connect
 from worldline.actors.runtime.embedded import EmbeddedNats
+from worldline.actors.runtime.memory import MemoryState
+from worldline.actors.runtime.spec import Context
 from worldline.actors.simulator import index as transition_index
 from worldline.actors.simulator.sessions import DEFAULT_EXPIRY, DEFAULT_PER_CLIENT
 from worldline.protocols.messages import (
@@ -1067,20 +1070,25 @@ async def found_after(w: World, ids: list[str], wait: float) -> list[float | Non
 
 
 async def pre_empted_observations(spock: NATS, zora: World, f: Figures) -> None:
-    """F11/F12: an observation's id (also its Nats-Msg-Id, and the seed of the
-    extractor's statement op ids) is computed from world, agent and text: spock
-    computes zora's id for an artifact zora will observe and uses it first."""
+    """F11/F12: an observation's id (its Nats-Msg-Id until issue 23's fix, and the
+    seed of the extractor's statement op ids) is computed from world, agent and text:
+    spock computes zora's id for an artifact zora will observe and uses it first, as
+    the Msg-Id, in an Observe of his own, or (F11b) as the seed of the Msg-Ids of the
+    statements the extractor will publish for her."""
     js = spock.jetstream(prefix=AGENT_JS_API, timeout=10)
     tag = secrets.token_hex(3)
     control = f"The pager rota {tag} rotates every Monday."
     await zora.observe(control)
     seen = await found_after(zora, [belief_id(WORLD, control)], 20)
-    for label, header in (
-        ("F11 (Nats-Msg-Id header)", True),
-        ("F12 (body obs_id)", False),
+    for n, (label, how) in enumerate(
+        (
+            ("F11 (Nats-Msg-Id header)", "header"),
+            ("F12 (body obs_id)", "body"),
+            ("F11b (the extractor's statement Msg-Ids, on spock's ops)", "statements"),
+        )
     ):
-        s1 = f"The audit log {tag} keeps {91 + header} days of entries."
-        s2 = f"The archive job {tag} runs nightly at {2 + header}."
+        s1 = f"The audit log {tag} keeps {91 + n} days of entries."
+        s2 = f"The archive job {tag} runs nightly at {2 + n}."
         art = f"{s1} {s2}"
         zid = observation_id(WORLD, "zora", "", "artifact", "text", art)
         body = Observe(
@@ -1092,11 +1100,17 @@ async def pre_empted_observations(spock: NATS, zora: World, f: Figures) -> None:
             role="artifact",
             media_type="text",
         )
-        await js.publish(
-            obs(WORLD, "spock"),
-            b"junk" if header else encode(body),
-            headers={"Nats-Msg-Id": zid} if header else None,
-        )
+        if how == "statements":
+            for msg_id in statement_ids(zid, art):
+                await js.publish(
+                    ops(WORLD, "spock"), b"junk", headers={"Nats-Msg-Id": msg_id}
+                )
+        else:
+            await js.publish(
+                obs(WORLD, "spock"),
+                b"junk" if how == "header" else encode(body),
+                headers={"Nats-Msg-Id": zid} if how == "header" else None,
+            )
         await anyio.sleep(1.0)
         returned = await zora.observe(art)
         got = await found_after(
@@ -1108,6 +1122,15 @@ async def pre_empted_observations(spock: NATS, zora: World, f: Figures) -> None:
             f"her 2 statements read back after {got} s (control: {seen[0]} s)",
             seen[0] is not None and None in got,
         )
+
+
+def statement_ids(obs_id: str, text: str) -> list[str]:
+    """The Msg-Ids the extractor gives the statements of zora's observation: its
+    pure core, run as the extractor will run it."""
+    at = utc_now()
+    observation = Observe(obs_id=obs_id, author="zora", at=at, text=text)
+    ctx = Context(world=WORLD, author="zora", subject=obs(WORLD, "zora"), seq=1, now=at)
+    return [out.msg_id for out in extract(MemoryState(), observation, ctx).out]
 
 
 async def self_trust_through_a_grant(geordi: World, f: Figures) -> None:
