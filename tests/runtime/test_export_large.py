@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import anyio
+import msgspec
 import nats
 import pytest
 
@@ -31,11 +32,14 @@ from worldline.actors.runtime.embedded import EmbeddedNats
 from worldline.protocols.messages import AddBelief, encode
 from worldline.protocols.subjects import STREAMS, ops
 from worldline.sdk.crew import new_id, utc_now
+from worldline.sdk.declaration import load_declaration
 from worldline.sdk.oplog import EXPORT_BYTES
 
 pytestmark = pytest.mark.nats
 
 WORLDLINE = str(Path(sys.executable).parent / "worldline")
+CREW_TOML: Final = Path(__file__).resolve().parents[2] / "examples" / "crew.toml"
+PILOT: Final = "project:soteria-pilot-conversion"
 JUNK: Final = b"\x00" * (900 * 1024)  # one junk op: undecodable, dead-lettered
 GOOD: Final = 120
 EVERY: Final = 3  # one junk op after every third good one (and three at the end)
@@ -242,3 +246,47 @@ async def test_replay_waits_for_the_live_actors_to_apply_what_it_read(
     assert code == 0, shown + err
     assert "match: yes" in shown, shown
     assert f"ops: {count}" in shown
+
+
+async def test_replay_of_a_world_written_to_meanwhile_compares_where_it_stood(
+    tmp_path: Path,
+) -> None:
+    """F16 ran while an honest agent kept writing (as F15's scotty): the live world
+    moves on while the replay reads the log, so its state now is no replay's. The
+    live state taken before the log was read is compared with the replay at that op
+    instead (before, ``match: NO``)."""
+    world = unique_world("moving")
+    with _server(tmp_path, 64 * 1024 * 1024) as server:
+        _, last_good = await _log(server.url, world)
+        stop = anyio.Event()
+        written: list[int] = []
+        async with (
+            running(all_actors(), url=server.url, data=tmp_path / "live"),
+            worldline.connect(server.url, world=world, agent="ada") as ada,
+        ):
+            with anyio.fail_after(60):
+                while True:
+                    if (await ada.state_hash()).applied >= last_good:
+                        break
+                    await anyio.sleep(0.2)
+            decl = load_declaration(CREW_TOML)
+            await ada.declare(
+                msgspec.structs.replace(
+                    decl, world=msgspec.structs.replace(decl.world, id=world)
+                )
+            )
+
+            async def writes() -> None:
+                n = 0
+                while not stop.is_set():
+                    n += 1
+                    written.append(await ada.write(PILOT, "phase", f"step-{n}"))
+                    await anyio.sleep(0.05)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(writes)
+                code, shown, err = await _cli(server.url, world, "replay")
+                stop.set()
+    assert len(written) > 5
+    assert code == 0, shown + err
+    assert "match: yes" in shown, shown

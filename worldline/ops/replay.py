@@ -50,6 +50,9 @@ class ReplayResult:
     # live one answers as ``applied``: a dead-lettered op does not move it)
     applied: int = 0
     raw: int = 0  # records that did not decode, dead-lettered as the live actors did
+    # the hash and last-op marker right after the record at ``at`` (see replay)
+    hash_at: str = ""
+    applied_at: int = 0
 
 
 def replay(
@@ -58,6 +61,7 @@ def replay(
     world: str,
     *,
     secured: bool | None = None,
+    at: int = 0,
 ) -> ReplayResult:
     """Apply ``records`` (in log order) to fresh fusion and materializer stores in
     ``data`` and return the materializer's hash of ``world``.
@@ -65,6 +69,9 @@ def replay(
     ``secured``: whether the live bus authenticated authors (it decides who may
     declare a world first, as it did for the live actors); default, as the actors
     decide it, whether this process has credentials in ``$WORLDLINE_CREDS``.
+    ``at``: a sequence (the live world's ``applied`` when the log was read) after
+    whose record the state is hashed too (``hash_at``, ``applied_at``), so a world
+    written to while it was read can be compared where it stood.
 
     Raises:
         BadRequest: ``data`` already holds a store (a replay starts from nothing).
@@ -73,6 +80,7 @@ def replay(
         raise BadRequest(f"{data} is not empty; replay needs a fresh folder")
     rebuild = _Rebuild(data, secured)
     count = last_seq = raw = 0
+    hash_at, applied_at = "", 0
     try:
         batch: list[Delivery] = []
         for record in records:
@@ -83,21 +91,23 @@ def replay(
             batch.append(delivery(record.seq, record.subject, record.raw(), header))
             count += 1
             last_seq = max(last_seq, record.seq)
-            if len(batch) == BATCH:
+            if len(batch) == BATCH or record.seq == at:
                 rebuild.apply(batch)
                 batch = []
+            if record.seq == at:
+                hash_at, applied_at = rebuild.hash(world)
         rebuild.apply(batch)
-        with rebuild.materializer.reader() as reader:
-            digest = state_hash(reader, world=world)
-            marker = reader.get(last_op_key(world))
+        digest, applied = rebuild.hash(world)
     finally:
         rebuild.close()
     return ReplayResult(
         hash=digest,
         ops=count,
         last_seq=last_seq,
-        applied=0 if marker is None else int(marker),
+        applied=applied,
         raw=raw,
+        hash_at=hash_at,
+        applied_at=applied_at,
     )
 
 
@@ -181,6 +191,13 @@ class _Rebuild:
         # Nothing is published: the outboxes are emptied as if JetStream had taken them.
         self.materializer.clear_outbox(keys)
         self.fusion.clear_outbox([i.key for i in fused.outbox])
+
+    def hash(self, world: str) -> tuple[str, int]:
+        """The rebuilt materializer's hash of ``world`` and its last-op marker."""
+        with self.materializer.reader() as reader:
+            digest = state_hash(reader, world=world)
+            marker = reader.get(last_op_key(world))
+        return digest, 0 if marker is None else int(marker)
 
     def close(self) -> None:
         self.fusion.close()

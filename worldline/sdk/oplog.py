@@ -102,7 +102,6 @@ class _Reader:
         self._inbox = ""
         self._requests = 0
         self._sub: Subscription | None = None
-        self.read_again = 0  # holes read again (a new consumer each), for tests
 
     async def last_sequence(self) -> int:
         """The sequence of the last message on the subject now (0: none)."""
@@ -115,6 +114,11 @@ class _Reader:
             raise BusUnavailable(
                 "this server holds no worldline op log; start the actors "
                 "(`worldline up`) or point --nats at the right server"
+            ) from exc
+        except (TimeoutError, nats.errors.Error) as exc:
+            raise BusUnavailable(
+                f"{self._what}: the log's last op could not be read ({exc!r}); "
+                "run it again"
             ) from exc
         return int(last.seq or 0)
 
@@ -155,7 +159,6 @@ class _Reader:
             retries += 1
             if retries > EXPORT_RETRIES:
                 raise self._short(start, end, f"read again {EXPORT_RETRIES} times")
-            self.read_again += 1
             self._cap = max(self._floor, self._cap // 2)
             log.warning(
                 "%s: ops from seq %d read again (%s); asking for at most %d bytes "
