@@ -1316,6 +1316,19 @@ def start_actors(d: Deploy, index: Path) -> list[subprocess.Popen[bytes]]:
     return procs
 
 
+async def declared(d: Deploy) -> bool:
+    """Whether the crew world holds a declaration now."""
+    code, out, _ = await anyio.to_thread.run_sync(
+        lambda: cli(d, OPERATOR, "world", "show", "--json", timeout=60)
+    )
+    if code != 0:
+        return False
+    try:
+        return json.loads(out).get("declaration") is not None
+    except ValueError:
+        return False
+
+
 async def declare(d: Deploy) -> float:
     """Declare the crew world as the operator, retried while the actors come up."""
     started = time.monotonic()
@@ -1323,7 +1336,10 @@ async def declare(d: Deploy) -> float:
         lambda: cli(d, OPERATOR, "world", "load", str(CREW), timeout=120)
     )
     for _ in range(30):
-        if code == 0:
+        if code == 0 or await declared(d):
+            # An attempt that timed out while the actors came up may still have
+            # applied; a repeat is then a re-declaration, the admins' (refused).
+            code = 0
             break
         await anyio.sleep(1)
         code, _, err = await anyio.to_thread.run_sync(
