@@ -1347,7 +1347,19 @@ async def declare(d: Deploy) -> float:
         )
     if code != 0:
         raise SystemExit(f"declaring the world failed: {err}")
-    return time.monotonic() - started
+    took = time.monotonic() - started
+    # Every actor serves before the attack starts: an honest write waits for its
+    # read through the projector, which may still be coming up on a loaded machine.
+    for _ in range(120):
+        code, _, err = await anyio.to_thread.run_sync(
+            lambda: cli(d, OPERATOR, "list", "--json", timeout=60)
+        )
+        if code == 0:
+            break
+        await anyio.sleep(0.5)
+    else:
+        raise SystemExit(f"the projector never answered: {err}")
+    return took
 
 
 async def attack(d: Deploy, quick: bool, strict: bool) -> bool:
