@@ -70,10 +70,11 @@ async def open_inboxes(js: JetStreamContext, subjects: Iterable[str]) -> None:
     meanwhile (the durable delivers from the first one)."""
     done = _opened.setdefault(js._nc, set())
     for subject in dict.fromkeys(subjects):
-        parts = subject.split(".")
-        if subject in done or len(parts) != 4 or parts[0] != PREFIX:
+        # Checked cheaply first: this runs for every message of every batch.
+        if subject in done or ".inbox." not in subject:
             continue
-        if parts[2] != "inbox":
+        parts = subject.split(".")
+        if len(parts) != 4 or parts[0] != PREFIX or parts[2] != "inbox":
             continue
         spec = inbox_in(parts[1], parts[3])
         with anyio.move_on_after(OPEN_INBOX_TIMEOUT) as waited:
