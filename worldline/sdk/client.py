@@ -37,7 +37,7 @@ from worldline.protocols.messages import (
 from worldline.protocols.subjects import OPS, PRESENCE, RpcVerb, check_name, rpc
 from worldline.protocols.world import agents_named
 from worldline.sdk.batch import LoadMixin
-from worldline.sdk.crew import decode_presence, decode_reply, validated
+from worldline.sdk.crew import validated
 from worldline.sdk.discovery import DEFAULT_URL, bus_url
 from worldline.sdk.errors import (
     BadRequest,
@@ -47,6 +47,7 @@ from worldline.sdk.errors import (
     bus_errors,
 )
 from worldline.sdk.sim import SimMixin
+from worldline.sdk.undecodable import decode_presence, decode_reply
 
 if TYPE_CHECKING:
     import os

@@ -59,7 +59,7 @@ from worldline.sdk.errors import (
     no_worldline,
 )
 from worldline.sdk.export import ExportMixin
-from worldline.sdk.undecodable import decode_presence, decode_reply, readable_inbox
+from worldline.sdk.undecodable import decode_presence, readable_inbox
 from worldline.sdk.views import ViewsMixin
 
 if TYPE_CHECKING:
@@ -75,8 +75,6 @@ if TYPE_CHECKING:
 __all__ = [
     "CrewMixin",
     "InboxItem",
-    "decode_presence",
-    "decode_reply",
     "evidence_item",
     "new_id",
     "utc_now",

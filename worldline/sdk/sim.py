@@ -34,7 +34,7 @@ from worldline.protocols.messages import (
 )
 from worldline.protocols.subjects import rpc
 from worldline.protocols.worldview import Leaf, Worldview
-from worldline.sdk.crew import decode_reply, validated
+from worldline.sdk.crew import validated
 from worldline.sdk.errors import (
     BadRequest,
     BusUnavailable,
@@ -42,6 +42,7 @@ from worldline.sdk.errors import (
     SimulationError,
 )
 from worldline.sdk.paging import PagingMixin
+from worldline.sdk.undecodable import decode_reply
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
