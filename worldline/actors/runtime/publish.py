@@ -70,8 +70,7 @@ async def open_inboxes(js: JetStreamContext, subjects: Iterable[str]) -> None:
     meanwhile (the durable delivers from the first one)."""
     done = _opened.setdefault(js._nc, set())
     for subject in dict.fromkeys(subjects):
-        # Checked cheaply first: this runs for every message of every batch.
-        if subject in done or ".inbox." not in subject:
+        if subject in done:  # checked first: this runs for every message published
             continue
         parts = subject.split(".")
         if len(parts) != 4 or parts[0] != PREFIX or parts[2] != "inbox":
