@@ -73,7 +73,6 @@ __all__ = [
     "is_admin",
     "may_settle",
     "trust_refusal",
-    "voice",
 ]
 
 WILDCARDS: Final = frozenset("*?[")  # a [sources] key or trust name with one: a pattern
@@ -268,11 +267,6 @@ def charter_of(raw: bytes | None) -> Charter:
     return Charter(None if raw is None else _DECL.decode(raw))
 
 
-def voice(decl: WorldDecl | None, source: str, author: str) -> str:
-    """:meth:`Charter.voice` for one question."""
-    return Charter(decl).voice(source, author)
-
-
 # --- trust and settling ---------------------------------------------------------------
 
 
@@ -280,9 +274,6 @@ def is_admin(decl: WorldDecl | None, author: str) -> bool:
     """Whether ``author`` rules the world: the operator, or an admin of ``decl``
     (who may re-declare it, and with it every rule here)."""
     return author == OPERATOR or (decl is not None and author in decl.authority.admins)
-
-
-_admin = is_admin
 
 
 def _granted(decl: WorldDecl | None, author: str, name: str) -> bool:
@@ -309,7 +300,7 @@ def trust_refusal(
 ) -> str | None:
     """Why ``author`` may not set ``name``'s trust to ``trust`` (``lock``: and lock
     it) when it is ``current`` now; None when it may."""
-    if _admin(decl, author):
+    if is_admin(decl, author):
         return None
     # One's own voice before any grant: a grant naming ``agent:*`` (or the agent
     # itself) must not let it raise or lock its own trust.
@@ -337,7 +328,7 @@ def trust_refusal(
 
 def may_settle(decl: WorldDecl | None, author: str) -> bool:
     """Whether ``author`` may settle the world's contradictions."""
-    return _admin(decl, author) or (decl is not None and author in decl.trust.settle)
+    return is_admin(decl, author) or (decl is not None and author in decl.trust.settle)
 
 
 # --- closing beliefs ------------------------------------------------------------------
@@ -346,6 +337,16 @@ QUESTIONS: Final = frozenset({"gap", "goal"})
 """Belief types that are questions a crew answers, not claims: resolving one records
 an answer (fusion accepts ``resolved`` for a gap only; a goal, like a claim, is
 retracted)."""
+
+
+def _rules_over(decl: WorldDecl | None, author: str, owner: str) -> bool:
+    """Whether ``author`` may retract what ``owner`` added: ``owner`` itself, the
+    operator, the world's admins and the agents of ``[trust] close``."""
+    return (
+        author == owner
+        or is_admin(decl, author)
+        or (decl is not None and author in decl.trust.close)
+    )
 
 
 def close_refusal(
@@ -366,9 +367,7 @@ def close_refusal(
     crew member may record that a question is answered. Retracting (or resolving)
     anything else tombstones a claim, so it needs the first kind of authority.
     """
-    if author == owner or _admin(decl, author):
-        return None
-    if decl is not None and author in decl.trust.close:
+    if _rules_over(decl, author, owner):
         return None
     question = how == "resolved" and belief_type in QUESTIONS
     if question and decl is not None and author in agents_named(decl):
@@ -402,9 +401,7 @@ def edge_refusal(
     (weighed by its voice), so this is asked only of a ``LinkBeliefs`` naming an
     edge id already linked.
     """
-    if author == owner or _admin(decl, author):
-        return None
-    if decl is not None and author in decl.trust.close:
+    if _rules_over(decl, author, owner):
         return None
     what = (
         f"{author} may not change or remove belief edge {edge_id}, which {owner} linked"
