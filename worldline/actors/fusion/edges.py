@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Final, Literal
 import msgspec
 
 from worldline.actors.belief_model import charter, posterior
+from worldline.actors.belief_model.charter import Refused as _Refused
 from worldline.actors.fusion import declared, sources
 from worldline.actors.runtime.errors import InvalidInput
 from worldline.actors.runtime.memory import Overlay
@@ -101,13 +102,6 @@ def _bearing(reader: Reader, world: str, source: str) -> list[str]:
     """The ids of the edges ``source`` bears on in this store, sorted."""
     prefix = b"e" + sources.source_prefix(world, source)
     return sorted({raw.decode() for _, raw in reader.scan(prefix)})
-
-
-class _Refused(Exception):
-    def __init__(self, code: str, reason: str) -> None:
-        super().__init__(reason)
-        self.code = code
-        self.reason = reason
 
 
 def handle(
