@@ -12,6 +12,7 @@ agent now reads.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import re
 from contextlib import asynccontextmanager, contextmanager
@@ -225,7 +226,7 @@ class World(SimMixin, LoadMixin):
 
         With an agent's own credentials (its own NATS account) the presence bucket
         cannot be listed, only read by key: the agents the world's declaration names
-        (and this one) are read one by one."""
+        (and this one) are read, all at once."""
         if self._agent_account:
             return await self._who_declared()
         present: list[Presence] = []
@@ -256,8 +257,18 @@ class World(SimMixin, LoadMixin):
         names = {self.agent}
         if crew.declaration is not None:
             names |= agents_named(crew.declaration)
-        present = [await self.presence(name) for name in sorted(names)]
-        return [p for p in present if p is not None]
+        # Read at once, not one round trip after another; a failure is raised as
+        # the one-by-one read would have: the first in name order.
+        found = await asyncio.gather(
+            *(self.presence(name) for name in sorted(names)), return_exceptions=True
+        )
+        present: list[Presence] = []
+        for result in found:
+            if isinstance(result, BaseException):
+                raise result
+            if result is not None:
+                present.append(result)
+        return present
 
     async def backup(self) -> AsyncIterator[ExportRecord | RawRecord]:
         """See :meth:`worldline.sdk.export.ExportMixin.backup`. The op log is the
