@@ -335,6 +335,16 @@ async def test_who_lists_the_worlds_agents_for_an_agent(
             )
         await agents["zora"].set_presence("reviewing", task="sla memo")
         await agents["spock"].set_presence("drafting")
+        # `who` takes the names from the declaration as the projector holds it: wait
+        # until the projector has applied the operator's declaration.
+        with anyio.fail_after(8):
+            while True:
+                world = await agents["spock"].read_world(
+                    entity_type="none", beliefs=False
+                )
+                if world.declaration is not None:
+                    break
+                await anyio.sleep(0.05)
         with anyio.fail_after(4):
             present = await agents["spock"].who()
         assert [(p.agent, p.status) for p in present] == [
