@@ -18,7 +18,13 @@ from worldline.actors.runtime import fence as fence_module
 from worldline.actors.runtime.bus import connect
 from worldline.actors.runtime.fence import StartFence
 from worldline.protocols.messages import AddBelief, BeliefReply, RpcError, encode
-from worldline.protocols.subjects import MATERIALIZER_IN, MATERIALIZER_OPS_IN, ops, rpc
+from worldline.protocols.subjects import (
+    FUSION_IN,
+    MATERIALIZER_IN,
+    MATERIALIZER_OPS_IN,
+    ops,
+    rpc,
+)
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -59,7 +65,10 @@ async def _load(url: str, world: str) -> str:
         for future in futures:
             await future
         with anyio.fail_after(60):
-            for spec in (MATERIALIZER_OPS_IN, MATERIALIZER_IN):
+            # In the order the changes flow: fusion's posteriors, then the
+            # materializer's two inputs (its posterior input may look empty while
+            # fusion still works on the backlog).
+            for spec in (FUSION_IN, MATERIALIZER_OPS_IN, MATERIALIZER_IN):
                 while True:
                     info = await js.consumer_info(spec.stream.name, spec.durable)
                     if not (info.num_pending or info.num_ack_pending):
