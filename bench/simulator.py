@@ -2,7 +2,8 @@
 disk, load time and ``retrieve()`` latency at 1k, 10k and 100k transitions, beside the
 raw cost of embedding one query, measured in the same run.
 
-Run: ``python bench/simulator.py [--sizes 1000 10000 100000] [--samples 200]``.
+Run: ``python bench/simulator.py [--sizes 1000 10000 100000] [--samples 200]``
+(``--json``: one JSON object).
 
 The transitions are the real traces in ``tests/data/traces/`` (ToolBench answers and
 SWE-agent trajectories, licenses beside them) replicated until there are enough:
@@ -162,11 +163,16 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 100000])
     parser.add_argument("--samples", type=int, default=200)
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--json", action="store_true", help="print one JSON object (times in s, ms)"
+    )
     args = parser.parse_args()
     if args.one:
         print(json.dumps(measure(args.one, args.samples)))
         return
-    print(f"embedder {active().id}, {args.samples} queries per size")
+    if not args.json:
+        print(f"embedder {active().id}, {args.samples} queries per size")
+    rows = []
     for n in args.sizes:
         child = subprocess.run(
             [sys.executable, __file__, "--one", str(n), "--samples", str(args.samples)],
@@ -175,6 +181,9 @@ def main() -> None:
             text=True,
         )
         m = json.loads(child.stdout)
+        if args.json:
+            rows.append(m)
+            continue
         print(
             f"{n:>7} transitions  build {m['build_s']:6.1f} s"
             f"  peak RSS {m['rss_peak_mb']:6.0f} MB"
@@ -187,6 +196,9 @@ def main() -> None:
             f" (whole prefix {m['prefix_ms']:5.2f} ms)",
             flush=True,
         )
+    if args.json:
+        out = {"embedder": active().id, "samples": args.samples, "sizes": rows}
+        print(json.dumps(out))
 
 
 if __name__ == "__main__":
