@@ -1,0 +1,66 @@
+"""Smoke test of the scale run (``bench/scale.py``): a tiny run through its real entry
+point measures every checkpoint, and the rebuilt state matches the live one where the
+live actors stopped. Nothing is timed against a threshold; the machine is shared. The
+full run (1M beliefs, 10M ops) is an explicit command, never part of the suite."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+# bench/ holds scripts, not a package: import the script as its own module.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+import scale
+
+pytestmark = [pytest.mark.nats, pytest.mark.scale, pytest.mark.timeout(180)]
+
+
+def test_tiny_run_measures_every_checkpoint(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    results = scale.main(
+        ["--ops", "1200", "--beliefs", "200", "--samples", "3", "--raw-msgs", "300",
+         "--text", "synthetic", "--dir", str(tmp_path), "--json"]
+    )  # fmt: skip
+    # 1% of the log, every belief, every belief + 1% of evidence, the whole log
+    assert [c.ops for c in results.checkpoints] == [12, 200, 212, 1200]
+    assert [c.live for c in results.checkpoints] == [True, True, True, False]
+    assert results.ingest_ops == 212
+    assert [c.beliefs for c in results.checkpoints] == [12, 200, 200, 200]
+    for c in results.checkpoints:
+        assert c.export > 0, c
+        assert c.rebuild > 0, c
+        assert c.stream_bytes > 0, c
+        if c.live:
+            assert c.ingest > 0, c
+            assert set(c.stores) == {"fusion", "materializer", "projector-0"}
+            assert 0 < c.before[0] <= c.before[1]
+            assert 0 < c.raw_get[0] <= c.raw_get[1]
+            assert 0 < c.before_bus[0] <= c.before_bus[1]
+            assert 0 < c.rtt[0] <= c.rtt[1]
+            assert c.live_hash
+        else:
+            assert c.publish > 0, c
+    last = results.checkpoints[-1]
+    assert last.rebuilt
+    assert set(last.stores) == {"fusion", "materializer"}
+    assert last.rebuild_seconds > 0
+    # The rebuild, at the op where the live actors stopped, is the live world.
+    assert results.rebuild_matches_live is True
+    assert results.rebuild_hash
+    for rate in (results.raw_publish, results.raw_consume, results.raw_lmdb_put):
+        assert rate > 0
+    assert list(tmp_path.iterdir()) == []  # everything it wrote is gone
+    printed = json.loads(capsys.readouterr().out)
+    assert [c["ops"] for c in printed["checkpoints"]] == [12, 200, 212, 1200]
+    assert printed["checkpoints"][-1]["store_per_belief"] > 0
+
+
+def test_beliefs_cannot_exceed_ops(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        scale.parse(["--ops", "10", "--beliefs", "20"])
+    assert exc.value.code == 2
+    assert "--beliefs cannot exceed --ops" in capsys.readouterr().err
