@@ -102,6 +102,7 @@ class _Reader:
         self._inbox = ""
         self._requests = 0
         self._sub: Subscription | None = None
+        self._arrived = _Arrivals()
 
     async def last_sequence(self) -> int:
         """The sequence of the last message on the subject now (0: none)."""
@@ -143,12 +144,11 @@ class _Reader:
                     continue
                 idle = 0
                 for msg in msgs:
-                    meta = msg.metadata
-                    if meta.sequence.consumer != expected:
-                        hole = f"{meta.sequence.consumer - expected} lost in flight"
+                    seq, consumer_seq = _sequences(msg)
+                    if consumer_seq != expected:
+                        hole = f"{consumer_seq - expected} lost in flight"
                         break
                     expected += 1
-                    seq = meta.sequence.stream
                     if seq > end:  # published after the read began: not in it
                         return
                     retries = 0
@@ -195,20 +195,25 @@ class _Reader:
             return f"no consumer: {exc!r}"
         self._consumer = name
         self._inbox = self._nc.new_inbox()
+        self._arrived = _Arrivals()  # what the old inbox still brought is dropped
         # Each request has its own reply subject under the inbox, so a status
         # that ends an earlier request never ends a later one.
         self._sub = await self._nc.subscribe(
             f"{self._inbox}.*",
+            cb=self._arrived.take,
             pending_msgs_limit=4 * EXPORT_FETCH,
             pending_bytes_limit=4 * max(EXPORT_BYTES, self._floor),
         )
         return ""
 
     async def _pull(self) -> list[Msg]:
-        """The ops one pull request brought (none: nothing arrived in time)."""
+        """The ops one pull request brought (none: nothing arrived in time), and
+        any that arrived late for an earlier one, in the order they came."""
         assert self._sub is not None
         self._requests += 1
         reply = f"{self._inbox}.{self._requests}"
+        arrived = self._arrived
+        arrived.expect(reply)
         request = {
             "batch": EXPORT_FETCH,
             "max_bytes": self._cap,
@@ -219,21 +224,9 @@ class _Reader:
             json.dumps(request).encode(),
             reply=reply,
         )
-        msgs: list[Msg] = []
-        deadline = anyio.current_time() + EXPORT_WAIT + 1.0
-        while len(msgs) < EXPORT_FETCH:
-            left = deadline - anyio.current_time()
-            if left <= 0:
-                break
-            try:  # a timeout, not a cancellation: a message taken is never lost
-                msg = await self._sub.next_msg(timeout=left)
-            except nats.errors.TimeoutError:
-                break
-            if msg.reply.startswith("$JS.ACK."):  # an op, whatever its headers
-                msgs.append(msg)
-            elif msg.subject == reply:
-                break  # a status ends this request: no more now, or none will come
-        return msgs
+        with anyio.move_on_after(EXPORT_WAIT + 1.0):
+            await arrived.done.wait()
+        return arrived.drain()
 
     async def _delivered(self) -> int | None:
         """How many the consumer says it sent; None: it is gone. (No answer now:
@@ -257,6 +250,48 @@ class _Reader:
             # If not now, it goes away on its own once idle.
             with contextlib.suppress(TimeoutError, nats.errors.Error):
                 await self._js.delete_consumer(self._stream, name)
+
+
+class _Arrivals:
+    """What one inbox subscription receives, taken off the wire by its callback (no
+    wait per message): ops are kept, in order, until :meth:`drain`; ``done`` is set
+    once the awaited request is over (its status came, or it brought a batch)."""
+
+    def __init__(self) -> None:
+        self.msgs: list[Msg] = []
+        self.reply = ""
+        self.done = anyio.Event()
+
+    def expect(self, reply: str) -> None:
+        self.reply = reply
+        self.done = anyio.Event()
+        if len(self.msgs) >= EXPORT_FETCH:
+            self.done.set()
+
+    async def take(self, msg: Msg) -> None:
+        if msg.reply.startswith("$JS.ACK."):  # an op, whatever its headers
+            self.msgs.append(msg)
+            if len(self.msgs) >= EXPORT_FETCH:
+                self.done.set()
+        elif msg.subject == self.reply:
+            self.done.set()  # a status ends this request: no more now, or none will
+
+    def drain(self) -> list[Msg]:
+        msgs, self.msgs = self.msgs, []
+        return msgs
+
+
+_V1_TOKENS: Final = 9  # $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<n>
+
+
+def _sequences(msg: Msg) -> tuple[int, int]:
+    """The (stream, consumer) sequences a delivery's reply subject carries (read
+    directly in the usual form; other forms through nats-py's metadata)."""
+    tokens = msg.reply.split(".")
+    if len(tokens) == _V1_TOKENS:
+        return int(tokens[5]), int(tokens[6])
+    meta = msg.metadata
+    return int(meta.sequence.stream or 0), int(meta.sequence.consumer or 0)
 
 
 def _batch_header(msg: Msg) -> str | None:
