@@ -118,6 +118,7 @@ class Config:
     folder: Path | None = None  # where the server's and stores' files go
     drain_timeout: float = 3600.0
     export_ops: int | None = None  # read back alone (default: see exports())
+    replay_budget: float | None = None  # seconds the replay may take (see rebuild())
 
     @property
     def early(self) -> int:
@@ -203,6 +204,7 @@ class Results:
     raw_lmdb_put: float
     checkpoints: list[Checkpoint]
     export_ops: int = 0
+    replayed_ops: int = 0  # fewer than ops: the replay's budget was spent first
     export_line_bytes: float = 0.0  # an op's JSON line, mean
     replay_cpu: dict[str, float] = field(default_factory=dict)  # CPU seconds
     rebuild_hash: str = ""
@@ -546,12 +548,14 @@ async def export(url: str, results: Results, limit: int) -> None:
         raise RuntimeError(f"exported {count} ops of {limit}")
 
 
-async def rebuild(url: str, folder: Path, results: Results) -> None:
+async def rebuild(url: str, folder: Path, config: Config, results: Results) -> None:
     """Step 5: the whole log read from the bus (``World.backup``, as ``worldline
     replay`` reads it) and handed, as it comes, to ``replay`` in a thread (fusion
     in its own process: see worldline/ops/replay.py); timed at each checkpoint,
     when its records are handed over (the rebuild lags by at most
-    ``(AHEAD + 1) * BATCH`` ops)."""
+    ``(AHEAD + 1) * BATCH`` ops). With ``config.replay_budget``, no more records
+    are handed over once it is spent: the rebuild ends there (a checkpoint of
+    its own), short of the log's end."""
     marks = {c.ops: c for c in results.checkpoints}
     live = [c for c in results.checkpoints if c.live]
     at = live[-1].ops if live else 0
@@ -577,20 +581,15 @@ async def rebuild(url: str, folder: Path, results: Results) -> None:
                     point.rebuild_seconds = now - start
                     state["last"], state["t"] = count, now
                     progress(f"{count:,} ops replayed: {point.rebuild:,.0f} ops/s")
+            budget = config.replay_budget
+            if budget is not None and time.perf_counter() - start > budget:
+                progress(f"replay budget of {budget:g}s spent at {count:,} ops")
+                return
 
     target = folder / "rebuilt"
     pipelined = True if results.ops >= PIPELINE_FROM else None
-    done: list[ReplayResult] = []
 
-    async def rebuilding() -> None:
-        done.append(
-            await anyio.to_thread.run_sync(
-                partial(replay, records(), target, WORLD, at=at, pipelined=pipelined)
-            )
-        )
-
-    async with receive, anyio.create_task_group() as tg:
-        tg.start_soon(rebuilding)
+    async def reading() -> None:
         async with send, worldline.connect(url, world=WORLD, agent=AGENT) as w:
             chunk: list[Any] = []
             async for record in w.backup():
@@ -600,17 +599,29 @@ async def rebuild(url: str, folder: Path, results: Results) -> None:
                     chunk = []
             if chunk:
                 await send.send(chunk)
-    (result,) = done
+
+    async with receive, anyio.create_task_group() as tg:
+        tg.start_soon(reading)
+        result: ReplayResult = await anyio.to_thread.run_sync(
+            partial(replay, records(), target, WORLD, at=at, pipelined=pipelined)
+        )
+        tg.cancel_scope.cancel()  # (a replay cut short leaves the reader waiting)
     end = time.perf_counter()
-    final = marks[results.ops]  # the last records applied after the generator ended
-    final.rebuild = (results.ops - state["last"]) / (end - state["t"])
+    results.replayed_ops = result.ops
+    final = marks.get(result.ops)
+    if final is None:  # cut short by the budget: where it stopped is a checkpoint
+        final = Checkpoint(ops=result.ops, beliefs=config.beliefs_at(result.ops),
+                           live=False)  # fmt: skip
+        results.checkpoints = sorted([*results.checkpoints, final], key=lambda c: c.ops)
+    # the last records were applied after the generator ended
+    final.rebuild = (result.ops - state["last"]) / (end - state["t"])
     final.rebuild_seconds = end - start
     results.stages["replay"] = end - start
     results.replay_cpu = {
         "bench (bus read + materializer)": time.process_time() - cpu,
         "fusion's process": _children_cpu() - children,
     }
-    if result.ops != results.ops:
+    if result.ops != results.ops and config.replay_budget is None:
         raise RuntimeError(f"replayed {result.ops} ops of {results.ops}")
     results.rebuild_hash = result.hash
     if live:
@@ -668,7 +679,7 @@ async def measure(config: Config) -> Results:
             await grow(server.url, folder, config, made, results)
             await export(server.url, results, config.exports())
             results.disk_peak = disk_use(folder)
-            await rebuild(server.url, folder, results)
+            await rebuild(server.url, folder, config, results)
     return results
 
 
@@ -729,6 +740,11 @@ def report(r: Results) -> None:
         f"export: {r.export_ops:,} ops read alone, {r.export_line_bytes:.0f} bytes "
         "a JSON line"
     )
+    if r.replayed_ops < r.ops:
+        print(
+            f"replay stopped at {r.replayed_ops:,} ops of {r.ops:,}: its budget "
+            "(--replay-budget) was spent"
+        )
     if r.replay_cpu:
         parts = ", ".join(f"{k} {v:,.0f}" for k, v in r.replay_cpu.items())
         print(f"replay CPU seconds: {parts}")
@@ -743,6 +759,9 @@ def parse(argv: Sequence[str] | None) -> tuple[Config, bool]:
     parser.add_argument("--ops", type=int, default=10_000_000, help="ops in the log")
     parser.add_argument("--beliefs", type=int, default=1_000_000)
     parser.add_argument("--checkpoints", type=int, nargs="*", default=())
+    parser.add_argument("--replay-budget", type=float, default=None,
+                        help="seconds the replay may take; it stops there (default: "
+                        "no limit)")  # fmt: skip
     parser.add_argument("--export-ops", type=int, default=None,
                         help="ops read back alone (default: --beliefs)")  # fmt: skip
     parser.add_argument("--samples", type=int, default=200)
@@ -769,6 +788,7 @@ def parse(argv: Sequence[str] | None) -> tuple[Config, bool]:
         bus=not args.no_bus,
         folder=args.dir,
         export_ops=args.export_ops,
+        replay_budget=args.replay_budget,
     )
     return config, bool(args.json)
 

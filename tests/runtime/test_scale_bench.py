@@ -68,6 +68,23 @@ def test_tiny_run_measures_every_checkpoint(
     assert printed["checkpoints"][-1]["store_per_belief"] > 0
 
 
+def test_a_spent_replay_budget_ends_the_replay_where_it_is(tmp_path: Path) -> None:
+    results = scale.main(
+        ["--ops", "1500", "--beliefs", "100", "--samples", "1", "--raw-msgs", "100",
+         "--text", "synthetic", "--no-bus", "--replay-budget", "0",
+         "--dir", str(tmp_path)]
+    )  # fmt: skip
+    # The budget is checked after each 1,000 records handed over.
+    assert results.replayed_ops == 1000
+    cut = next(c for c in results.checkpoints if c.ops == 1000)
+    assert cut.rebuilt
+    assert cut.rebuild > 0
+    assert cut.beliefs == 100
+    assert results.checkpoints[-1].ops == 1500
+    assert results.checkpoints[-1].rebuild == 0
+    assert results.rebuild_matches_live is True  # the live part was replayed
+
+
 def test_every_belief_ends_with_the_same_evidence() -> None:
     config = scale.Config(ops=1200, beliefs=200, text="synthetic")
     made = scale.Ops(config)
