@@ -754,7 +754,7 @@ def report(r: Results) -> None:
     )
 
 
-def parse(argv: Sequence[str] | None) -> tuple[Config, bool]:
+def parse(argv: Sequence[str] | None) -> tuple[Config, bool, Path | None]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ops", type=int, default=10_000_000, help="ops in the log")
     parser.add_argument("--beliefs", type=int, default=1_000_000)
@@ -770,6 +770,8 @@ def parse(argv: Sequence[str] | None) -> tuple[Config, bool]:
     parser.add_argument("--no-bus", action="store_true", help="before in process only")
     parser.add_argument("--dir", type=Path, default=None, help="where files go")
     parser.add_argument("--json", action="store_true", help="print results as JSON")
+    parser.add_argument("--json-file", type=Path, default=None,
+                        help="also write the results as JSON to this file")  # fmt: skip
     args = parser.parse_args(argv)
     for name in ("ops", "beliefs", "samples", "raw_msgs"):
         if getattr(args, name) < 1:
@@ -790,7 +792,7 @@ def parse(argv: Sequence[str] | None) -> tuple[Config, bool]:
         export_ops=args.export_ops,
         replay_budget=args.replay_budget,
     )
-    return config, bool(args.json)
+    return config, bool(args.json), args.json_file
 
 
 def run(config: Config) -> Results:
@@ -798,19 +800,25 @@ def run(config: Config) -> Results:
     return anyio.run(measure, config, backend="asyncio")
 
 
+def as_json(results: Results) -> str:
+    rows = [
+        {
+            **asdict(c),
+            "stream_per_belief": c.stream_per_belief,
+            "store_per_belief": c.store_per_belief,
+        }
+        for c in results.checkpoints
+    ]
+    return msgspec.json.encode({**asdict(results), "checkpoints": rows}).decode()
+
+
 def main(argv: Sequence[str] | None = None) -> Results:
-    config, as_json = parse(argv)
+    config, json_out, json_file = parse(argv)
     results = run(config)
-    if as_json:
-        rows = [
-            {
-                **asdict(c),
-                "stream_per_belief": c.stream_per_belief,
-                "store_per_belief": c.store_per_belief,
-            }
-            for c in results.checkpoints
-        ]
-        print(msgspec.json.encode({**asdict(results), "checkpoints": rows}).decode())
+    if json_file is not None:
+        json_file.write_text(as_json(results) + "\n")
+    if json_out:
+        print(as_json(results))
     else:
         report(results)
     return results

@@ -72,7 +72,7 @@ def test_a_spent_replay_budget_ends_the_replay_where_it_is(tmp_path: Path) -> No
     results = scale.main(
         ["--ops", "1500", "--beliefs", "100", "--samples", "1", "--raw-msgs", "100",
          "--text", "synthetic", "--no-bus", "--replay-budget", "0",
-         "--dir", str(tmp_path)]
+         "--dir", str(tmp_path / "run"), "--json-file", str(tmp_path / "out.json")]
     )  # fmt: skip
     # The budget is checked after each 1,000 records handed over.
     assert results.replayed_ops == 1000
@@ -83,6 +83,8 @@ def test_a_spent_replay_budget_ends_the_replay_where_it_is(tmp_path: Path) -> No
     assert results.checkpoints[-1].ops == 1500
     assert results.checkpoints[-1].rebuild == 0
     assert results.rebuild_matches_live is True  # the live part was replayed
+    written = json.loads((tmp_path / "out.json").read_text())
+    assert written["replayed_ops"] == 1000
 
 
 def test_every_belief_ends_with_the_same_evidence() -> None:
