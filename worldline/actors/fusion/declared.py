@@ -16,6 +16,7 @@ declaration changes nothing here; the materializer answers its author.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Final
@@ -43,10 +44,12 @@ def _world(world: str) -> str:
     return key_part(world.replace("%", "%25").replace("/", "%2F"), WORLD_BYTES)
 
 
+@functools.lru_cache(maxsize=256)
 def decl_key(world: str) -> bytes:
     return f"decl/{_world(world)}".encode()
 
 
+@functools.lru_cache(maxsize=256)
 def digest_key(world: str) -> bytes:
     return f"declsum/{_world(world)}".encode()
 
