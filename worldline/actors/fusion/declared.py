@@ -86,8 +86,8 @@ def declare(reader: Reader, op: DeclareWorld, ctx: Context, *, secured: bool) ->
     return Step(writes={decl_key(ctx.world): raw, digest_key(ctx.world): digest})
 
 
-def voiced(reader: Reader, world: str, item: Evidence) -> Evidence:
+def voiced(reader: Reader, world: str, item: Evidence, **recorded: object) -> Evidence:
     """``item`` with its voice as the declaration in force has it (whatever voice
-    the client sent)."""
+    the client sent), and the ``recorded`` fields set in the same copy."""
     voice = charter_of(reader, world).voice(item.source, item.author)
-    return msgspec.structs.replace(item, voice=voice)
+    return msgspec.structs.replace(item, voice=voice, **recorded)
