@@ -286,7 +286,8 @@ class Store:
         refuse: Mapping[int, str],
         pending: int,
     ) -> BatchResult:
-        durable_key = _APPLIED + inp.consumer.durable.encode()
+        durable = inp.consumer.durable
+        durable_key = _APPLIED + durable.encode()
         accepted: list[bool] = []
         items: list[OutboxItem] = []
         with self._begin(write=True) as txn:
@@ -319,8 +320,8 @@ class Store:
                     accepted.append(True)
                     continue
                 applied = max(applied, d.seq)
-                msg_id = f"dlq:{inp.consumer.durable}:{d.seq}"
-                refused = refuse.get(d.seq)
+                msg_id = f"dlq:{durable}:{d.seq}"  # the dead letter's, if any
+                refused = refuse.get(d.seq) if refuse else None
                 if refused is not None:
                     accepted.append(False)
                     reject(d, refused, msg_id, d.subject)
