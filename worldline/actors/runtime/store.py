@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import logging
 from contextlib import contextmanager
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import lmdb
+import msgspec
 
 from worldline.actors.runtime.deliveries import (
     SUPERSEDED,
@@ -449,7 +449,7 @@ class Store:
             last = touched.get(world)
             if last is None:  # deferred before, nothing of it in this batch
                 last = Context(world, "", "", applied, now)
-            ctx = replace(last, pending=pending)
+            ctx = msgspec.structs.replace(last, pending=pending)
             deferred = self._finish(inp.finish, reader, txn, ctx, stage)
             key = prefix + world.encode()
             if deferred and world not in held:
