@@ -13,7 +13,6 @@ looked solid again), re-weighed it, and re-typed a ``contradicts`` edge.
 
 from __future__ import annotations
 
-import dataclasses
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
@@ -100,7 +99,7 @@ class Pipe:
         for out in self.published:
             message = out.message
             assert isinstance(message, PosteriorUpdate | OpVerdict | EdgePosterior)
-            d = dataclasses.replace(ctx(out.subject, 1), batch_prepared=self.seq)
+            d = msgspec.structs.replace(ctx(out.subject, 1), batch_prepared=self.seq)
             self.mat.apply(materializer.handle_derived(self.mat, message, d))
         return self.seq
 

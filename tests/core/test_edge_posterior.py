@@ -7,7 +7,6 @@ and the projector, each over a MemoryState, with no bus."""
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Final
@@ -120,7 +119,7 @@ class Stack:
             if isinstance(message, OpVerdict):
                 self.verdicts.append(message)
             assert isinstance(message, PosteriorUpdate | OpVerdict | EdgePosterior)
-            ctx = dataclasses.replace(
+            ctx = msgspec.structs.replace(
                 ctx_for(out.subject, 1000), batch_prepared=self.seq
             )
             step = materializer.handle_derived(self.mat, message, ctx)
@@ -401,7 +400,7 @@ def test_a_forged_edge_posterior_is_refused() -> None:
         cause="op-x",
         cause_seq=50,
     )
-    ctx = dataclasses.replace(ctx_for(ops(W, "fusion"), 1), batch_prepared=10)
+    ctx = msgspec.structs.replace(ctx_for(ops(W, "fusion"), 1), batch_prepared=10)
     with pytest.raises(InvalidInput, match="cause_seq 50"):
         materializer.handle_derived(MemoryState(), forged, ctx)
 

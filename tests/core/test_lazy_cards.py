@@ -5,13 +5,14 @@ answer is the same bytes whether the replica was built live or by a bulk load.""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import msgspec
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from worldline.actors.belief_model import embedding
 from worldline.actors.projector import core, index
 from worldline.actors.runtime.memory import MemoryState
 from worldline.actors.runtime.spec import Context
@@ -25,6 +26,9 @@ from worldline.protocols.messages import (
     encode,
 )
 from worldline.protocols.subjects import state
+
+if TYPE_CHECKING:
+    import pytest
 
 W: Final = "lazy"
 T0: Final = datetime(2026, 1, 1, tzinfo=UTC)
@@ -121,3 +125,18 @@ def test_a_read_embeds_each_lazy_text_once() -> None:
     assert index._deferred_vector.cache_info().hits == hits + 40
     assert (first == again).all()
     assert not index.vector_of(_card(replica, "b0001")).flags.writeable  # shared
+
+
+def test_a_semantic_embedder_leaves_no_vector_for_a_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 24: with a semantic embedder a read never embeds, backlog or not: its
+    cards carry their vectors, the bits an eager write stores."""
+    monkeypatch.setenv(embedding.ENV_EMBEDDER, "wordllama")
+    semantic = embedding.active()
+    live, backlog = _replica(12, pending=0), _replica(12, pending=5)
+    for i in range(12):
+        eager, written = _card(live, f"b{i:04d}"), _card(backlog, f"b{i:04d}")
+        assert written.embedder == semantic.id
+        assert len(written.vector) == 4 * semantic.dimensions
+        assert written.vector == eager.vector

@@ -120,7 +120,9 @@ def _with_bound(inp: Input[Any], ops_end: int) -> Input[Any]:
     handle = inp.handle
 
     def bounded(reader: Reader, message: Any, c: Context) -> Step:
-        return handle(reader, message, dataclasses.replace(c, batch_prepared=ops_end))
+        return handle(
+            reader, message, msgspec.structs.replace(c, batch_prepared=ops_end)
+        )
 
     return dataclasses.replace(inp, handle=bounded, prepare_batch=None)
 

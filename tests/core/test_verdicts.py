@@ -3,7 +3,6 @@ materializer keeps it for ``op_status``. Pure cores, no bus."""
 
 from __future__ import annotations
 
-import dataclasses
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final
 
@@ -228,7 +227,7 @@ def test_the_materializer_keeps_the_first_verdict_and_op_status_reports_it() -> 
             state, msgspec.structs.replace(answer, seq=0), derived_ctx
         )
     # One beyond the op log's end (as the runtime's OpsEnd reports it) is forged.
-    bounded = dataclasses.replace(derived_ctx, batch_prepared=9)
+    bounded = msgspec.structs.replace(derived_ctx, batch_prepared=9)
     future = msgspec.structs.replace(answer, seq=10)
     with pytest.raises(InvalidInput, match="beyond the op log"):
         materializer.record_verdict(state, future, bounded)

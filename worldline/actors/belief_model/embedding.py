@@ -272,9 +272,19 @@ def select(name: str) -> Embedder:
         return found
 
 
+_LAST: tuple[str, Embedder] | None = None  # (the setting, its embedder): no lock
+
+
 def active() -> Embedder:
     """The embedder ``WORLDLINE_EMBEDDER`` selects (``hashing`` when unset)."""
-    return select(os.environ.get(ENV_EMBEDDER, "hashing"))
+    global _LAST
+    name = os.environ.get(ENV_EMBEDDER, "hashing")
+    last = _LAST
+    if last is not None and last[0] == name:
+        return last[1]
+    found = select(name)
+    _LAST = (name, found)
+    return found
 
 
 def embed(text: str) -> np.ndarray:

@@ -26,10 +26,11 @@ Model (docs/belief-math.md has the formulas and the reasons for each default):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+import operator
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Final
 
+import msgspec
 import numpy as np
 
 if TYPE_CHECKING:
@@ -127,9 +128,9 @@ def disputed(support: float, refute: float) -> bool:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class Reading:
-    """Everything the math says about one belief at one clock."""
+class Reading(msgspec.Struct, frozen=True, gc=False):
+    """Everything the math says about one belief at one clock (a struct: built for
+    every posterior, at a fraction of a frozen dataclass's cost)."""
 
     confidence: float | None
     alpha: float
@@ -213,7 +214,7 @@ def read(
         support = refute = weight = fragility = 0.0
         raw_total = 0.0
         alpha, beta = alpha0, beta0
-    elif len({(voice_of(e), e.direction) for e in evidence}) < _SMALL:
+    elif len({(e.voice or e.source, e.direction) for e in evidence}) < _SMALL:
         support, refute, weight, raw_total, fragility = _small(
             evidence, trust, now, alpha0, beta0, scale
         )
@@ -254,6 +255,8 @@ def read(
     )
 
 
+_BY_ID: Final = operator.attrgetter("id")
+
 # Below this many (source, direction) groups, :func:`_small` computes the reading in
 # plain Python: the same operations in the same order as the numpy path (numpy sums
 # fewer than 8 numbers left to right), so the same bits, without numpy's per-call cost
@@ -272,18 +275,20 @@ def _small(
     """(support, refute, weight, raw total, fragility) of a belief with few groups."""
     grouped: dict[tuple[str, str], float] = {}
     grouped_raw: dict[tuple[str, str], float] = {}
-    items = sorted(evidence, key=lambda e: e.id)
+    items = sorted(evidence, key=_BY_ID)
     # One numpy call for the decay: its pow is not always the C library's to the bit.
     halves = [
         max((now - e.observed_at).total_seconds(), 0.0) / (HALF_LIFE_DAYS[e.kind] * DAY)
         for e in items
     ]
     decays: list[float] = np.power(0.5, np.array(halves)).tolist()
+    # No trust set and no scale: every multiplier is 1.0 (the same bits).
+    plain = not trust and not scale
     for e, decay in zip(items, decays, strict=True):
         weight = KIND_WEIGHT[e.kind]
-        trusted = _trust_of(e, trust) * scale.get(e.id, 1.0)
+        trusted = 1.0 if plain else _trust_of(e, trust) * scale.get(e.id, 1.0)
         decayed = weight * decay * trusted
-        group = (voice_of(e), e.direction)
+        group = (e.voice or e.source, e.direction)  # voice_of
         grouped[group] = max(grouped.get(group, 0.0), decayed)
         grouped_raw[group] = max(grouped_raw.get(group, 0.0), weight * trusted)
     keys = sorted(grouped)
@@ -304,8 +309,10 @@ def _small(
         s_r[1] += value if direction == "refutes" else 0.0
     conf = alpha / (alpha + beta)
     fragility = max(
-        abs(conf - (alpha - s) / max(alpha + beta - s - r, 1e-12))
-        for s, r in (by_source[name] for name in sorted(by_source))
+        [
+            abs(conf - (alpha - s) / max(alpha + beta - s - r, 1e-12))
+            for s, r in (by_source[name] for name in sorted(by_source))
+        ]
     )
     return support, refute, total, raw_total, fragility
 

@@ -25,6 +25,7 @@ the table is replaced whole by each assessment). A shard learns from the slots i
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Final
 
 import msgspec
@@ -75,6 +76,7 @@ def _escaped(text: str) -> str:
     return text.replace("%", "%25").replace("/", "%2F")
 
 
+@functools.lru_cache(maxsize=256)
 def learned_prefix(world: str) -> bytes:
     return f"learned/{key_part(_escaped(world), WORLD_BYTES)}/".encode()
 

@@ -30,6 +30,7 @@ another belief. Every trust setting gets a verdict (shard 0 gives it).
 
 from __future__ import annotations
 
+import operator
 from typing import TYPE_CHECKING, Final, Literal
 
 import msgspec
@@ -100,6 +101,9 @@ PRIOR_STRENGTH: Final = posterior.PRIOR_STRENGTH
 
 EXTRACTOR: Final = closing.EXTRACTOR  # its statements name the observing agent
 MAX_EVIDENCE: Final = 10_000  # per belief; more is refused, never silently cut
+
+
+_BY_ID: Final = operator.attrgetter("id")
 
 
 def shard_of(belief_id: str, shards: int) -> int:
@@ -345,10 +349,10 @@ def _record(
     slot, its rivals' that moved. No change when the evidence id is known."""
     # When the world was told, and whose voice it is (the declaration's, not the
     # client's word: a source its reporter may not report is the reporter's own).
-    item = msgspec.structs.replace(
-        declared.voiced(reader, ctx.world, item), recorded_at=at
+    item = declared.voiced(
+        reader, ctx.world, item, recorded_at=at, recorded_seq=ctx.seq
     )
-    updated = _with_evidence(reader, ctx, fused, item)
+    updated = _with_evidence(fused, item)
     if updated is None:
         return Step()
     step = posteriors.indexed(
@@ -365,10 +369,9 @@ def _record(
     )
 
 
-def _with_evidence(
-    reader: Reader, ctx: Context, fused: FusedBelief, item: Evidence
-) -> FusedBelief | None:
-    """``fused`` with ``item`` recorded, or None when that evidence id is known."""
+def _with_evidence(fused: FusedBelief, item: Evidence) -> FusedBelief | None:
+    """``fused`` with ``item`` (as recorded) added, or None when that evidence id
+    is known."""
     if any(e.id == item.id for e in fused.evidence):
         return None
     if fused.belief.status != "active":
@@ -381,8 +384,7 @@ def _with_evidence(
             "full",
             f"belief {fused.belief.id} already holds {MAX_EVIDENCE} evidence items",
         )
-    item = msgspec.structs.replace(item, recorded_seq=ctx.seq)
-    evidence = sorted([*fused.evidence, item], key=lambda e: e.id)
+    evidence = sorted([*fused.evidence, item], key=_BY_ID)
     return msgspec.structs.replace(fused, evidence=evidence)
 
 

@@ -16,6 +16,7 @@ declaration changes nothing here; the materializer answers its author.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Final
@@ -43,10 +44,12 @@ def _world(world: str) -> str:
     return key_part(world.replace("%", "%25").replace("/", "%2F"), WORLD_BYTES)
 
 
+@functools.lru_cache(maxsize=256)
 def decl_key(world: str) -> bytes:
     return f"decl/{_world(world)}".encode()
 
 
+@functools.lru_cache(maxsize=256)
 def digest_key(world: str) -> bytes:
     return f"declsum/{_world(world)}".encode()
 
@@ -83,8 +86,8 @@ def declare(reader: Reader, op: DeclareWorld, ctx: Context, *, secured: bool) ->
     return Step(writes={decl_key(ctx.world): raw, digest_key(ctx.world): digest})
 
 
-def voiced(reader: Reader, world: str, item: Evidence) -> Evidence:
+def voiced(reader: Reader, world: str, item: Evidence, **recorded: object) -> Evidence:
     """``item`` with its voice as the declaration in force has it (whatever voice
-    the client sent)."""
+    the client sent), and the ``recorded`` fields set in the same copy."""
     voice = charter_of(reader, world).voice(item.source, item.author)
-    return msgspec.structs.replace(item, voice=voice)
+    return msgspec.structs.replace(item, voice=voice, **recorded)

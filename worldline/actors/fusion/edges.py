@@ -243,9 +243,7 @@ def _evidence(
         raise _Refused(
             "full", f"belief edge {op.edge_id} already holds {MAX_EVIDENCE} items"
         )
-    item = msgspec.structs.replace(
-        declared.voiced(reader, ctx.world, item), recorded_seq=ctx.seq
-    )
+    item = declared.voiced(reader, ctx.world, item, recorded_seq=ctx.seq)
     evidence = sorted([*fused.evidence, item], key=lambda e: e.id)
     fused = msgspec.structs.replace(fused, evidence=evidence)
     step = _emit(reader, ctx, fused, op, shard, trust_of)

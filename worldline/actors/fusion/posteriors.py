@@ -45,6 +45,8 @@ def reemit(
     The batch may be the whole world (an assessment): the world's trust and learned
     weights are read once, and slot answers from ``reader`` (a batch writes belief
     records only), so no read scans the growing pending writes."""
+    if not belief_ids:
+        return step  # the usual case: a belief that answers no slot
     overlay = Overlay(reader, step.writes)
     table = records.weights(overlay, ctx.world)
     view = BatchReader(overlay, reader)

@@ -8,6 +8,7 @@ Keys: ``belief/<world>/<id>`` -> :class:`FusedBelief`; ``trust/<world>/<source>`
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Final
 
 import msgspec
@@ -79,6 +80,7 @@ def trust_key(world: str, source: str) -> bytes:
     return f"trust/{world}/{key_part(source, TRUST_SOURCE_BYTES)}".encode()
 
 
+@functools.lru_cache(maxsize=256)
 def trust_prefix(world: str) -> bytes:
     """The prefix of every trust setting of ``world``."""
     return trust_key(world, "")

@@ -19,6 +19,7 @@ are always read together. The math is :mod:`worldline.actors.belief_model.rivals
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Final
 
 from worldline.actors.runtime.keys import key_part
@@ -48,9 +49,13 @@ def _escaped(text: str) -> str:
     return text.replace("%", "%25").replace("/", "%2F")
 
 
+@functools.lru_cache(maxsize=256)
+def _w(world: str) -> str:
+    return key_part(_escaped(world), WORLD_BYTES)
+
+
 def slot_prefix(world: str, slot: str) -> bytes:
-    w = key_part(_escaped(world), WORLD_BYTES)
-    return f"slot/{w}/{key_part(_escaped(slot), SLOT_BYTES)}/".encode()
+    return f"slot/{_w(world)}/{key_part(_escaped(slot), SLOT_BYTES)}/".encode()
 
 
 def slot_key(world: str, slot: str, belief_id: str) -> bytes:
@@ -58,18 +63,17 @@ def slot_key(world: str, slot: str, belief_id: str) -> bytes:
 
 
 def member_key(world: str, belief_id: str) -> bytes:
-    w = key_part(_escaped(world), WORLD_BYTES)
-    return f"member/{w}/{key_part(belief_id, ID_BYTES)}".encode()
+    return f"member/{_w(world)}/{key_part(belief_id, ID_BYTES)}".encode()
 
 
 def clock_key(world: str) -> bytes:
     """Where the OPS sequence of the last change to any slot answer is kept."""
-    return f"slotclock/{key_part(_escaped(world), WORLD_BYTES)}".encode()
+    return f"slotclock/{_w(world)}".encode()
 
 
 def assessed_key(world: str) -> bytes:
     """Where that sequence is kept as the last assessment found it."""
-    return f"assessed/{key_part(_escaped(world), WORLD_BYTES)}".encode()
+    return f"assessed/{_w(world)}".encode()
 
 
 def changed(world: str, seq: int) -> dict[bytes, bytes | None]:
@@ -90,8 +94,9 @@ def route(reader: Reader, world: str, belief_id: str) -> str:
 
 def every_answer(reader: Reader, world: str) -> list[str]:
     """The ids of every slot answer of ``world`` held in this store, sorted."""
-    w = key_part(_escaped(world), WORLD_BYTES)
-    return sorted({raw.decode() for _, raw in reader.scan(f"slot/{w}/".encode())})
+    return sorted(
+        {raw.decode() for _, raw in reader.scan(f"slot/{_w(world)}/".encode())}
+    )
 
 
 def answers(reader: Reader, world: str, slot: str) -> list[str]:

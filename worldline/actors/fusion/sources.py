@@ -13,6 +13,7 @@ shard owns, so a trust change in a shard reads only its own.
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Final
 
 from worldline.actors.runtime.keys import key_part
@@ -48,6 +49,7 @@ def names(item: Evidence) -> tuple[str, str]:
     return item.source, f"agent:{item.author}"
 
 
+@functools.lru_cache(maxsize=4096)
 def source_prefix(world: str, source: str) -> bytes:
     """The prefix of every index key of ``source`` in ``world``."""
     w = key_part(_escaped(world), WORLD_BYTES)

@@ -105,15 +105,19 @@ def apply_belief(
     if raw is not None and belief_version(raw) >= change.belief.version:
         return {}
     writes: dict[bytes, bytes | None] = {key: encode(change)}
-    clock = reader.get(clock_key(ctx.world))
-    if clock is None or _CLOCK.decode(clock) < change.belief.updated_at:
-        writes[clock_key(ctx.world)] = msgspec.msgpack.encode(change.belief.updated_at)
+    clock = clock_key(ctx.world)
+    held_clock = reader.get(clock)
+    if held_clock is None or _CLOCK.decode(held_clock) < change.belief.updated_at:
+        writes[clock] = msgspec.msgpack.encode(change.belief.updated_at)
     touching = _touching(reader, ctx.world, "from", change.belief.id) + _touching(
         reader, ctx.world, "to", change.belief.id
     )
     writes.update(contra.on_belief(reader, ctx.world, change, touching))
     writes.update(slots.index_writes(ctx.world, change.belief))
-    _reindex(reader, ctx.world, change.belief, writes, lazy=ctx.pending > 0)
+    # A belief change writes no edge: the edges touching it are still ``touching``.
+    _reindex(
+        reader, ctx.world, change.belief, writes, lazy=ctx.pending > 0, edges=touching
+    )
     return writes
 
 
@@ -124,11 +128,15 @@ def _reindex(
     writes: dict[bytes, bytes | None],
     *,
     lazy: bool = False,
+    edges: list[BeliefEdge] | None = None,
 ) -> None:
+    """Write ``belief``'s card and ranks (``edges``: those touching it, when the
+    caller has them as ``writes`` leave them)."""
     overlay = Overlay(reader, writes)
-    edges = _touching(overlay, world, "from", belief.id) + _touching(
-        overlay, world, "to", belief.id
-    )
+    if edges is None:
+        edges = _touching(overlay, world, "from", belief.id) + _touching(
+            overlay, world, "to", belief.id
+        )
     weight = posterior.local_influence(belief.id, edges)
     index.index_writes(overlay, world, belief, weight, writes, lazy=lazy)
 

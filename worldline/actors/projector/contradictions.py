@@ -19,6 +19,7 @@ State keys: ``contra/<w>/<id>`` -> ``Contradiction`` (status ``open`` or
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -71,6 +72,7 @@ def _resolution_prefix(world: str, contradiction_id: str) -> bytes:
     return f"resolve/{world}/{contradiction_id}/".encode()
 
 
+@functools.lru_cache(maxsize=4096)
 def split_id(world: str, belief_id: str) -> str:
     return model.contradiction_id(world, "split", (belief_id,))
 

@@ -178,12 +178,17 @@ def index_writes(
     """Add to ``writes`` the card and index keys of ``belief`` at ``weight``,
     replacing the keys of its previous card.
 
-    ``lazy`` (more changes are pending: a bulk load): write the card without its
-    vector, which :func:`vector_of` computes when a read first needs it. Embedding
-    was about 40% of a bulk load's cost, and a read needs the vectors of only its
-    candidates (about a hundred of a world's cards)."""
+    ``lazy`` (more changes are pending: a bulk load): with the hashing embedder,
+    write the card without its vector, which :func:`vector_of` computes when a read
+    first needs it. Embedding was about 40% of a bulk load's cost, and a read needs
+    the vectors of only its candidates (about a hundred of a world's cards), at
+    about 20 us each, cached by text. A semantic embedder costs more per text and
+    a read must not wait for it: its vectors are always computed here, when the
+    card is written (issue 24)."""
     old = card(reader, world, belief.id)
-    embedder = embedding.active().id
+    active = embedding.active()
+    embedder = active.id
+    lazy = lazy and isinstance(active, embedding.HashingEmbedder)
     same = (
         old is not None and old.belief.text == belief.text and old.embedder == embedder
     )

@@ -33,6 +33,8 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
+import msgspec
+
 from worldline.actors.belief_model.text import content_stems
 
 if TYPE_CHECKING:
@@ -62,8 +64,7 @@ MIN_PER_TERM: Final = 64
 _LENGTH_DIGITS: Final = 5
 
 
-@dataclass(frozen=True, slots=True)
-class Terms:
+class Terms(msgspec.Struct, frozen=True):
     """What the lexical channel keeps of one text: its distinct terms and length."""
 
     distinct: tuple[str, ...]

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
@@ -39,8 +38,7 @@ __all__ = [
 log = logging.getLogger("worldline.store")
 
 
-@dataclass(frozen=True, slots=True)
-class Delivery:
+class Delivery(msgspec.Struct, frozen=True):
     """One fetched message, stripped of its nats object so it can cross threads."""
 
     seq: int

@@ -12,8 +12,7 @@ import msgspec
 __all__ = ["BatchResult", "OutboxItem", "decode_entry", "encode_entry"]
 
 
-@dataclass(frozen=True, slots=True)
-class OutboxItem:
+class OutboxItem(msgspec.Struct, frozen=True):
     """A committed message waiting to be published."""
 
     key: bytes

@@ -79,7 +79,9 @@ async def prepared_input(
     handle = inp.handle
 
     def with_batch(reader: Reader, message: Any, ctx: Context) -> Step:
-        return handle(reader, message, dataclasses.replace(ctx, batch_prepared=result))
+        return handle(
+            reader, message, msgspec.structs.replace(ctx, batch_prepared=result)
+        )
 
     return dataclasses.replace(inp, handle=with_batch)
 
@@ -177,7 +179,7 @@ async def _each_prepared(
 
     def with_prepared(reader: Reader, message: Any, ctx: Context) -> Step:
         return handle(
-            reader, message, dataclasses.replace(ctx, prepared=results.get(ctx.seq))
+            reader, message, msgspec.structs.replace(ctx, prepared=results.get(ctx.seq))
         )
 
     return dataclasses.replace(inp, handle=with_prepared)

@@ -10,15 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Hashable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
-if TYPE_CHECKING:
-    from datetime import datetime
+import msgspec
 
-    import msgspec
+from worldline.protocols.messages import Message
+
+if TYPE_CHECKING:
     from nats.js import JetStreamContext
 
-    from worldline.protocols.messages import Message
     from worldline.protocols.subjects import ConsumerSpec
 
 __all__ = [
@@ -53,8 +54,7 @@ class Reader(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
-class Outgoing:
+class Outgoing(msgspec.Struct, frozen=True):
     """A message to publish on JetStream once the state change is committed."""
 
     subject: str
@@ -76,8 +76,7 @@ class Step:
     deferred: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class Context:
+class Context(msgspec.Struct, frozen=True):
     """Where a message came from, and the clock, as the runtime saw them."""
 
     world: str

@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import logging
 from contextlib import contextmanager
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import lmdb
+import msgspec
 
 from worldline.actors.runtime.deliveries import (
     SUPERSEDED,
@@ -286,7 +286,8 @@ class Store:
         refuse: Mapping[int, str],
         pending: int,
     ) -> BatchResult:
-        durable_key = _APPLIED + inp.consumer.durable.encode()
+        durable = inp.consumer.durable
+        durable_key = _APPLIED + durable.encode()
         accepted: list[bool] = []
         items: list[OutboxItem] = []
         with self._begin(write=True) as txn:
@@ -319,8 +320,8 @@ class Store:
                     accepted.append(True)
                     continue
                 applied = max(applied, d.seq)
-                msg_id = f"dlq:{inp.consumer.durable}:{d.seq}"
-                refused = refuse.get(d.seq)
+                msg_id = f"dlq:{durable}:{d.seq}"  # the dead letter's, if any
+                refused = refuse.get(d.seq) if refuse else None
                 if refused is not None:
                     accepted.append(False)
                     reject(d, refused, msg_id, d.subject)
@@ -448,7 +449,7 @@ class Store:
             last = touched.get(world)
             if last is None:  # deferred before, nothing of it in this batch
                 last = Context(world, "", "", applied, now)
-            ctx = replace(last, pending=pending)
+            ctx = msgspec.structs.replace(last, pending=pending)
             deferred = self._finish(inp.finish, reader, txn, ctx, stage)
             key = prefix + world.encode()
             if deferred and world not in held:
