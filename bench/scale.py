@@ -718,7 +718,8 @@ def report(r: Results) -> None:
         print(
             f"{c.ops:>11,} {c.beliefs:>9,}  {rate(c.ingest)} {rate(c.publish)} "
             f"{rate(c.export)} {rate(c.rebuild)} {c.rebuild_seconds:>9.1f}  "
-            f"{c.stream_per_belief:>7,.0f} {stores if c.stores else '-':>9}  "
+            f"{f'{c.stream_per_belief:,.0f}' if c.stream_bytes else '-':>7} "
+            f"{stores if c.stores else '-':>9}  "
             f"{ms(c.before)} {us(c.raw_get)}  {ms(c.before_bus)} {ms(c.rtt)}"
         )
     print(
