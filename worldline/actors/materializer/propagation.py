@@ -54,12 +54,12 @@ def _matches(pattern: str, etype: str, field: str) -> bool:
     return fnmatchcase(f"{etype}.{field}", pattern)
 
 
-def _first_time(tx: Tx, decl: WorldDecl, key: bytes, at: datetime) -> bool:
+def _first_time(tx: Tx, window: timedelta, key: bytes, at: datetime) -> bool:
     """Dedupe window: True (and remembered) unless the same signal went out lately."""
     raw = tx.get(key)
     if raw is not None:
         last = datetime.fromisoformat(raw.decode())
-        if at - last < timedelta(seconds=decl.dampening.dedupe_window):
+        if at - last < window:
             return False
     tx.put(key, at.isoformat().encode())
     return True
@@ -82,30 +82,34 @@ def propagate(
     writes never reach here. So every chain, cyclic rules included, terminates.
     """
     queue = deque(changes)
+    window = timedelta(seconds=decl.dampening.dedupe_window)
     while queue:
         ref, field, value, depth = queue.popleft()
         etype = entity_type(ref)
-        version = tx.ctx.seq
+        news = (ref, field, value, tx.ctx.seq)
         for sub in decl.subscriptions:
             if sub.agent == author or not any(
                 _matches(p, etype, field) for p in sub.on
             ):
                 continue
-            rule_id = f"subscription:{sub.agent}"
-            news = (ref, field, value, version)
-            _notify(tx, sub.agent, news, rule_id, cause, depth, at)
+            _notify(
+                tx, [sub.agent], news, f"subscription:{sub.agent}", cause, depth, at
+            )
         if depth >= decl.dampening.depth:
             continue
         for rule in decl.rules:
             if not _matches(rule.on, etype, field):
                 continue
             targets = sorted(_related_agents(tx, ref, rule.notify) - {author})
-            for agent in targets[: decl.dampening.max_fanout]:
-                _notify(
-                    tx, agent, (ref, field, value, version), rule.id, cause, depth, at
-                )
-                work_key = sent_key(tx.world, f"{rule.id}:work", ref, agent)
-                if rule.work_kind and _first_time(tx, decl, work_key, at):
+            targets = targets[: decl.dampening.max_fanout]
+            if not rule.work_kind:
+                _notify(tx, targets, news, rule.id, cause, depth, at)
+                continue
+            work = f"{rule.id}:work"
+            for agent in targets:  # each one's news, then its work request
+                _notify(tx, [agent], news, rule.id, cause, depth, at)
+                work_key = sent_key(tx.world, work, ref, agent)
+                if _first_time(tx, window, work_key, at):
                     queue.extend(
                         _rule_work(
                             tx,
@@ -125,31 +129,35 @@ def propagate(
 
 def _notify(
     tx: Tx,
-    agent: str,
+    agents: list[str],
     change: tuple[str, str, Value, int],  # (entity, field, value, version)
     rule: str,
     cause: str,
     depth: int,
     at: datetime,
 ) -> None:
+    """Post ``agents`` (in order) the news of ``change``."""
     ref, field, value, version = change
-    # One notification per change per agent, whichever rule or subscription
-    # selected it first (the id leaves the rule out on purpose).
-    note_id = f"note-{digest(tx.world, cause, ref, field, agent)}"
-    if tx.get(inbox_key(tx.world, agent, note_id)) is not None:
-        return  # the same change reached this agent twice within one op
-    message = Notification(
-        id=note_id,
-        entity=ref,
-        field=field,
-        value=value,
-        version=version,
-        rule=rule,
-        cause=cause,
-        depth=depth,
-        at=at,
-    )
-    tx.post(agent, message, f"{ref}.{field} = {value!r} ({rule})")
+    world = tx.world
+    line = f"{ref}.{field} = {value!r} ({rule})"
+    for agent in agents:
+        # One notification per change per agent, whichever rule or subscription
+        # selected it first (the id leaves the rule out on purpose).
+        note_id = f"note-{digest(world, cause, ref, field, agent)}"
+        if tx.get(inbox_key(world, agent, note_id)) is not None:
+            continue  # the same change reached this agent twice within one op
+        message = Notification(
+            id=note_id,
+            entity=ref,
+            field=field,
+            value=value,
+            version=version,
+            rule=rule,
+            cause=cause,
+            depth=depth,
+            at=at,
+        )
+        tx.post(agent, message, line)
 
 
 def _rule_work(
