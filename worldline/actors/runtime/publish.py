@@ -78,8 +78,10 @@ _NO_INBOX_HELD = 4096
 
 
 async def open_inboxes(js: JetStreamContext, subjects: Iterable[str]) -> None:
-    """Open the durable of each agent inbox among ``subjects`` (``wl.W.inbox.A``)
-    before the first message goes there, once per inbox and connection.
+    """Open the durable of each agent inbox among ``subjects`` (``wl.W.inbox.A``),
+    once per inbox and connection: :func:`publish_all` opens them right after the
+    first messages there, before anything else of the batch (its change feed, which
+    says the op was applied) goes out.
 
     On a secured deploy agents create no consumer: a create request carries its
     config in the body, so a right to create one's own durable is also a right to
@@ -90,43 +92,52 @@ async def open_inboxes(js: JetStreamContext, subjects: Iterable[str]) -> None:
     meanwhile (the durable delivers from the first one).
 
     Up to :data:`OPEN_INBOX_AT_ONCE` are opened concurrently: the first write a
-    world of 500 agents propagates opens 500 durables, which one after another took
-    a round trip or two each before the first message went out."""
+    world of 500 agents propagates opens 500 durables, a round trip or two each."""
     done = _opened.setdefault(js._nc, set())
-    wanted: dict[str, tuple[str, str]] = {}
-    for subject in subjects:
-        # Checked first: this runs for every message published.
-        if subject in done or subject in wanted or subject in _no_inbox:
-            continue
-        parts = subject.split(".")
-        if len(parts) != 4 or parts[0] != PREFIX or parts[2] != "inbox":
-            if len(_no_inbox) >= _NO_INBOX_HELD:
-                _no_inbox.clear()
-            _no_inbox.add(subject)
-            continue
-        wanted[subject] = (parts[1], parts[3])
+    wanted = {subject: None for subject in subjects if _unopened(subject, done)}
     if not wanted:
         return
     if len(wanted) == 1:
-        ((subject, (world, agent)),) = wanted.items()
-        await _open_inbox(js, subject, world, agent, done)
+        await _open_inbox(js, next(iter(wanted)), done)
         return
     limiter = anyio.CapacityLimiter(OPEN_INBOX_AT_ONCE)
 
-    async def opened(subject: str, world: str, agent: str) -> None:
+    async def opened(subject: str) -> None:
         async with limiter:
-            await _open_inbox(js, subject, world, agent, done)
+            await _open_inbox(js, subject, done)
 
     async with anyio.create_task_group() as tg:
-        for subject, (world, agent) in wanted.items():
-            tg.start_soon(opened, subject, world, agent)
+        for subject in wanted:
+            tg.start_soon(opened, subject)
 
 
-async def _open_inbox(
-    js: JetStreamContext, subject: str, world: str, agent: str, done: set[str]
-) -> None:
+def _unopened(subject: str, done: set[str]) -> bool:
+    """Whether ``subject`` is an agent's inbox whose durable is not open yet."""
+    # Checked first: this runs for every message published.
+    if subject in done or subject in _no_inbox:
+        return False
+    if _inbox_of(subject) is None:
+        if len(_no_inbox) >= _NO_INBOX_HELD:
+            _no_inbox.clear()
+        _no_inbox.add(subject)
+        return False
+    return True
+
+
+def _inbox_of(subject: str) -> tuple[str, str] | None:
+    """(world, agent) of an inbox subject, else None."""
+    parts = subject.split(".")
+    if len(parts) != 4 or parts[0] != PREFIX or parts[2] != "inbox":
+        return None
+    return parts[1], parts[3]
+
+
+async def _open_inbox(js: JetStreamContext, subject: str, done: set[str]) -> None:
     """Open one agent's inbox durable (see :func:`open_inboxes`); add ``subject``
     to ``done`` once the server confirms it, or keeps a config not ours to change."""
+    place = _inbox_of(subject)
+    assert place is not None
+    world, agent = place
     spec = inbox_in(world, agent)
     with anyio.move_on_after(OPEN_INBOX_TIMEOUT) as waited:
         try:
@@ -310,6 +321,9 @@ async def publish_all(js: JetStreamContext, items: list[OutboxItem]) -> None:
 
     The first message reaches the socket at once and the rest every
     :data:`SEND_EVERY` messages, at most :data:`IN_FLIGHT` awaiting their PubAck.
+    Inboxes written for the first time get their durable right after their messages,
+    before the batch's next output that is not an inbox message
+    (:func:`open_inboxes`).
 
     A duplicate PubAck in a stream agents write too is checked against the stored
     message: an output whose Msg-Id a message on another subject held first is
@@ -322,9 +336,9 @@ async def publish_all(js: JetStreamContext, items: list[OutboxItem]) -> None:
             retry harmless.
         nats.errors.Error: the server refused a message (the first refusal).
     """
-    # Inbox messages are never batched: the items' subjects are theirs.
-    await open_inboxes(js, (item.subject for item in items))
     nc = js._nc
+    done = _opened.setdefault(nc, set())
+    unopened: list[str] = []  # inboxes just written whose durable is not open yet
     acks = _acks.get(nc)
     if acks is None:
         acks = _acks[nc] = _Acks(nc)
@@ -338,6 +352,11 @@ async def publish_all(js: JetStreamContext, items: list[OutboxItem]) -> None:
         for n, message in enumerate(_batches(items)):
             while n - call.got >= IN_FLIGHT:
                 await _moved(call, messages)
+            if _unopened(message.subject, done):
+                unopened.append(message.subject)
+            elif unopened:  # their durables, before the batch's other outputs
+                await open_inboxes(js, unopened)
+                unopened = []
             headers: dict[str, str] = {api.Header.MSG_ID: message.msg_id}
             if message.count:
                 headers[BATCH_HEADER] = str(message.count)
@@ -349,6 +368,8 @@ async def publish_all(js: JetStreamContext, items: list[OutboxItem]) -> None:
             )
             if n % SEND_EVERY == 0:
                 await asyncio.sleep(0)  # nats-py's flusher writes what is queued
+        if unopened:
+            await open_inboxes(js, unopened)
         while call.got < len(messages) and call.error is None:
             await _moved(call, messages)
     finally:
