@@ -54,11 +54,21 @@ def _matches(pattern: str, etype: str, field: str) -> bool:
     return fnmatchcase(f"{etype}.{field}", pattern)
 
 
-def _first_time(tx: Tx, window: timedelta, key: bytes, at: datetime) -> bool:
-    """Dedupe window: True (and remembered) unless the same signal went out lately."""
+def _first_time(
+    tx: Tx,
+    window: timedelta,
+    key: bytes,
+    at: datetime,
+    parsed: dict[bytes, datetime],
+) -> bool:
+    """Dedupe window: True (and remembered) unless the same signal went out lately.
+    ``parsed``: the times read so far, by their bytes (one rule's targets mostly
+    hold the same one)."""
     raw = tx.get(key)
     if raw is not None:
-        last = datetime.fromisoformat(raw.decode())
+        last = parsed.get(raw)
+        if last is None:
+            last = parsed[raw] = datetime.fromisoformat(raw.decode())
         if at - last < window:
             return False
     tx.put(key, at.isoformat().encode())
@@ -83,6 +93,7 @@ def propagate(
     """
     queue = deque(changes)
     window = timedelta(seconds=decl.dampening.dedupe_window)
+    parsed: dict[bytes, datetime] = {}
     while queue:
         ref, field, value, depth = queue.popleft()
         etype = entity_type(ref)
@@ -109,7 +120,7 @@ def propagate(
             for agent in targets:  # each one's news, then its work request
                 _notify(tx, [agent], news, rule.id, cause, depth, at)
                 work_key = sent_key(tx.world, work, ref, agent)
-                if _first_time(tx, window, work_key, at):
+                if _first_time(tx, window, work_key, at, parsed):
                     queue.extend(
                         _rule_work(
                             tx,
@@ -144,7 +155,8 @@ def _notify(
         # One notification per change per agent, whichever rule or subscription
         # selected it first (the id leaves the rule out on purpose).
         note_id = f"note-{digest(world, cause, ref, field, agent)}"
-        if tx.get(inbox_key(world, agent, note_id)) is not None:
+        key = inbox_key(world, agent, note_id)
+        if tx.get(key) is not None:
             continue  # the same change reached this agent twice within one op
         message = Notification(
             id=note_id,
@@ -157,7 +169,7 @@ def _notify(
             depth=depth,
             at=at,
         )
-        tx.post(agent, message, line)
+        tx.post(agent, message, line, key)
 
 
 def _rule_work(

@@ -71,13 +71,16 @@ class Tx(Overlay):
     def edges(self) -> list[Edge]:
         return [_EDGE.decode(v) for _, v in self.scan(f"edge/{self.world}/".encode())]
 
-    def post(self, agent: str, message: InboxMessage, line: str) -> None:
-        """Deliver to ``agent``'s durable inbox and record it as pending."""
+    def post(
+        self, agent: str, message: InboxMessage, line: str, key: bytes | None = None
+    ) -> None:
+        """Deliver to ``agent``'s durable inbox and record it as pending (``key``:
+        the message's :func:`inbox_key`, when the caller has it)."""
         world = self.world
         writes = self.writes
-        writes[inbox_key(world, agent, message.id)] = encode(
-            InboxRecord(id=message.id, line=line)
-        )
+        if key is None:
+            key = inbox_key(world, agent, message.id)
+        writes[key] = encode(InboxRecord(id=message.id, line=line))
         key = summary_key(world, agent)
         summary = self.summary(agent, key)
         summary = InboxSummary(
