@@ -35,8 +35,9 @@ from typing import Any
 STAGES = ("none", "fusion", "materializer", "projector")
 
 
-def run_stages(n: int, last: str) -> None:
-    """Apply ``n`` ops through every stage up to ``last`` ("none": build them only)."""
+def run_stages(n: int, last: str) -> dict[str, int]:
+    """Apply ``n`` ops through every stage up to ``last`` ("none": build them only);
+    returns the items each stage handed on (fusion's posteriors, the changes)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import pipeline as bench
 
@@ -70,20 +71,30 @@ def run_stages(n: int, last: str) -> None:
                 )
         return out
 
+    handed: dict[str, int] = {}
     try:
         if last == "none":
-            return
+            return handed
         posteriors = feed(Store(tmp / "f", actor="fusion"), fusion_in, ops)
+        handed["fusion"] = sum(_items(d) for d in posteriors)
         if last == "fusion":
-            return
+            return handed
         materializer = Store(tmp / "m", actor="materializer")
         changes = feed(materializer, ops_in, ops)
         changes += feed(materializer, posteriors_in, posteriors)
+        handed["materializer"] = sum(_items(d) for d in changes)
         if last == "materializer":
-            return
+            return handed
         feed(Store(tmp / "p", actor="projector"), projector_in, changes)
+        return handed
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _items(d: Any) -> int:
+    from worldline.actors.runtime.deliveries import unbatched
+
+    return len(unbatched(d)) if d.batch else 1
 
 
 def counted(n: int, stage: str) -> int:
