@@ -41,18 +41,18 @@ def run_stages(n: int, last: str) -> dict[str, int]:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import pipeline as bench
 
+    from worldline.actors.registry import build
     from worldline.actors.runtime.deliveries import Delivery
     from worldline.actors.runtime.publish import batched
     from worldline.actors.runtime.store import Store
+    from worldline.protocols.messages import encode
+    from worldline.protocols.subjects import channel_of, ops
 
-    subject = bench.ops("cost", bench.AGENT)
-    (fusion_in,) = bench.build("fusion").inputs
-    ops_in, posteriors_in = bench.build("materializer").inputs
-    (projector_in,) = bench.build("projector").inputs
-    ops = [
-        Delivery(i + 1, subject, bench.encode(bench.make_op("cost", i)))
-        for i in range(n)
-    ]
+    subject = ops("cost", bench.AGENT)
+    (fusion_in,) = build("fusion").inputs
+    ops_in, posteriors_in = build("materializer").inputs
+    (projector_in,) = build("projector").inputs
+    ops = [Delivery(i + 1, subject, encode(bench.make_op("cost", i))) for i in range(n)]
     now = datetime(2026, 6, 1, tzinfo=UTC)
     tmp = Path(tempfile.mkdtemp(prefix="wl-cost-"))
 
@@ -63,7 +63,7 @@ def run_stages(n: int, last: str) -> dict[str, int]:
             store.clear_outbox([item.key for item in result.outbox])
             # What the next stage consumes: fusion's posteriors, the change feed.
             wanted = "derived" if store.actor == "fusion" else "state"
-            items = [i for i in result.outbox if bench.channel_of(i.subject) == wanted]
+            items = [i for i in result.outbox if channel_of(i.subject) == wanted]
             for message in batched(items):
                 seq = len(out) + 1
                 out.append(
