@@ -46,9 +46,10 @@ def run_stages(n: int, last: str) -> dict[str, int]:
     from worldline.actors.runtime.publish import batched
     from worldline.actors.runtime.store import Store
     from worldline.protocols.messages import encode
-    from worldline.protocols.subjects import channel_of, ops
+    from worldline.protocols.subjects import channel_of
+    from worldline.protocols.subjects import ops as ops_subject
 
-    subject = ops("cost", bench.AGENT)
+    subject = ops_subject("cost", bench.AGENT)
     (fusion_in,) = build("fusion").inputs
     ops_in, posteriors_in = build("materializer").inputs
     (projector_in,) = build("projector").inputs
