@@ -314,6 +314,8 @@ def slot_of(key: str, count: int) -> int:
     """Which of ``count`` owners holds ``key`` (crc32 mod count: the same on every
     machine and run). Fusion shards own belief ids, materializer partitions own
     worlds."""
+    if count == 1:
+        return 0  # one owner holds everything (x % 1 == 0)
     return zlib.crc32(key.encode()) % count
 
 

@@ -23,6 +23,7 @@ __all__ = [
     "answer_id",
     "belief_id",
     "content_stems",
+    "negated",
     "normalize",
 ]
 
@@ -146,6 +147,7 @@ HEDGES: Final = frozenset(
 
 
 @functools.lru_cache(maxsize=1 << 16)
+@functools.lru_cache(maxsize=1 << 16)  # a world's vocabulary repeats
 def _stem(word: str) -> str:
     """A crude, deterministic stem: enforce, enforces, enforced -> enforc."""
     word = word.strip(".'-")
@@ -164,6 +166,12 @@ _IGNORED: Final = STOP | NEGATIONS | HEDGES  # words that carry no content
 def _words(text: str) -> list[str]:
     lowered = text.lower().replace("n't", " not").replace("\u2019", "'")
     return [w.rstrip(".'-") for w in WORD.findall(lowered)]
+
+
+def negated(text: str) -> bool:
+    """Whether the statement is negated (an odd number of negations): the second
+    part of :func:`normalize`, without the stems."""
+    return sum(w in NEGATIONS for w in _words(text)) % 2 == 1
 
 
 def normalize(text: str) -> tuple[str, bool]:

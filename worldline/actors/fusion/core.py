@@ -38,6 +38,7 @@ import msgspec
 from worldline.actors.belief_model import posterior
 from worldline.actors.belief_model.charter import Refused as _Refused
 from worldline.actors.belief_model.posterior import NO_PROBABILITY
+from worldline.actors.belief_model.text import negated as is_negated
 from worldline.actors.belief_model.text import normalize
 from worldline.actors.fusion import (
     answers,
@@ -264,7 +265,7 @@ def _add(reader: Reader, op: AddBelief, ctx: Context, shard: tuple[int, int]) ->
     # A hand-entered negation ("Export does not check auth") keeps its polarity, so
     # the extractor's restatements of it support it rather than refute it.
     fused = msgspec.structs.replace(
-        _new_belief(op, op.confidence), negated=normalize(op.text)[1]
+        _new_belief(op, op.confidence), negated=is_negated(op.text)
     )
     if op.slot is None:
         return posteriors.emit(reader, ctx, fused, op.op_id, op.at, shard)
