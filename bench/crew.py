@@ -138,20 +138,27 @@ class Propagation:
     cascades: int = 0
 
 
+@dataclass
+class PubAckWait:
+    came: anyio.Event = field(default_factory=anyio.Event)
+    at: float = 0.0  # when its callback ran
+    data: bytes = b""
+
+
 async def propagation(url: str, n: int, agents: list[str]) -> Propagation:
     """Latency from an op's PubAck to the first inbox delivery it causes, and to the
     last (when everyone it reaches has heard).
 
-    Arrivals are timestamped in the subscription's callback and decoded after the op
-    settles (no message for 0.2 s), so decoding hundreds of them does not delay the
-    timestamps of the later ones."""
+    The PubAck and the inbox messages are timestamped alike, in their subscriptions'
+    callbacks (the PubAck comes first on the socket, so its callback runs first), and
+    decoded after the op settles (no message for 0.2 s): decoding hundreds of them
+    does not delay the timestamps of the later ones."""
     world = f"bench-{uuid.uuid4().hex[:8]}"
     async with worldline.connect(
         url, world=world, agent="ada", request_timeout=60
     ) as w:
         await w.declare(crew_declaration(world, agents))
     nc = await nats.connect(url)
-    js = nc.jetstream()
     arrived: list[tuple[float, bytes]] = []
 
     async def on_msg(msg: Msg) -> None:
@@ -160,6 +167,15 @@ async def propagation(url: str, n: int, agents: list[str]) -> Propagation:
     await nc.subscribe(
         inbox_subject(world, "*"), cb=on_msg, pending_msgs_limit=1_000_000
     )
+    waiting: list[PubAckWait] = []  # the op whose PubAck is awaited
+
+    async def on_ack(msg: Msg) -> None:
+        if waiting:
+            waiting[0].at, waiting[0].data = time.perf_counter(), msg.data
+            waiting[0].came.set()
+
+    reply = nc.new_inbox()
+    await nc.subscribe(reply, cb=on_ack)
     # Per op: a notification to each collaborator and to book (subscribed to
     # project.phase), plus one work request per collaborator in the first window.
     most = 2 * collaborators(agents) + 1
@@ -175,10 +191,18 @@ async def propagation(url: str, n: int, agents: list[str]) -> Propagation:
             value=f"phase-{i}",
         )
         arrived.clear()
-        await js.publish(
-            ops(world, "ada"), encode(op), headers={api.Header.MSG_ID: op.op_id}
+        ack = PubAckWait()
+        waiting[:] = [ack]
+        await nc.publish(
+            ops(world, "ada"),
+            encode(op),
+            reply=reply,
+            headers={api.Header.MSG_ID: op.op_id},
         )
-        acked = time.perf_counter()
+        with anyio.fail_after(10):
+            await ack.came.wait()
+        assert b'"error"' not in ack.data, ack.data
+        acked = ack.at
         deadline = acked + 10
         while time.perf_counter() < deadline:
             await anyio.sleep(0.02)
