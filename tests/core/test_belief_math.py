@@ -792,3 +792,29 @@ def test_the_plain_python_reading_of_few_groups_is_numpys_bit_for_bit(
         fragility,
     )
     assert posterior._small(evidence, trust, CLOCK, alpha0, beta0) == numpy_path
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data())
+def test_sides_are_the_reading_s_support_and_refute_to_the_bit(
+    data: st.DataObject,
+) -> None:
+    """Issue 24: a contradiction's strength reads only (support, refute), through
+    :func:`posterior.sides`, which must be exactly what the whole reading says."""
+    n = data.draw(st.integers(0, 12))
+    now = datetime(2026, 6, 1, tzinfo=UTC)
+    evidence = [
+        Evidence(
+            id=f"e{i}",
+            belief_id="b",
+            direction=data.draw(st.sampled_from(["supports", "refutes", "neutral"])),
+            kind=data.draw(st.sampled_from(sorted(posterior.KIND_WEIGHT))),
+            source=f"s{data.draw(st.integers(0, 9))}",
+            observed_at=now - timedelta(hours=data.draw(st.integers(0, 5000))),
+            author="ada",
+        )
+        for i in range(n)
+    ]
+    trust = data.draw(st.sampled_from([{}, {"s1": 0.5}, {"agent:ada": 1.7}]))
+    reading = posterior.read(0.6, evidence, trust, now)
+    assert posterior.sides(evidence, trust, now) == (reading.support, reading.refute)

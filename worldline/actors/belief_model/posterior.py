@@ -55,6 +55,7 @@ __all__ = [
     "influence",
     "local_influence",
     "read",
+    "sides",
     "spread",
     "trajectory",
     "voice_of",
@@ -273,31 +274,11 @@ def _small(
     scale: Mapping[str, float] = _WHOLE,
 ) -> tuple[float, float, float, float, float]:
     """(support, refute, weight, raw total, fragility) of a belief with few groups."""
-    grouped: dict[tuple[str, str], float] = {}
-    grouped_raw: dict[tuple[str, str], float] = {}
-    items = sorted(evidence, key=_BY_ID)
-    # One numpy call for the decay: its pow is not always the C library's to the bit.
-    halves = [
-        max((now - e.observed_at).total_seconds(), 0.0) / (HALF_LIFE_DAYS[e.kind] * DAY)
-        for e in items
-    ]
-    decays: list[float] = np.power(0.5, np.array(halves)).tolist()
-    # No trust set and no scale: every multiplier is 1.0 (the same bits).
-    plain = not trust and not scale
-    for e, decay in zip(items, decays, strict=True):
-        weight = KIND_WEIGHT[e.kind]
-        trusted = 1.0 if plain else _trust_of(e, trust) * scale.get(e.id, 1.0)
-        decayed = weight * decay * trusted
-        group = (e.voice or e.source, e.direction)  # voice_of
-        grouped[group] = max(grouped.get(group, 0.0), decayed)
-        grouped_raw[group] = max(grouped_raw.get(group, 0.0), weight * trusted)
+    grouped, grouped_raw = _grouped(evidence, trust, now, scale)
     keys = sorted(grouped)
-    support = refute = total = raw_total = 0.0
+    support, refute = _sides(grouped, keys)
+    total = raw_total = 0.0
     for key in keys:
-        if key[1] == "supports":
-            support += grouped[key]
-        elif key[1] == "refutes":
-            refute += grouped[key]
         total += grouped[key]
         raw_total += grouped_raw[key]
     alpha, beta = alpha0 + support, beta0 + refute
@@ -315,6 +296,64 @@ def _small(
         ]
     )
     return support, refute, total, raw_total, fragility
+
+
+_Groups = dict[tuple[str, str], float]
+
+
+def _grouped(
+    evidence: Sequence[Evidence],
+    trust: Mapping[str, float],
+    now: datetime,
+    scale: Mapping[str, float],
+) -> tuple[_Groups, _Groups]:
+    """Per (voice, direction): the largest decayed and the largest undecayed trusted
+    weight among its items."""
+    grouped: _Groups = {}
+    grouped_raw: _Groups = {}
+    items = sorted(evidence, key=_BY_ID)
+    # One numpy call for the decay: its pow is not always the C library's to the bit.
+    halves = [
+        max((now - e.observed_at).total_seconds(), 0.0) / (HALF_LIFE_DAYS[e.kind] * DAY)
+        for e in items
+    ]
+    decays: list[float] = np.power(0.5, np.array(halves)).tolist()
+    # No trust set and no scale: every multiplier is 1.0 (the same bits).
+    plain = not trust and not scale
+    for e, decay in zip(items, decays, strict=True):
+        weight = KIND_WEIGHT[e.kind]
+        trusted = 1.0 if plain else _trust_of(e, trust) * scale.get(e.id, 1.0)
+        decayed = weight * decay * trusted
+        group = (e.voice or e.source, e.direction)  # voice_of
+        grouped[group] = max(grouped.get(group, 0.0), decayed)
+        grouped_raw[group] = max(grouped_raw.get(group, 0.0), weight * trusted)
+    return grouped, grouped_raw
+
+
+def _sides(grouped: _Groups, keys: list[tuple[str, str]]) -> tuple[float, float]:
+    """(support, refute): the groups summed in ``keys``' order."""
+    support = refute = 0.0
+    for key in keys:
+        if key[1] == "supports":
+            support += grouped[key]
+        elif key[1] == "refutes":
+            refute += grouped[key]
+    return support, refute
+
+
+def sides(
+    evidence: Sequence[Evidence], trust: Mapping[str, float], now: datetime
+) -> tuple[float, float]:
+    """(support, refute) of :func:`read` with this evidence, trust and clock (the
+    same bits), without the rest of the reading: what a contradiction's strength
+    needs."""
+    if not evidence:
+        return 0.0, 0.0
+    if len({(e.voice or e.source, e.direction) for e in evidence}) < _SMALL:
+        grouped, _ = _grouped(evidence, trust, now, _WHOLE)
+        return _sides(grouped, sorted(grouped))
+    reading = read(None, evidence, trust, now)
+    return reading.support, reading.refute
 
 
 def _stale(weight: float, raw_total: float) -> bool:

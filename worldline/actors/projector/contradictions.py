@@ -129,10 +129,8 @@ def on_belief(
         return writes
     if held is None and "contradicted" not in belief.flags:
         return writes
-    reading = posterior.read(
-        belief.prior, change.evidence, change.trust, belief.updated_at
-    )
-    strength = model.split_strength(reading.support, reading.refute)
+    support, refute = posterior.sides(change.evidence, change.trust, belief.updated_at)
+    strength = model.split_strength(support, refute)
     if held is None:
         held = model.opened(
             world,
