@@ -3,9 +3,10 @@ its log (by default 1M and 10M), measured at checkpoints so the cost of growth i
 curve: ingest rate through the live actors, export and replay (read back and
 rebuilt) rate of the log, bytes per belief of the op stream and of each actor's
 LMDB store, and ``before`` latency, each beside a raw baseline measured in the
-same run. Not a test: a long, explicit command (about 30 to 40 minutes at full
-size on the project's 2-core machine, quiet); ``tests/runtime/test_scale_bench.py``
-runs it tiny so it cannot rot.
+same run. Not a test: a long, explicit command (at full size with
+``--replay-budget 1500``, 33 minutes on the project's 2-core machine under load; the
+replay of all 10M ops needs about 13 minutes of two free cores);
+``tests/runtime/test_scale_bench.py`` runs it tiny so it cannot rot.
 
 The ops: ``AddBelief`` (its text a real sentence: SQuAD dev then public-domain
 books, as ``bench/worldview.py`` fills its stores, cycled with a ``[vN]`` suffix past
