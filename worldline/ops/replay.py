@@ -33,7 +33,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
-import lmdb
 import msgspec
 
 from worldline.actors.fusion.service import spec as fusion_spec
@@ -41,7 +40,6 @@ from worldline.actors.materializer.core import last_op_key
 from worldline.actors.materializer.service import spec as materializer_spec
 from worldline.actors.runtime.auth import CREDS_ENV
 from worldline.actors.runtime.deliveries import Delivery, delivery
-from worldline.actors.runtime.errors import StoreError
 from worldline.actors.runtime.memory import state_hash
 from worldline.actors.runtime.store import Store
 from worldline.protocols.messages import OPS_INBOX
@@ -201,7 +199,9 @@ class _Rebuild:
 
     def __init__(self, data: Path, secured: bool) -> None:
         self.ops_input, self.posterior_input = materializer_spec(secured=secured).inputs
-        self.materializer = _Scratch(data / "materializer", actor="materializer")
+        self.materializer = Store(
+            data / "materializer", actor="materializer", durable=False
+        )
         self.now = datetime.now(UTC)  # only dead letters carry it; they are not state
         self.derived_seq = 0
         self.fusion = _Fusion(data / "fusion", secured, self.now)
@@ -248,40 +248,13 @@ class _Rebuild:
             self.materializer.close()
 
 
-class _Scratch(Store):
-    """A store whose commits are not flushed to disk one by one (LMDB's ``sync=False``),
-    and flushed once when it is closed: a rebuild that stops half way is started
-    again from nothing, so no commit before its end needs to be durable on its own.
-    (Each flush cost about 3 to 10 ms on this project's machine; a 1M-op log commits
-    about 5,000 times.) Opens the environment as :meth:`Store._open` does, but for
-    that flag."""
-
-    def _open(self) -> None:
-        try:
-            self._env = lmdb.open(
-                str(self.path), map_size=self._map_size, max_dbs=4, sync=False
-            )
-            self._state = self._env.open_db(b"state")
-            self._meta = self._env.open_db(b"meta")
-            self._outbox = self._env.open_db(b"outbox")
-        except (OSError, lmdb.Error) as exc:
-            raise StoreError(
-                f"{self.actor}: cannot open LMDB store at {self.path}: {exc}"
-            ) from exc
-        self.max_key_size = int(self._env.max_key_size())
-
-    def close(self) -> None:
-        self._env.sync(True)
-        super().close()
-
-
 class _Fusion:
     """Fusion's store, fed batches in log order: the posteriors each one commits
     (the items on the derived channel of its outbox) are taken in the same order."""
 
     def __init__(self, folder: Path, secured: bool, now: datetime) -> None:
         self.input = fusion_spec(secured=secured).inputs[0]
-        self.store = _Scratch(folder, actor="fusion")
+        self.store = Store(folder, actor="fusion", durable=False)
         self.now = now
         self.done: list[list[tuple[str, bytes]]] = []
 
@@ -358,7 +331,9 @@ class _Pipelined(_Rebuild):
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.writer.start()
         self.reader.start()
-        self.materializer = _Scratch(data / "materializer", actor="materializer")
+        self.materializer = Store(
+            data / "materializer", actor="materializer", durable=False
+        )
 
     def _write(self) -> None:
         assert self.process.stdin is not None

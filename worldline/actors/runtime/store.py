@@ -103,6 +103,7 @@ class Store:
         actor: str,
         map_size: int | None = None,
         max_map_size: int | None = None,
+        durable: bool = True,
     ) -> None:
         """Open (or create) the store at ``path``.
 
@@ -113,6 +114,10 @@ class Store:
                 :func:`configured_map_size`); the file grows as it fills.
             max_map_size: the ceiling the map doubles up to when full (default
                 1 TiB, or ``map_size`` if larger).
+            durable: flush each commit to disk before it returns (LMDB's
+                ``sync``). False only for a store that is rebuilt from nothing
+                when a run stops half way (``worldline replay``'s scratch
+                stores): commits are flushed once, by :meth:`close`.
 
         Raises:
             StoreError: the folder cannot be created or the store opened, or
@@ -120,6 +125,7 @@ class Store:
         """
         self.path = path
         self.actor = actor
+        self.durable = durable
         self._gate = Gate()
         self._map_size = configured_map_size() if map_size is None else map_size
         self._max_map_size = max(max_map_size or MAX_MAP_SIZE, self._map_size)
@@ -134,7 +140,12 @@ class Store:
 
     def _open(self) -> None:
         try:
-            self._env = lmdb.open(str(self.path), map_size=self._map_size, max_dbs=4)
+            self._env = lmdb.open(
+                str(self.path),
+                map_size=self._map_size,
+                max_dbs=4,
+                sync=self.durable,
+            )
             self._state = self._env.open_db(b"state")
             self._meta = self._env.open_db(b"meta")
             self._outbox = self._env.open_db(b"outbox")
@@ -147,6 +158,8 @@ class Store:
         self.max_key_size = int(self._env.max_key_size())
 
     def close(self) -> None:
+        if not self.durable:
+            self._env.sync(True)  # what the commits left unflushed
         self._env.close()
 
     @property
