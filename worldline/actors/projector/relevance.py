@@ -96,6 +96,7 @@ class Relevance:
     ) -> None:
         self.query = query
         self.lexicon = (counts or lexical.Counts()).lexicon(query)
+        self.terms = frozenset(self.lexicon.idf)
         self.semantic = is_semantic(embedding.active()) and bool(query.strip())
         self.vector = _featured(embedding.active().id, query)[1]
         self.focus = set(lexical.terms(focus).distinct)
@@ -117,13 +118,19 @@ class Relevance:
 
     def channels(self, text: str) -> dict[str, float]:
         """Each query channel's raw score for ``text``: BM25, and the cosine."""
-        if text not in self.raw:
-            self.raw[text] = self._channels(text)
-        return dict(self.raw[text])
+        return dict(self._raw(text))
+
+    def _raw(self, text: str) -> dict[str, float]:
+        found = self.raw.get(text)
+        if found is None:
+            found = self.raw[text] = self._channels(text)
+        return found  # shared: not to be changed
 
     def _channels(self, text: str) -> dict[str, float]:
         found, vector = self._features(text)
-        raw = {"lexical": self.lexicon.bm25(found)}
+        # A text sharing no term with the query scores 0 (Lexicon.bm25's sum is 0).
+        shared = not self.terms.isdisjoint(found.distinct)
+        raw = {"lexical": self.lexicon.bm25(found) if shared else 0.0}
         if self.semantic and self.vector is not None:
             other = vector if vector is not None else embedding.embed(text)
             raw["semantic"] = embedding.cosine(self.vector, other)
@@ -133,7 +140,7 @@ class Relevance:
         """Fix the pool's scale from ``texts`` (the beliefs being ranked)."""
         best, low, high = 0.0, 1.0, -1.0
         for text in texts:
-            raw = self.channels(text)
+            raw = self._raw(text)
             best = max(best, raw["lexical"])
             if "semantic" in raw:
                 low, high = min(low, raw["semantic"]), max(high, raw["semantic"])
@@ -144,7 +151,7 @@ class Relevance:
     def scores(self, text: str) -> dict[str, float]:
         """Each query channel's score for ``text`` on the pool's scale, 0-1 (a text
         beyond the pool's best counts as the best)."""
-        raw = self.channels(text)
+        raw = self._raw(text)
         lex = self.scale.lexical
         found = {"lexical": min(1.0, raw["lexical"] / lex) if lex > 0 else 0.0}
         if "semantic" in raw:
@@ -155,13 +162,16 @@ class Relevance:
 
     def __call__(self, text: str) -> float:
         """The query relevance of ``text``: the mean of its channel scores."""
-        if text not in self.memo:
+        value = self.memo.get(text)
+        if value is None:
             found = self.scores(text)
-            self.memo[text] = sum(found.values()) / len(found)
-        return self.memo[text]
+            value = self.memo[text] = sum(found.values()) / len(found)
+        return value
 
     def near_focus(self, text: str) -> float:
         """The share of ``text``'s terms among the agent's goals and work."""
+        if not self.focus:
+            return 0.0
         found = self._features(text)[0].distinct
         return len(self.focus.intersection(found)) / len(found) if found else 0.0
 

@@ -17,6 +17,8 @@ at most :data:`CAP`; the rendered prompt stays under :data:`MAX_TOKENS` by the e
 from __future__ import annotations
 
 import dataclasses
+import functools
+import heapq
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -67,6 +69,9 @@ __all__ = [
 ]
 
 Weight = Callable[[Belief], float]
+# A slice's item before its leaf is made: (decision value, leaf id, its maker). Only
+# the items a slice keeps become leaves (see :func:`_bounded`).
+Item = tuple[float, str, Callable[[], Leaf]]
 
 CUT: Final = 0.5  # keep items worth at least half the leader
 BASE: Final = 0.1  # the limiting factor's floor: an unrelated belief ranks by weight
@@ -94,6 +99,12 @@ class Scene:
     # by :func:`scaled` (None: the scene's own beliefs are the pool).
     counts: Counts | None = None
     scale: Scale | None = None
+    # The query relevance :func:`scaled` calibrated, by (query, focus): a projection
+    # of the scene (or of the scene with fewer beliefs) for that query reuses it and
+    # what it read of each text, rather than scoring every text again.
+    judged: tuple[str, str, Relevance] | None = field(
+        default=None, compare=False, repr=False
+    )
 
 
 def bound(leaves: Sequence[Leaf]) -> list[Leaf]:
@@ -107,6 +118,23 @@ def bound(leaves: Sequence[Leaf]) -> list[Leaf]:
         [leaf for leaf in ordered if leaf.score >= CUT * leader] if leader > 0 else []
     )
     return (kept or ordered[:FLOOR])[:CAP]
+
+
+def _bounded(items: Iterable[Item]) -> list[Leaf]:
+    """:func:`bound` of the items' leaves, making only the leaves it keeps: an item's
+    value and id are its leaf's score and id, and what ``bound`` keeps is a prefix
+    of at most CAP of them in its order (``heapq.nsmallest`` is that order's
+    prefix)."""
+    ordered = heapq.nsmallest(CAP, items, key=_order)
+    if not ordered:
+        return []
+    leader = ordered[0][0]
+    kept = [item for item in ordered if item[0] >= CUT * leader] if leader > 0 else []
+    return [make() for _, _, make in (kept or ordered[:FLOOR])]
+
+
+def _order(item: Item) -> tuple[float, str]:
+    return -item[0], item[1]
 
 
 def _focus(scene: Scene) -> tuple[str, str]:
@@ -127,12 +155,19 @@ def _pool(scene: Scene) -> list[str]:
 
 def scaled(scene: Scene, query: str) -> Scene:
     """``scene`` with its query channels' scale fixed from its beliefs: projected
-    again with fewer beliefs (a decision view's second pass), it keeps the scale."""
-    relevance = Relevance(query, _focus(scene)[1], scene.features, scene.counts)
-    return dataclasses.replace(scene, scale=relevance.calibrate(_pool(scene)))
+    again with fewer beliefs (a decision view's second pass), it keeps the scale,
+    and the calibrated relevance (what it read of each text, on that scale)."""
+    focus = _focus(scene)[1]
+    relevance = Relevance(query, focus, scene.features, scene.counts)
+    scale = relevance.calibrate(_pool(scene))
+    return dataclasses.replace(scene, scale=scale, judged=(query, focus, relevance))
 
 
 def _relevance(scene: Scene, query: str, focus: str) -> Relevance:
+    if scene.judged is not None:
+        asked, after, judged = scene.judged
+        if (asked, after) == (query, focus) and judged.scale == scene.scale:
+            return judged
     relevance = Relevance(query, focus, scene.features, scene.counts)
     if scene.scale is None:
         relevance.calibrate(_pool(scene))
@@ -145,15 +180,19 @@ def _valuer(scene: Scene, weight: Weight, relevance: Relevance) -> Weight:
     """A belief's value for the move: its query relevance lifted by its prior
     (:func:`worldline.actors.projector.relevance.fused`)."""
     heaviest = max((weight(b) for b in scene.beliefs if b.type != "goal"), default=0)
+    values: dict[int, float] = {}  # by the belief's identity: current and moves ask
 
     def value(b: Belief) -> float:
-        structure = prior(
-            weight(b) / heaviest if heaviest > 0 else 0.0,
-            b.id in scene.near,
-            relevance.near_focus(b.text),
-            b.id in scene.recent,
-        )
-        return fused(relevance(b.text), structure)
+        found = values.get(id(b))
+        if found is None:
+            structure = prior(
+                weight(b) / heaviest if heaviest > 0 else 0.0,
+                b.id in scene.near,
+                relevance.near_focus(b.text),
+                b.id in scene.recent,
+            )
+            found = values[id(b)] = fused(relevance(b.text), structure)
+        return found
 
     return value
 
@@ -171,8 +210,8 @@ def project(scene: Scene, agent: str, query: str, at: datetime) -> Worldview:
         return influence.get(b.id, 1.0 / n) * n
 
     value = _valuer(scene, weight, relevance)
-    current = bound(_current(scene, value, relevance))
-    moves = bound(_moves(scene, value, query=relevance.informed))
+    current = _bounded(_current(scene, value, relevance))
+    moves = _bounded(_moves(scene, value, query=relevance.informed))
     limiting = _limiting(scene, weight, _relevance(scene, goals_text, goals_text))
     view = Worldview(
         world=scene.world,
@@ -203,35 +242,50 @@ def _belief_leaf(b: Belief, score: float, trace: tuple[str, ...]) -> Leaf:
     )
 
 
-def _current(scene: Scene, value: Weight, relevance: Relevance) -> list[Leaf]:
+def _current(scene: Scene, value: Weight, relevance: Relevance) -> list[Item]:
     depends: dict[str, list[str]] = {}
     for e in scene.edges:
         if e.type == "depends_on":
             depends.setdefault(e.source, []).append(e.target)
-    leaves = []
+    items: list[Item] = []
     values: dict[str, float] = {}
     for b in scene.beliefs:
         if b.type == "goal":
             continue
         values[b.id] = value(b)
-        leaf = _belief_leaf(b, values[b.id], (b.id, *sorted(depends.get(b.id, ()))))
-        if b.id in scene.recent:  # among the latest changes: say so, rank as usual
-            leaf = msgspec.structs.replace(leaf, flags=(*leaf.flags, "changed"))
-        leaves.append(leaf)
+        items.append((values[b.id], b.id, _claim_leaf(scene, b, values[b.id], depends)))
     for c in scene.contradictions:
         text = " vs ".join(c.beliefs)
         # As relevant as the most relevant belief it holds, times its strength.
         at_stake = max((values.get(i, 0.0) for i in c.beliefs), default=0.0)
-        leaves.append(
-            Leaf(
-                id="contradiction:" + "+".join(c.beliefs),
-                kind="contradiction",
-                text=f"contradiction ({c.kind}): {text}",
-                score=c.strength * max(at_stake, relevance(text)),
-                trace=c.trace,
-            )
-        )
-    return leaves
+        score = c.strength * max(at_stake, relevance(text))
+        leaf_id = "contradiction:" + "+".join(c.beliefs)
+        items.append((score, leaf_id, _contradiction_leaf(c, leaf_id, text, score)))
+    return items
+
+
+def _claim_leaf(
+    scene: Scene, b: Belief, score: float, depends: dict[str, list[str]]
+) -> Callable[[], Leaf]:
+    def make() -> Leaf:
+        leaf = _belief_leaf(b, score, (b.id, *sorted(depends.get(b.id, ()))))
+        if b.id in scene.recent:  # among the latest changes: say so, rank as usual
+            leaf = msgspec.structs.replace(leaf, flags=(*leaf.flags, "changed"))
+        return leaf
+
+    return make
+
+
+def _contradiction_leaf(
+    c: Contradiction, leaf_id: str, text: str, score: float
+) -> Callable[[], Leaf]:
+    return lambda: Leaf(
+        id=leaf_id,
+        kind="contradiction",
+        text=f"contradiction ({c.kind}): {text}",
+        score=score,
+        trace=c.trace,
+    )
 
 
 def gains(scene: Scene) -> dict[str, information.Gain]:
@@ -247,7 +301,28 @@ def gains(scene: Scene) -> dict[str, information.Gain]:
         if b.type == "gap" or (b.type != "goal" and b.uncertainty is not None)
     }
     goals = [b.id for b in scene.beliefs if b.type == "goal"]
-    return information.gains(pairs, goals, scene.edges, load=_load(scene, pairs))
+    if goals:
+        return information.gains(pairs, goals, scene.edges, load=_load(scene, pairs))
+    # No goal in view: each belief's own gain, weighted by its load, as
+    # information.gains gives it (a goal's share is 0), its own gain remembered.
+    loads = {bid: max(0.0, value) for bid, value in _load(scene, pairs).items()}
+    heaviest = max(loads.values(), default=0.0)
+    return {
+        bid: information.Gain(
+            bid,
+            _own_gain(*pairs[bid]),
+            load=loads[bid] / heaviest if heaviest > 0 else 0.0,
+        )
+        for bid in sorted(pairs)
+    }
+
+
+@functools.lru_cache(maxsize=65536)
+def _own_gain(alpha: float, beta: float) -> float:
+    """:func:`worldline.actors.belief_model.information.own_gain` of one more
+    measurement, remembered: the same beliefs are candidates of request after
+    request, and their readings change seldom."""
+    return information.own_gain(alpha, beta, information.PROBE)
 
 
 def _load(scene: Scene, ids: Iterable[str]) -> dict[str, float]:
@@ -263,7 +338,7 @@ def _load(scene: Scene, ids: Iterable[str]) -> dict[str, float]:
     return {i: posterior.local_influence(i, touching.get(i, ())) for i in ids}
 
 
-def _moves(scene: Scene, worth: Weight, *, query: bool) -> list[Leaf]:
+def _moves(scene: Scene, worth: Weight, *, query: bool) -> list[Item]:
     """The moves worth making, each valued by its expected information gain toward
     the goals it serves (:func:`gains`; a move that serves no goal by a share of
     its own). With a query, a belief's value for the move comes first and its gain
@@ -272,13 +347,26 @@ def _moves(scene: Scene, worth: Weight, *, query: bool) -> list[Leaf]:
     (and for ``read``), the gain alone. A move that serves goals names them and
     its gain in its text, and their ids after its belief's in its trace."""
     found = gains(scene)
-    best = max((g.total for g in found.values()), default=0.0)
+    totals = {bid: g.total for bid, g in found.items()}
+    best = max(totals.values(), default=0.0)
     goal_text = {b.id: b.text for b in scene.beliefs if b.type == "goal"}
-    leaves = []
+    items: list[Item] = []
     for b in scene.beliefs:
         gain = found.get(b.id)
         if gain is None:
             continue
+        if query:
+            value = worth(b) * (1 + LIFT * (totals[b.id] / best if best > 0 else 0.0))
+        else:
+            value = totals[b.id]
+        items.append((value, f"move:{b.id}", _move_leaf(b, gain, value, goal_text)))
+    return items
+
+
+def _move_leaf(
+    b: Belief, gain: information.Gain, value: float, goal_text: dict[str, str]
+) -> Callable[[], Leaf]:
+    def make() -> Leaf:
         if b.type == "gap":
             text = f"Answer the open question: {b.text}"
         else:
@@ -287,22 +375,17 @@ def _moves(scene: Scene, worth: Weight, *, query: bool) -> list[Leaf]:
         served = gain.served()
         if served:
             text += f" ({_toward(served, goal_text)})"
-        if query:
-            value = worth(b) * (1 + LIFT * (gain.total / best if best > 0 else 0.0))
-        else:
-            value = gain.total
-        leaves.append(
-            Leaf(
-                id=f"move:{b.id}",
-                kind="move",
-                text=text,
-                score=value,
-                confidence=b.confidence,
-                flags=b.flags,
-                trace=(b.id, *(goal for goal, _ in served)),
-            )
+        return Leaf(
+            id=f"move:{b.id}",
+            kind="move",
+            text=text,
+            score=value,
+            confidence=b.confidence,
+            flags=b.flags,
+            trace=(b.id, *(goal for goal, _ in served)),
         )
-    return leaves
+
+    return make
 
 
 def _toward(served: list[tuple[str, float]], goal_text: dict[str, str]) -> str:
@@ -339,21 +422,24 @@ def kept_beliefs(scene: Scene, query: str, focus: str) -> set[str]:
 def ranked_moves(scene: Scene) -> list[Leaf]:
     """The world's next moves with no particular query: bounded, by expected
     information gain toward the goals they serve (what ``read()`` reports)."""
-    return bound(_moves(scene, lambda _: 0.0, query=False))
+    return _bounded(_moves(scene, lambda _: 0.0, query=False))
 
 
 def _limiting(scene: Scene, weight: Weight, to_goals: Relevance) -> Leaf | None:
-    w = weight
-    best: Leaf | None = None
+    # No goal terms (and no semantic channel): every text is 0 to the goals.
+    unrelated = not to_goals.lexicon.idf and not to_goals.semantic
+    best: tuple[float, str] | None = None
+    found: Belief | None = None
     for b in scene.beliefs:
         if b.type == "goal":
             continue
         doubt = 0.5 if b.uncertainty is None else b.uncertainty
-        score = w(b) * doubt * (BASE + to_goals(b.text))
-        leaf = _belief_leaf(b, score, (b.id,))
-        if best is None or (leaf.score, leaf.id) > (best.score, best.id):
-            best = leaf
-    return best
+        score = weight(b) * doubt * (BASE + (0.0 if unrelated else to_goals(b.text)))
+        if best is None or (score, b.id) > best:
+            best, found = (score, b.id), b
+    if best is None or found is None:
+        return None
+    return _belief_leaf(found, best[0], (found.id,))
 
 
 def _intent(scene: Scene, relevance: Relevance, limiting: Leaf | None) -> list[Leaf]:
