@@ -41,7 +41,8 @@ DIR (one folder per text, embedder, backlog mode and size) and reuses it on late
 runs (``--rebuild`` to build it again).
 
 Run: ``python bench/worldview.py [--sizes 1000 10000 100000 1000000]
-[--samples 200] [--bus] [--store DIR] [--embedder wordllama] [--profile CALLS]``.
+[--samples 200] [--bus] [--store DIR] [--embedder wordllama] [--profile CALLS]``;
+``--json`` ends with the figures as one JSON line.
 Results: docs/benchmarks.md ("Worldview").
 """
 
@@ -631,6 +632,9 @@ def main() -> None:
     parser.add_argument("--store", type=Path, default=None)
     parser.add_argument("--rebuild", action="store_true")
     parser.add_argument("--profile", type=int, default=0, metavar="CALLS")
+    parser.add_argument(
+        "--json", action="store_true", help="end with the figures as one JSON line"
+    )
     args = parser.parse_args()
     embedder = args.embedder or os.environ.get("WORLDLINE_EMBEDDER") or "hashing"
     os.environ["WORLDLINE_EMBEDDER"] = embedder  # before anything embeds
@@ -669,7 +673,63 @@ def main() -> None:
                             asyncio.run(measure_bus(url, result, config, name))
                     asyncio.run(measure_rtt(url, result, config))
                 results.append(result)
-    report(results, config)
+    if args.json:
+        print(json.dumps(as_json(results, config)))
+    else:
+        report(results, config)
+
+
+def as_json(results: list[Result], config: Config) -> dict[str, Any]:
+    """What ``report`` prints, as numbers (ms; the LMDB get in us): for
+    ``bench/guard.py``."""
+
+    def ms_of(values: Sequence[float], q: float) -> float:
+        return pct(values, q) * 1e3
+
+    def handlers(r: Result) -> dict[str, dict[str, float]]:
+        out = {}
+        for name in config.handlers:
+            times, cpu = r.before[name], r.cpu[name]
+            out[name] = {
+                "p50_ms": ms_of(times, 0.5),
+                "p95_ms": ms_of(times, 0.95),
+                "p99_ms": ms_of(times, 0.99),
+                "cpu_p50_ms": ms_of(cpu, 0.5),
+                "cpu_p95_ms": ms_of(cpu, 0.95),
+                "embedded_per_call": r.embedded[name] / len(times),
+            }
+            if config.bus:
+                out[name] |= {
+                    "bus_p50_ms": ms_of(r.bus[name], 0.5),
+                    "bus_p95_ms": ms_of(r.bus[name], 0.95),
+                    "bus_p99_ms": ms_of(r.bus[name], 0.99),
+                }
+        return out
+
+    return {
+        "text": config.text,
+        "embedder": config.embedder,
+        "samples": config.samples,
+        "sizes": [
+            {
+                "n": r.beliefs,
+                "cards": r.cards,
+                "raw_us": pct(r.raw, 0.5) * 1e6,
+                "raw_p95_us": pct(r.raw, 0.95) * 1e6,
+                "handlers": handlers(r),
+                **(
+                    {
+                        "rtt_p50_ms": ms_of(r.rtt, 0.5),
+                        "rtt_p95_ms": ms_of(r.rtt, 0.95),
+                        "reply_bytes": r.reply_bytes,
+                    }
+                    if config.bus
+                    else {}
+                ),
+            }
+            for r in results
+        ],
+    }
 
 
 if __name__ == "__main__":
