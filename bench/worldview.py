@@ -36,6 +36,10 @@ answered by ``decision.before`` (this script, ``--serve``). The SDK's ``before``
 timed client side, beside a core NATS request/reply to a trivial responder on the
 same server whose reply is as large as a ``before`` reply.
 
+With ``--instructions``, each handler's instructions per call at the largest size,
+counted by valgrind's callgrind (two processes of 5 and 65 calls: the difference
+over 60), a cost that does not move with the machine's load.
+
 Building a large store takes minutes: ``--store DIR`` keeps each built store under
 DIR (one folder per text, embedder, backlog mode and size) and reuses it on later
 runs (``--rebuild`` to build it again).
@@ -60,12 +64,14 @@ import lzma
 import math
 import os
 import pstats
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -84,6 +90,7 @@ REPLICA = "0"  # the projector actor's default replica
 STORE = Path("actors") / f"projector-{REPLICA}"  # its store, under --data
 AT = datetime(2026, 6, 1, tzinfo=UTC)
 BATCH = 2000
+INSTRUCTION_CALLS = 60  # before calls counted by --instructions (after 5)
 FORMAT = "worldview-store-v1"  # what a cached store was built as (see --store)
 TARGET_IN_PROCESS = 0.005  # issue 24: p95 under 5 ms in process at 1M beliefs
 TARGET_BUS = 0.010  # and under 10 ms over the bus
@@ -322,6 +329,7 @@ class Result:
     rtt: list[float] = field(default_factory=list)  # raw NATS request/reply
     reply_bytes: int = 0
     cards: int = 0  # candidates ranked per call (median)
+    instructions: dict[str, float] = field(default_factory=dict)  # per call
 
 
 class _Counting:
@@ -350,10 +358,12 @@ def counting_embeddings() -> Iterator[_Counting]:
     inner = embedding.select(name)
     counter = _Counting(inner)
     embedding._SELECTED[name or "hashing"] = counter
+    embedding._LAST = None  # active() remembers the embedder it last selected
     try:
         yield counter
     finally:
         embedding._SELECTED[name or "hashing"] = inner
+        embedding._LAST = None
 
 
 def _forget_embeddings() -> None:
@@ -365,9 +375,13 @@ def _forget_embeddings() -> None:
 
 
 def handler(name: str) -> Callable[[Any, Any, str], Any]:
-    from worldline.actors.projector import core, decision
+    if name == "core":
+        from worldline.actors.projector import core
 
-    return core.serve if name == "core" else decision.before
+        return core.serve
+    from worldline.actors.projector import decision
+
+    return decision.before
 
 
 def measure_in_process(folder: Path, n: int, config: Config) -> Result:
@@ -552,6 +566,46 @@ async def measure_rtt(url: str, result: Result, config: Config) -> None:
         await nc.close()
 
 
+def run_calls(folder: Path, answer: str, calls: int, kind: str) -> None:
+    """``calls`` before calls with one handler: the process ``--instructions``
+    counts (its first calls, start-up and imports cancel out between two counts)."""
+    from worldline.actors.runtime.store import Store
+    from worldline.protocols.messages import Before
+
+    store = Store(folder / STORE, actor=f"projector-{REPLICA}")
+    chosen = handler(answer)
+    for query in queries(kind, calls):
+        with store.reader() as reader:
+            chosen(reader, Before(agent=AGENT, query=query, at=AT), WORLD)
+    store.close()
+
+
+def instructions(folder: Path, answer: str, config: Config) -> float:
+    """Instructions per ``before`` call, counted by valgrind's callgrind: a cost the
+    machine's load does not move. Two processes make FEW and FEW + MANY calls (the
+    same first ones), the difference divided by MANY."""
+    if shutil.which("valgrind") is None:
+        raise SystemExit("--instructions needs valgrind (apt-get install valgrind)")
+    few, many = 5, INSTRUCTION_CALLS
+
+    def count(calls: int) -> int:
+        command = [
+            "valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
+            sys.executable, __file__, "--calls", str(folder), answer, str(calls),
+            config.text,
+        ]  # fmt: skip
+        env = {**os.environ, "PYTHONHASHSEED": "0"}
+        done = subprocess.run(command, capture_output=True, text=True, env=env)
+        found = re.search(r"refs:\s+([\d,]+)", done.stderr)
+        if done.returncode != 0 or found is None:
+            raise RuntimeError(f"{command!r} failed: {done.stderr[-2000:]}")
+        return int(found.group(1).replace(",", ""))
+
+    with ThreadPoolExecutor(2) as pool:
+        low, high = pool.map(count, (few, few + many))
+    return (high - low) / many
+
+
 # --- report ---------------------------------------------------------------------------
 
 
@@ -596,6 +650,11 @@ def report(results: list[Result], config: Config) -> None:
                     f"  {r.reply_bytes:>11,}"
                 )
     large = results[-1]
+    for name, count in large.instructions.items():
+        print(
+            f"{name}: {count / 1e6:.1f} M instructions per before call at "
+            f"{large.beliefs:,} beliefs (callgrind, {INSTRUCTION_CALLS} calls)"
+        )
     for name in config.handlers:
         line = (
             f"{name}: p95 at {large.beliefs:,} beliefs "
@@ -614,6 +673,9 @@ def main() -> None:
     if sys.argv[1:2] == ["--serve"]:  # the bench's own actor process (see --bus)
         serve_projector(sys.argv[2], Path(sys.argv[3]), sys.argv[4])
         return
+    if sys.argv[1:2] == ["--calls"]:  # a process --instructions counts
+        run_calls(Path(sys.argv[2]), sys.argv[3], int(sys.argv[4]), sys.argv[5])
+        return
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -629,6 +691,11 @@ def main() -> None:
     parser.add_argument("--handlers", nargs="+", choices=HANDLERS,
                         default=list(HANDLERS))  # fmt: skip
     parser.add_argument("--bus", action="store_true")
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="count instructions per call with callgrind (the largest size)",
+    )
     parser.add_argument("--store", type=Path, default=None)
     parser.add_argument("--rebuild", action="store_true")
     parser.add_argument("--profile", type=int, default=0, metavar="CALLS")
@@ -667,6 +734,9 @@ def main() -> None:
                     config, profile=args.profile if n == sizes[-1] else 0
                 )
                 result = measure_in_process(folder, n, run)
+                if args.instructions and n == sizes[-1]:
+                    for name in config.handlers:
+                        result.instructions[name] = instructions(folder, name, config)
                 if url:
                     for name in config.handlers:
                         with projector_actor(url, folder, name):
