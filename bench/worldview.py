@@ -774,6 +774,8 @@ def as_json(results: list[Result], config: Config) -> dict[str, Any]:
                 "cpu_p95_ms": ms_of(cpu, 0.95),
                 "embedded_per_call": r.embedded[name] / len(times),
             }
+            if name in r.instructions:  # --instructions, the largest size
+                out[name]["instructions"] = r.instructions[name]
             if config.bus:
                 out[name] |= {
                     "bus_p50_ms": ms_of(r.bus[name], 0.5),
