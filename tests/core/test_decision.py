@@ -243,6 +243,18 @@ def test_a_standing_scene_projects_the_same(agent: str) -> None:
     assert [b.id for b in scenes[1].beliefs] == [b.id for b in scenes[0].beliefs]
 
 
+@pytest.mark.parametrize("days", [None, -3, 0])
+def test_a_paged_read_ranks_the_same_moves(days: int | None) -> None:
+    at = None if days is None else T0 + timedelta(days=days)
+    for replica in (_LIVE, _BACKLOG):
+        scenes = [
+            read(replica, W, decl=DECL, view=None, query="", focus="", at=at)
+            for read in (beliefs.decision_scene, decision.decision_scene)
+        ]
+        old, new = (worldview.ranked_moves(scene) for scene in scenes)
+        assert msgspec.msgpack.encode(new) == msgspec.msgpack.encode(old)
+
+
 def test_the_best_by_threshold_is_the_sorted_prefix() -> None:
     scores = {f"b{i}".encode(): float(i % 4) for i in range(40)}
     expected = [i for i, _ in sorted(scores.items(), key=lambda x: (-x[1], x[0]))]

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Final, TypeVar
 
 import msgspec
 
-from worldline.actors.projector import beliefs, views, worldview
+from worldline.actors.projector import beliefs, decision, views, worldview
 from worldline.actors.projector import contradictions as contra
 from worldline.protocols.beliefs import BeliefEdge, Contradiction
 from worldline.protocols.messages import BeliefListReply, RpcError, WorldReply, encode
@@ -230,7 +230,7 @@ class _ReadPage:
             )
             moves = worldview.ranked_moves(scene)
         elif self.first:
-            scene = beliefs.decision_scene(
+            scene = decision.decision_scene(
                 self.reader,
                 self.world,
                 decl=crew.declaration,
