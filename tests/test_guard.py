@@ -76,10 +76,23 @@ def test_a_metric_not_in_the_baseline_is_new_not_compared() -> None:
     assert rows[-1].better == "lower"  # from the guard's own list
 
 
+def test_a_ratio_is_of_one_unit() -> None:
+    assert guard.reading(2.0, 4.0).ratio == 0.5
+    assert guard.reading(2.0, 4.0, 1000).ratio == 500  # ms over µs
+
+
 def test_the_best_round_counts_in_each_direction() -> None:
     readings = [guard.reading(1.0, 4.0), guard.reading(3.0, 4.0)]
     assert guard.best("higher", readings).ratio == 0.75
     assert guard.best("lower", readings).ratio == 0.25
+
+
+def test_a_baseline_is_the_median_round_of_those_not_busy() -> None:
+    rounds = [guard.reading(r, 1.0) for r in (3.0, 1.0, 2.0)]
+    assert guard.typical(rounds) == 2.0
+    busy = guard.Reading(9.0, 9.0, 1.0, busy=True)
+    assert guard.typical([*rounds, busy, busy, busy]) == 2.0
+    assert guard.typical([busy, guard.Reading(7.0, 7.0, 1.0, busy=True)]) == 8.0
 
 
 def test_the_best_round_is_busy_only_when_every_round_was() -> None:
@@ -171,6 +184,7 @@ def test_an_empty_current_block_adds_nothing_to_history() -> None:
     ("script", "args"),
     [
         ("pipeline.py", guard.PIPELINE_ARGS),
+        ("worldview.py", guard.WORLDVIEW_ARGS),
         ("simulator.py", guard.SIMULATOR_ARGS),
     ],
 )
