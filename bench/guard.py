@@ -438,7 +438,8 @@ class Run:
             for b in dict.fromkeys(self.retried)
         ]
         extra = f" ({', '.join(more)}, retried)" if more else ""
-        return f"best of {self.rounds} rounds{extra}"
+        rounds = "round" if self.rounds == 1 else "rounds"
+        return f"best of {self.rounds} {rounds}{extra}"
 
 
 def one_bench(run: Run, bench: str) -> None:
@@ -666,14 +667,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"guard: {line}", file=sys.stderr, flush=True)
 
     old = load_baseline(args.baseline)
-    held = {  # the metrics of the benches this run runs
-        name: base
-        for name, base in old["metrics"].items()
-        if name.split(".")[0] in args.benches
-    }
+
+    def held(metrics: Mapping[str, Any]) -> dict[str, Any]:
+        """The metrics of the benches this run runs."""
+        return {k: v for k, v in metrics.items() if k.split(".")[0] in args.benches}
+
     run = Run(args.rounds)
     measure(run, args.rounds, args.benches, say)
-    found, rows = judged(run, held)
+    found, rows = judged(run, held(old["metrics"]))
     for attempt in range(1, args.retries + 1):
         if args.update_baseline:  # a baseline wants a round that was not busy
             doubtful = [name for name, r in found.items() if r.busy]
@@ -690,7 +691,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             one_bench(run, bench)
         run.seconds += time.perf_counter() - start
         run.retried += again
-        found, rows = judged(run, held)
+        found, rows = judged(run, held(old["metrics"]))
     if hasattr(os, "getloadavg"):
         run.load = os.getloadavg()
     if args.update_baseline:
@@ -701,7 +702,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         new = new_baseline(old, found, run)
         args.baseline.write_text(json.dumps(new, indent=2, ensure_ascii=False) + "\n")
         say(f"wrote {args.baseline} (margins kept)")
-        found, rows = judged(run, new["metrics"])
+        found, rows = judged(run, held(new["metrics"]))
     if args.write_docs:
         args.docs.write_text(
             rotate_docs(args.docs.read_text(), docs_table(rows, found, run, command))

@@ -134,6 +134,28 @@ def test_the_committed_baseline_holds_every_metric() -> None:
     assert data["command"] == guard.UPDATE_COMMAND
 
 
+def test_a_new_baseline_keeps_margins_and_the_benches_not_run() -> None:
+    old = {
+        "metrics": {
+            "pipeline.e2e/lean": {"ratio": 0.4, "margin": 0.45, "better": "higher"},
+            "simulator.p50/embed": {"ratio": 2.0, "margin": 0.3, "better": "lower"},
+            "gone.metric": {"ratio": 1.0, "margin": 0.1, "better": "lower"},
+        }
+    }
+    run = guard.Run(3)
+    run.add({"pipeline.e2e/lean": guard.reading(1.0, 4.0)})
+    run.add({"pipeline.e2e/lean": guard.reading(3.0, 4.0)})
+    run.add({"pipeline.e2e/lean": guard.reading(2.0, 4.0)})
+    new = guard.new_baseline(old, run.best(), run)
+    assert new["metrics"]["pipeline.e2e/lean"]["ratio"] == 0.5  # the median round
+    assert new["metrics"]["pipeline.e2e/lean"]["margin"] == 0.45  # kept
+    assert (
+        new["metrics"]["simulator.p50/embed"] == old["metrics"]["simulator.p50/embed"]
+    )
+    assert "gone.metric" not in new["metrics"]  # no longer one of the guard's
+    assert new["command"] == guard.UPDATE_COMMAND
+
+
 DOC = f"""# Benchmarks
 
 intro
