@@ -1,6 +1,8 @@
-"""Index cards written during a backlog leave their vector out (issue 14, item 6):
-it is embedded when a read first needs it, to the bits a stored vector has, so every
-answer is the same bytes whether the replica was built live or by a bulk load."""
+"""Index cards and their vectors (issues 14 and 24): a hashing card carries none
+(nothing reads it; one is computed, to the bits a stored vector has, if asked), a
+semantic card carries its vector from the moment it is written, so a read never
+embeds a card, and every answer is the same bytes whether the replica was built
+live or by a bulk load."""
 
 from __future__ import annotations
 
@@ -76,23 +78,30 @@ def _card(replica: MemoryState, belief_id: str) -> index.Card:
     return found
 
 
-def test_a_backlog_card_has_no_vector_and_reads_the_same_bits() -> None:
+def test_a_hashing_card_has_no_vector_and_reads_the_same_bits() -> None:
+    """Issue 24: nothing reads the hashing embedder's vectors (relevance uses a
+    card's vector only for a semantic embedder), so no card carries one, live or
+    backlog; asked for one anyway, it is the stored vector's bits."""
     live, backlog = _replica(30, pending=0), _replica(30, pending=5)
     for i in range(30):
-        eager, lazy = _card(live, f"b{i:04d}"), _card(backlog, f"b{i:04d}")
-        assert len(eager.vector) == 4 * len(index.vector_of(eager))
-        assert lazy.vector == b""  # the embedding was left for a read
-        assert index.vector_of(lazy).tobytes() == index.vector_of(eager).tobytes()
-        assert msgspec.structs.replace(lazy, vector=eager.vector) == eager
+        card = _card(live, f"b{i:04d}")
+        assert card.vector == b""
+        assert card == _card(backlog, f"b{i:04d}")
+        stored = embedding.embed(card.belief.text).astype(np.float32)
+        assert index.vector_of(card).tobytes() == stored.astype(np.float64).tobytes()
 
 
-def test_a_lazy_card_changed_live_gets_its_vector() -> None:
+def test_a_semantic_card_changed_keeps_its_vector(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(embedding.ENV_EMBEDDER, "wordllama")
     replica = _replica(3, pending=5)
+    before = _card(replica, "b0001").vector
     belief = msgspec.structs.replace(_belief(1, 1), confidence=0.9, version=50)
     ctx = Context(W, "m", state(W, "belief"), 50, T0)
     replica.apply(core.handle(replica, BeliefChanged(belief=belief), ctx))
     updated = _card(replica, "b0001")
-    assert updated.vector == _card(_replica(3, pending=0), "b0001").vector
+    assert updated.vector == before != b""
     assert updated.belief.confidence == 0.9
 
 

@@ -115,9 +115,7 @@ def apply_belief(
     writes.update(contra.on_belief(reader, ctx.world, change, touching))
     writes.update(slots.index_writes(ctx.world, change.belief))
     # A belief change writes no edge: the edges touching it are still ``touching``.
-    _reindex(
-        reader, ctx.world, change.belief, writes, lazy=ctx.pending > 0, edges=touching
-    )
+    _reindex(reader, ctx.world, change.belief, writes, edges=touching)
     return writes
 
 
@@ -127,7 +125,6 @@ def _reindex(
     belief: Belief,
     writes: dict[bytes, bytes | None],
     *,
-    lazy: bool = False,
     edges: list[BeliefEdge] | None = None,
 ) -> None:
     """Write ``belief``'s card and ranks (``edges``: those touching it, when the
@@ -138,7 +135,7 @@ def _reindex(
             overlay, world, "to", belief.id
         )
     weight = posterior.local_influence(belief.id, edges)
-    index.index_writes(overlay, world, belief, weight, writes, lazy=lazy)
+    index.index_writes(overlay, world, belief, weight, writes)
 
 
 def apply_edge(
@@ -183,7 +180,7 @@ def apply_edge(
     for end in sorted(ends):
         held = index.card(Overlay(reader, writes), ctx.world, end)
         if held is not None:
-            _reindex(reader, ctx.world, held.belief, writes, lazy=ctx.pending > 0)
+            _reindex(reader, ctx.world, held.belief, writes)
     return writes
 
 

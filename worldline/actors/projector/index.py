@@ -172,23 +172,21 @@ def index_writes(
     belief: Belief,
     weight: float,
     writes: dict[bytes, bytes | None],
-    *,
-    lazy: bool = False,
 ) -> None:
     """Add to ``writes`` the card and index keys of ``belief`` at ``weight``,
     replacing the keys of its previous card.
 
-    ``lazy`` (more changes are pending: a bulk load): with the hashing embedder,
-    write the card without its vector, which :func:`vector_of` computes when a read
-    first needs it. Embedding was about 40% of a bulk load's cost, and a read needs
-    the vectors of only its candidates (about a hundred of a world's cards), at
-    about 20 us each, cached by text. A semantic embedder costs more per text and
-    a read must not wait for it: its vectors are always computed here, when the
-    card is written (issue 24)."""
+    Only a semantic embedder's vectors are ever read
+    (:func:`worldline.actors.projector.relevance.is_semantic`): the hashing
+    embedder hashes the very words the lexical channel scores. So with it a card
+    carries no vector (:func:`vector_of` computes one, to the bits a stored one
+    would have, if anything asks), and writing a card embeds nothing: embedding
+    was 40% of a bulk load and a sixth of the projector's in-core cost. A semantic
+    embedder's vector is computed here, when the card is written (kept while the
+    text is), so that a read never embeds a card (issue 24)."""
     old = card(reader, world, belief.id)
     active = embedding.active()
     embedder = active.id
-    lazy = lazy and isinstance(active, embedding.HashingEmbedder)
     same = (
         old is not None and old.belief.text == belief.text and old.embedder == embedder
     )
@@ -196,12 +194,12 @@ def index_writes(
         found = old.terms
     else:
         found = lexical.terms(belief.text)
-    if old is not None and same and (old.vector or lazy):
+    if isinstance(active, embedding.HashingEmbedder):
+        vector = b""
+    elif old is not None and same and old.vector:
         vector = old.vector
-    elif old is not None and same:
-        vector = _embedded(belief.text)
     else:
-        vector = b"" if lazy else _embedded(belief.text)
+        vector = _embedded(belief.text)
     new = Card(
         belief=belief,
         weight=weight,

@@ -86,9 +86,7 @@ def upgrade(reader: Reader) -> dict[bytes, bytes | None] | None:
         card = _CARD.decode(raw)
         world = key.decode().split("/", 2)[1]  # a world fits its key part whole
         overlay = Overlay(reader, writes)
-        index.index_writes(
-            overlay, world, card.belief, card.weight, writes, lazy=not card.vector
-        )
+        index.index_writes(overlay, world, card.belief, card.weight, writes)
         done += 1
         if done >= CHUNK:
             return writes

@@ -15,7 +15,7 @@ from typing import Final
 
 import msgspec
 
-from worldline.actors.projector import beliefs, index, worldview
+from worldline.actors.projector import index, worldview
 from worldline.actors.runtime.memory import Overlay
 from worldline.actors.runtime.spec import Context, Outgoing, Reader, Step
 from worldline.protocols.messages import (
@@ -152,7 +152,9 @@ def build_view(
     if not standing:
         return view
     focus = focus_of(decl, view)
-    scene = beliefs.decision_scene(
+    from worldline.actors.projector import decision  # it reads views too
+
+    scene = decision.decision_scene(
         reader,
         world,
         decl=decl,

@@ -12,6 +12,10 @@ Bounds (no tuned absolute thresholds): per slice, items are ordered by decision 
 and kept while their value is at least :data:`CUT` times the leader's, at least one and
 at most :data:`CAP`; the rendered prompt stays under :data:`MAX_TOKENS` by the estimate
 ``ceil(len(prompt) / 4)`` (about four characters per token for English text).
+
+Longer than 500 lines because it is one projection: every slice is valued, cut and
+rendered from the same per-belief values, which issue 24 computes once per call
+instead of once per slice (splitting it would pass them between modules).
 """
 
 from __future__ import annotations

@@ -23,6 +23,9 @@ from __future__ import annotations
 
 import logging
 from contextlib import contextmanager
+from functools import partial
+from itertools import takewhile
+from operator import gt
 from typing import TYPE_CHECKING, Any
 
 import lmdb
@@ -75,17 +78,30 @@ class _TxnReader:
         self._db = db
 
     def get(self, key: bytes) -> bytes | None:
-        value = self._txn.get(key, db=self._db)
-        return None if value is None else bytes(value)
+        # bytes already: transactions are begun without ``buffers``
+        value: bytes | None = self._txn.get(key, db=self._db)
+        return value
 
     def scan(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         cursor = self._txn.cursor(db=self._db)
         if not cursor.set_range(prefix):
-            return
-        for key, value in cursor:
-            if not bytes(key).startswith(prefix):
-                return
-            yield bytes(key), bytes(value)
+            return iter(())
+        pairs: Iterator[tuple[bytes, bytes]] = cursor.iternext()
+        end = _after(prefix)
+        if end is None:
+            return pairs  # no key sorts after every key with this prefix
+        # Cut in C at the first key past the prefix's range: (end,) > (key, value)
+        # while key < end.
+        return takewhile(partial(gt, (end,)), pairs)
+
+
+def _after(prefix: bytes) -> bytes | None:
+    """The least key above every key that starts with ``prefix`` (None: none is,
+    the prefix being empty or all 0xff bytes)."""
+    stem = prefix.rstrip(b"\xff")
+    if not stem:
+        return None
+    return stem[:-1] + bytes([stem[-1] + 1])
 
 
 # (world, author) by subject: a batch's messages mostly share a few subjects.
