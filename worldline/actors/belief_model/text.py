@@ -147,7 +147,6 @@ HEDGES: Final = frozenset(
 
 
 @functools.lru_cache(maxsize=1 << 16)
-@functools.lru_cache(maxsize=1 << 16)  # a world's vocabulary repeats
 def _stem(word: str) -> str:
     """A crude, deterministic stem: enforce, enforces, enforced -> enforc."""
     word = word.strip(".'-")
