@@ -467,28 +467,48 @@ def decision_scene(
                 edges[e.id] = e
     shown = [c.belief for c in cards]
     found = _contradictions(reader, world, shown, list(edges.values()), at)
-    goals = {c.belief.id for c in cards if c.belief.type == "goal"}
+    return read_scene(
+        reader,
+        world,
+        worldview_model.Scene(
+            world=world,
+            decl=decl,
+            beliefs=shown,
+            edges=sorted(edges.values(), key=lambda e: e.id),
+            contradictions=found,
+            view=view,
+            influence=influence,
+            features=features,
+            recent=tuple(index.recent(reader, world)),
+            counts=index.counts(reader, world, query, focus),
+        ),
+        query=query,
+        focus=focus,
+        at=at,
+    )
+
+
+def read_scene(
+    reader: Reader,
+    world: str,
+    first: worldview_model.Scene,
+    *,
+    query: str,
+    focus: str,
+    at: datetime | None,
+) -> worldview_model.Scene:
+    """``first`` (the candidates as their cards hold them) with the beliefs near
+    its goals marked, ranked, and the survivors read at the clock ``at``: the end
+    of every decision scene (here and :mod:`.decision`)."""
+    goals = {b.id for b in first.beliefs if b.type == "goal"}
     near = frozenset(
         end
-        for e in edges.values()
+        for e in first.edges
         if not e.removed and {e.source, e.target} & goals
         for end in (e.source, e.target)
         if end not in goals
     )
-    first = worldview_model.Scene(
-        world=world,
-        decl=decl,
-        beliefs=shown,
-        edges=sorted(edges.values(), key=lambda e: e.id),
-        contradictions=found,
-        view=view,
-        influence=influence,
-        features=features,
-        near=near,
-        recent=tuple(index.recent(reader, world)),
-        counts=index.counts(reader, world, query, focus),
-    )
-    first = worldview_model.scaled(first, query)
+    first = worldview_model.scaled(dataclasses.replace(first, near=near), query)
     kept = worldview_model.kept_beliefs(first, query, focus)
     # Without ``at``, the stored readings: a standing view changes only when a
     # belief it shows does (docs/worldview.md), not whenever the world's clock moves.

@@ -22,7 +22,6 @@ one (written during a backlog) or from another embedder is embedded as
 
 from __future__ import annotations
 
-import dataclasses
 import heapq
 from bisect import bisect_right
 from itertools import compress, islice
@@ -35,7 +34,6 @@ from worldline.actors.belief_model import embedding
 from worldline.actors.projector import beliefs, index, lexical, relevance
 from worldline.actors.projector import contradictions as contra
 from worldline.actors.projector import worldview as worldview_model
-from worldline.actors.projector.clocks import Reads
 from worldline.protocols.beliefs import BeliefEdge
 from worldline.protocols.messages import Belief, WorldviewReply
 
@@ -125,37 +123,24 @@ def decision_scene(
     edges = _touching(reader, world, {c.belief.id for c in cards})
     shown = [c.belief for c in cards]
     found = _contradictions(reader, world, shown, list(edges.values()), at)
-    goals = {c.belief.id for c in cards if c.belief.type == "goal"}
-    near = frozenset(
-        end
-        for e in edges.values()
-        if not e.removed and {e.source, e.target} & goals
-        for end in (e.source, e.target)
-        if end not in goals
-    )
-    first = worldview_model.Scene(
-        world=world,
-        decl=decl,
-        beliefs=shown,
-        edges=sorted(edges.values(), key=lambda e: e.id),
-        contradictions=found,
-        view=view,
-        influence=influence,
-        features=features,
-        near=near,
-        recent=tuple(index.recent(reader, world)),
-        counts=counts,
-    )
-    first = worldview_model.scaled(first, query)
-    kept = worldview_model.kept_beliefs(first, query, focus)
-    # Without ``at``, the stored readings: a standing view changes only when a
-    # belief it shows does (docs/worldview.md), not whenever the world's clock moves.
-    reads = Reads(reader, world, at, one_clock=False)
-    survivors = [
-        b for i in sorted(kept) if (b := beliefs._annotate(reads, i)) is not None
-    ]
-    return dataclasses.replace(
-        first, beliefs=[b for b in survivors if b.status == "active"]
+    return beliefs.read_scene(
+        reader,
+        world,
+        worldview_model.Scene(
+            world=world,
+            decl=decl,
+            beliefs=shown,
+            edges=sorted(edges.values(), key=lambda e: e.id),
+            contradictions=found,
+            view=view,
+            influence=influence,
+            features=features,
+            recent=tuple(index.recent(reader, world)),
+            counts=counts,
+        ),
+        query=query,
+        focus=focus,
+        at=at,
     )
 
 
