@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -45,6 +43,10 @@ from worldline.protocols.subjects import inbox as inbox_subject
 from worldline.protocols.subjects import ops
 from worldline.protocols.world import EdgeSeed, EntitySeed, WorldDecl
 from worldline.sdk.declaration import load_declaration
+
+# bench/ holds scripts, not a package: the pipeline bench's actor processes.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from pipeline import start_actor_processes, stop_actor_processes
 
 if TYPE_CHECKING:
     from nats.aio.msg import Msg
@@ -280,41 +282,6 @@ def apply_rates(n: int, agents: list[str]) -> tuple[float, float]:
     return applied, raw
 
 
-def start_actors(
-    url: str, data: Path, profile: Path | None = None
-) -> list[subprocess.Popen[str]]:
-    """The actors the crew path uses, each in its own process, as an operator runs
-    them (under cProfile, written to ``profile/<actor>.prof``, when given); returns
-    once each one consumes."""
-    procs = []
-    for name in ("materializer", "fusion", "projector"):
-        prefix = [sys.executable]
-        if profile is not None:
-            profile.mkdir(parents=True, exist_ok=True)
-            prefix += ["-m", "cProfile", "-o", str(profile / f"{name}.prof")]
-        procs.append(
-            subprocess.Popen(
-                [*prefix, "-m", "worldline.cli", "actor", name, "--nats", url,
-                 "--data", str(data)],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-                text=True,
-            )
-        )  # fmt: skip
-    for proc in procs:
-        assert proc.stdout is not None
-        proc.stdout.readline()
-    return procs
-
-
-def stop_actors(procs: list[subprocess.Popen[str]]) -> None:
-    for proc in procs:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=15)
-        if proc.stdout:
-            proc.stdout.close()
-
-
 def row(label: str, value: str) -> None:
     print(f"{label:<36}{value}")
 
@@ -330,12 +297,12 @@ async def main(
         tempfile.TemporaryDirectory() as tmp,
         EmbeddedNats(Path(tmp) / "nats") as server,
     ):
-        procs = start_actors(server.url, Path(tmp) / "data", profile)
+        procs = start_actor_processes(server.url, Path(tmp) / "data", profile)
         try:
             raw_rate, raw_lat = await raw_bus(server.url, n, 300)
             prop = await propagation(server.url, n, agents)
         finally:
-            stop_actors(procs)
+            stop_actor_processes(procs)
     applied, raw_put = apply_rates(applies, agents)
     p50, p99 = pct(prop.first, 0.5), pct(prop.first, 0.99)
     l50, l99 = pct(prop.last, 0.5), pct(prop.last, 0.99)
