@@ -16,7 +16,6 @@ standing views) keep the stored readings.
 
 from __future__ import annotations
 
-import dataclasses
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -467,7 +466,9 @@ def decision_scene(
                 edges[e.id] = e
     shown = [c.belief for c in cards]
     found = _contradictions(reader, world, shown, list(edges.values()), at)
-    return read_scene(
+    from worldline.actors.projector import decision  # it reads beliefs too
+
+    return decision.read_scene(
         reader,
         world,
         worldview_model.Scene(
@@ -485,35 +486,4 @@ def decision_scene(
         query=query,
         focus=focus,
         at=at,
-    )
-
-
-def read_scene(
-    reader: Reader,
-    world: str,
-    first: worldview_model.Scene,
-    *,
-    query: str,
-    focus: str,
-    at: datetime | None,
-) -> worldview_model.Scene:
-    """``first`` (the candidates as their cards hold them) with the beliefs near
-    its goals marked, ranked, and the survivors read at the clock ``at``: the end
-    of every decision scene (here and :mod:`.decision`)."""
-    goals = {b.id for b in first.beliefs if b.type == "goal"}
-    near = frozenset(
-        end
-        for e in first.edges
-        if not e.removed and {e.source, e.target} & goals
-        for end in (e.source, e.target)
-        if end not in goals
-    )
-    first = worldview_model.scaled(dataclasses.replace(first, near=near), query)
-    kept = worldview_model.kept_beliefs(first, query, focus)
-    # Without ``at``, the stored readings: a standing view changes only when a
-    # belief it shows does (docs/worldview.md), not whenever the world's clock moves.
-    reads = _Reads(reader, world, at, one_clock=False)
-    survivors = [b for i in sorted(kept) if (b := _annotate(reads, i)) is not None]
-    return dataclasses.replace(
-        first, beliefs=[b for b in survivors if b.status == "active"]
     )

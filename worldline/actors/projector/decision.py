@@ -22,6 +22,7 @@ one (written during a backlog) or from another embedder is embedded as
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 from bisect import bisect_right
 from itertools import compress, islice
@@ -34,6 +35,7 @@ from worldline.actors.belief_model import embedding
 from worldline.actors.projector import beliefs, index, lexical, relevance
 from worldline.actors.projector import contradictions as contra
 from worldline.actors.projector import worldview as worldview_model
+from worldline.actors.projector.clocks import Reads
 from worldline.protocols.beliefs import BeliefEdge
 from worldline.protocols.messages import Belief, WorldviewReply
 
@@ -123,7 +125,7 @@ def decision_scene(
     edges = _touching(reader, world, {c.belief.id for c in cards})
     shown = [c.belief for c in cards]
     found = _contradictions(reader, world, shown, list(edges.values()), at)
-    return beliefs.read_scene(
+    return read_scene(
         reader,
         world,
         worldview_model.Scene(
@@ -308,3 +310,36 @@ def _maybe_split(reader: Reader, world: str, belief: Belief) -> bool:
     if reader.get(record) is not None:
         return True
     return belief.confidence is not None and "contradicted" in belief.flags
+
+
+def read_scene(
+    reader: Reader,
+    world: str,
+    first: worldview_model.Scene,
+    *,
+    query: str,
+    focus: str,
+    at: datetime | None,
+) -> worldview_model.Scene:
+    """``first`` (the candidates as their cards hold them) with the beliefs near
+    its goals marked, ranked, and the survivors read at the clock ``at``: the end
+    of every decision scene (here and :func:`.beliefs.decision_scene`)."""
+    goals = {b.id for b in first.beliefs if b.type == "goal"}
+    near = frozenset(
+        end
+        for e in first.edges
+        if not e.removed and {e.source, e.target} & goals
+        for end in (e.source, e.target)
+        if end not in goals
+    )
+    first = worldview_model.scaled(dataclasses.replace(first, near=near), query)
+    kept = worldview_model.kept_beliefs(first, query, focus)
+    # Without ``at``, the stored readings: a standing view changes only when a
+    # belief it shows does (docs/worldview.md), not whenever the world's clock moves.
+    reads = Reads(reader, world, at, one_clock=False)
+    survivors = [
+        b for i in sorted(kept) if (b := beliefs._annotate(reads, i)) is not None
+    ]
+    return dataclasses.replace(
+        first, beliefs=[b for b in survivors if b.status == "active"]
+    )
