@@ -168,7 +168,12 @@ def _relate(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
 def _unrelate(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
     async def run(world: World) -> None:
         edge = await world.unrelate(args.edge_id)
-        emit(args, edge, f"removed{_show_edge(edge)}")
+        emit(
+            args,
+            edge,
+            f"edge {edge.id} removed: "
+            f"{edge.source} -{edge.type} ({edge.confidence:.3g})-> {edge.target}",
+        )
 
     return run
 
