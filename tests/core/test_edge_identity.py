@@ -36,6 +36,7 @@ from worldline.protocols.subjects import (
     MATERIALIZER_OPS_IN,
     RpcVerb,
     author_of,
+    channel_of,
     ops,
     rpc_pattern,
     world_of,
@@ -76,7 +77,7 @@ class Pipeline:
                 d = ctx(out.subject, self._next("derived"))
                 changes += self.mat.feed(self.derived_in, encode(out.message), d)
             for out in changes:
-                if out.subject.startswith(f"wl.{W}.state."):
+                if channel_of(out.subject) == "state":
                     s = ctx(out.subject, self._next("state"))
                     self.proj.feed(self.state_in, encode(out.message), s)
         return self
