@@ -93,7 +93,7 @@ class Pipeline:
         assert isinstance(reply, WorldReply)
         return list(reply.belief_edges)
 
-    def _serve(self, verb: RpcVerb, request: Message) -> Message:
+    def _serve(self, verb: RpcVerb, request: Message) -> Message | None:
         services = build("projector", replica="r1").services
         service = next(s for s in services if s.subject == rpc_pattern(verb))
         return service.serve(self.proj, request, W)
