@@ -80,3 +80,8 @@ async def test_relate_twice_is_one_edge_and_unrelate_takes_it_away(
         await spock.relate("c", "a", type="depends_on")  # the same edge, restored
         assert await edge_ids(spock, "c") == [edge_id]
         assert await effective(spock, "c") == pytest.approx(once)
+
+        await spock.relate("a", "c", type="supports")  # removed at once, unread
+        removed = await spock.unrelate(spock.edge_id("a", "c", type="supports"))
+        assert removed.removed
+        assert await edge_ids(spock, "c") == [edge_id]

@@ -13,7 +13,12 @@ import anyio
 
 from worldline.actors.belief_model import text
 from worldline.protocols.beliefs import BeliefEdge, EdgeType
-from worldline.protocols.messages import LinkBeliefs, TraceBelief, TraceReply
+from worldline.protocols.messages import (
+    LinkBeliefs,
+    ReadWorld,
+    TraceBelief,
+    TraceReply,
+)
 from worldline.sdk.crew import CrewMixin, new_id, utc_now
 from worldline.sdk.errors import BadRequest, NotApplied
 
@@ -74,6 +79,9 @@ class EdgeMixin(CrewMixin):
             NotApplied: recorded, but not readable within the timeout.
         """
         held = await self._edge(edge_id)
+        if held is None and self._fence:  # linked just now? let a replica catch up
+            await self._read_at_fence("read", ReadWorld(beliefs=False))
+            held = await self._edge(edge_id)
         if held is None:
             raise BadRequest(
                 f"no belief edge {edge_id!r} in world {self.world!r} to remove; "
