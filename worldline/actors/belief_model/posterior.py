@@ -17,10 +17,9 @@ Model (docs/belief-math.md has the formulas and the reasons for each default):
   neutral groups add to the evidence weight only. confidence = alpha / (alpha + beta);
   uncertainty = the Beta standard deviation, with the weight on which the two sides
   disagree counted once on neither side: disagreement widens it (see :func:`spread`).
-- ``stable`` needs STABLE_WEIGHT of supporting plus refuting weight (neutral weight
-  moves nothing, so it settles nothing), and is never on a disputed claim: one whose
-  minority side carries at least CONTRADICTION_MIN and DISPUTE_RATIO of the
-  majority's weight.
+- ``stable`` needs STABLE_WEIGHT of support plus refutation (neutral settles nothing)
+  and is never on a disputed claim: one whose minority side carries at least
+  CONTRADICTION_MIN and DISPUTE_RATIO of the majority's weight.
 - Inputs are sorted by evidence id before any sum, so every permutation of the same
   evidence gives byte-identical floats (what lets fusion shard).
 """
@@ -243,10 +242,8 @@ def read(
     contradicted = min(support, refute) >= CONTRADICTION_MIN and min(
         support, refute
     ) >= CONTRADICTION_RATIO * max(support, refute)
-    # Only weight that moves the confidence settles it: neutral evidence adds to the
-    # evidence weight (P3) but never makes a belief ``stable`` on its own.
     if (
-        support + refute >= STABLE_WEIGHT
+        support + refute >= STABLE_WEIGHT  # neutral weight settles nothing (P3)
         and fragility < STABLE_SHIFT
         and not disputed(support, refute)
     ):
