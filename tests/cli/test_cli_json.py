@@ -70,3 +70,36 @@ async def test_json_reads_print_every_key_even_when_empty(
         assert set(shown) == _fields(Belief)
         # The wire itself still leaves the defaults out.
         assert b'"beliefs"' not in msgspec.json.encode(WorldReply())
+
+
+async def test_a_label_set_on_add_shows_in_get_list_and_read(
+    nats_url: str, tmp_path: Path
+) -> None:
+    world = unique_world()
+    async with running(all_actors(), url=nats_url, data=tmp_path):
+        added = await cli(
+            nats_url, world, "add", "Auth sits in the middleware", "--id", "b1",
+            "--label", "load-bearing", "--json",
+        )  # fmt: skip
+        assert added.returncode == 0, added.stderr
+        assert json.loads(added.stdout)["label"] == "load-bearing"
+        await cli(nats_url, world, "add", "The cache is warm", "--id", "b2")
+        got = await cli(nats_url, world, "get", "b1", "--json")
+        assert json.loads(got.stdout)["label"] == "load-bearing"
+        shown = (await cli(nats_url, world, "get", "b1")).stdout.decode()
+        assert "label: load-bearing" in shown
+        listed = await cli(nats_url, world, "list", "--label", "load-bearing", "--json")
+        assert [b["id"] for b in json.loads(listed.stdout)] == ["b1"]
+        read = (await cli(nats_url, world, "read")).stdout.decode()
+        assert "label load-bearing" in read
+        bad = await cli(nats_url, world, "add", "Another", "--label", "two words")
+        assert bad.returncode == 2
+        (line,) = bad.stderr.decode().splitlines()
+        assert "is not a label: use 1-64 letters, digits and _.:/-" in line
+        other = await cli(nats_url, world, "add", "The cache is warm", "--id", "b2",
+                          "--label", "risk")  # fmt: skip
+        assert other.returncode == 0, other.stderr  # b2 had none: this sets it
+        again = await cli(nats_url, world, "add", "The cache is warm", "--id", "b2",
+                          "--label", "limiting-belief")  # fmt: skip
+        assert again.returncode == 3
+        assert "a belief's label is set once" in again.stderr.decode()

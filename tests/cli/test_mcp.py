@@ -4,6 +4,7 @@ official MCP client against a real nats-server and the five actors."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,7 @@ async def test_mcp_tools_read_and_change_the_world(
     server = StdioServerParameters(
         command=WORLDLINE,
         args=["mcp", "--agent", "ada", "--world", world, "--nats", nats_url],
+        env=dict(os.environ),  # PYTHONPATH too: the server runs the code under test
     )
     with (tmp_path / "mcp-stderr.log").open("w") as errlog:
         async with (
@@ -178,7 +180,14 @@ async def _drive(session: ClientSession, world: str) -> None:
     assert "refutes" in json.dumps(evidence_props["direction"])
 
     # Seed a belief, then move its posterior with evidence.
-    seeded = await _ok(session, "add", text="Market size is $4.2B", confidence=0.85)
+    seeded = await _ok(
+        session,
+        "add",
+        text="Market size is $4.2B",
+        confidence=0.85,
+        label="load-bearing",
+    )
+    assert seeded["label"] == "load-bearing"
     moved = await _ok(
         session,
         "evidence",
@@ -235,6 +244,9 @@ async def _drive(session: ClientSession, world: str) -> None:
     )
     assert goal_prior.is_error
     assert "a goal carries no probability" in _text(goal_prior)
+    bad_label = await session.call_tool("add", {"text": "x", "label": "two words"})
+    assert bad_label.is_error
+    assert "is not a label: use 1-64 letters" in _text(bad_label)
     stale = await session.call_tool(
         "write",
         {

@@ -82,6 +82,7 @@ def _add(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
             type=args.type,
             id=args.id,
             slot=args.slot,
+            label=args.label,
         )
         emit(args, belief, _show(belief))
 
