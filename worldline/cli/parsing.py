@@ -363,7 +363,12 @@ def parser() -> argparse.ArgumentParser:
     index.add_argument("traces", nargs="+", type=Path, help="trace files")
     index.add_argument("--out", type=Path, required=True, help="a new folder")
     index.add_argument(
-        "--held-out", type=float, default=0.2, help="share of lineages held out"
+        "--held-out",
+        type=float,
+        default=0.2,
+        help="fraction in [0, 1) of lineage groups held out (split by group: all "
+        "trials of a task together; a group is held out when a hash of its name "
+        "falls below it, so the share of transitions varies)",
     )
     index.add_argument("--json", action="store_true")
     index.set_defaults(run=sim_verb.run_index)

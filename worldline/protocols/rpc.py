@@ -177,6 +177,8 @@ class SimStepReply(Message, tag="rpc.sim_step_reply.v1", kw_only=True, frozen=Tr
     terminal: bool = False
     grounding: list[str] = msgspec.field(default_factory=list)  # transition ids
     messages: list[dict[str, str]] = msgspec.field(default_factory=list)
+    # support[i]: how many times the traces recorded grounding[i]
+    support: list[int] = msgspec.field(default_factory=list)
 
 
 class SimEnd(Message, tag="rpc.sim_end.v1", kw_only=True, frozen=True):
@@ -214,7 +216,7 @@ class ForecastOutcome(msgspec.Struct, frozen=True, kw_only=True):
     """One distinct real observation that followed actions like the move."""
 
     observation: str  # as recorded, whitespace normalised
-    support: int  # how many of the retrieved neighbours gave it
+    support: int  # how many times the retrieved neighbours giving it were recorded
     lineages: tuple[str, ...] = ()  # theirs, sorted, distinct
     transitions: tuple[str, ...] = ()  # their ids, best first
     similarity: float = 0.0  # the best neighbour's retrieval score

@@ -5,7 +5,8 @@ written ``name(arguments)`` is a tool call, answered from tool results; anything
 a message, answered from user or environment replies; see
 :func:`~worldline.actors.simulator.retrieval.retrieve`) and groups their
 observations: each distinct observation (whitespace normalised) is one outcome, with
-how many neighbours gave it (``support``), their lineages, their transition ids and
+how many times the neighbours that gave it were recorded (``support``: a transition
+the traces recorded twice counts twice), their lineages, their transition ids and
 the best similarity among them. Nothing is generated: every outcome is a recorded
 observation.
 
@@ -60,7 +61,8 @@ def _normalised(text: str) -> str:
 
 def outcomes(found: list[tuple[Transition, float]]) -> tuple[ForecastOutcome, ...]:
     """The distinct observations of ``found`` (neighbours, best first), each with
-    its support, lineages, transition ids and best similarity; ordered by support,
+    its support (the sum of its neighbours' recorded counts), lineages, transition
+    ids and best similarity; ordered by support,
     then best similarity, then the observation."""
     grouped: dict[str, list[tuple[Transition, float]]] = {}
     for transition, score in found:
@@ -70,7 +72,7 @@ def outcomes(found: list[tuple[Transition, float]]) -> tuple[ForecastOutcome, ..
     made = [
         ForecastOutcome(
             observation=observation,
-            support=len(items),
+            support=sum(t.support for t, _ in items),
             lineages=tuple(sorted({t.lineage for t, _ in items})),
             transitions=tuple(t.id for t, _ in items),
             similarity=round(max(s for _, s in items), 6),

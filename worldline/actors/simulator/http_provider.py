@@ -244,6 +244,7 @@ class HttpProvider:
             observation=observation,
             terminal=terminal,
             grounding=tuple(t.id for t in examples),
+            support=tuple(t.support for t in examples),
         )
 
     def _post(self, messages: list[dict[str, str]]) -> bytes:

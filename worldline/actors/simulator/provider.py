@@ -104,4 +104,5 @@ class LocalProvider:
             observation=nearest.observation,
             terminal=ends_here(nearest, session.text()),
             grounding=tuple(t.id for t in found),
+            support=tuple(t.support for t in found),
         )

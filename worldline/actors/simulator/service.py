@@ -208,6 +208,7 @@ class SessionService:
                     terminal=prediction.terminal,
                     grounding=list(prediction.grounding),
                     messages=replies,
+                    support=list(prediction.support),
                 )
             case SimEnd():
                 # The operator may end anyone's session (to free a slot).

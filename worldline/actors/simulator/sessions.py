@@ -75,6 +75,7 @@ class Prediction:
     observation: str
     terminal: bool
     grounding: tuple[str, ...]  # ids of the real transitions it was conditioned on
+    support: tuple[int, ...] = ()  # how many times each was recorded
 
 
 @dataclass(frozen=True)
@@ -310,11 +311,15 @@ class Sessions:
         session.transcript += [sent, *replies]
         session.size = grown
         session.touched = now
+        # support per grounding id (a provider that leaves it out: 1 each)
+        pairs = (zip(p.grounding, p.support, strict=False) for p in predictions)
+        seen = {g: n for found in pairs for g, n in found}
         grounding = tuple(dict.fromkeys(g for p in predictions for g in p.grounding))
         combined = Prediction(
             observation=predictions[0].observation if len(predictions) == 1 else "",
             terminal=any(p.terminal for p in predictions),
             grounding=grounding,
+            support=tuple(seen.get(g, 1) for g in grounding),
         )
         if combined.terminal:
             self.end(world, session_id)
