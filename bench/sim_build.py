@@ -1,9 +1,12 @@
 """Peak memory of ``worldline sim index`` on one big trace file, and on the same rows
 split into many small files, each build in its own child process.
 
-Run: ``python bench/sim_build.py [--transitions 100000] [--files 40] [--code DIR]``
+Run: ``python bench/sim_build.py [--transitions 100000] [--files 40] [--code DIR]
+[--distinct-trials]``
 (``--json``: one JSON object; ``--code DIR`` builds with the worldline checkout in
-DIR, e.g. an older commit, to compare).
+DIR, e.g. an older commit, to compare; ``--distinct-trials`` declares one lineage per
+trial in the task's group, so no transition repeats: what a build from before
+support counts could index).
 
 The traces are synthetic, of real size: tau-bench-like customer-service
 conversations (a shared policy system prompt of about 6 KB, a task request, then
@@ -96,9 +99,10 @@ def _exchange(rng: random.Random, n: int) -> list[dict[str, Any]]:
     ]
 
 
-def conversation(task: int, trial: int) -> dict[str, Any]:
+def conversation(task: int, trial: int, *, distinct: bool = False) -> dict[str, Any]:
     """Trial ``trial`` of task ``task``: its first exchange shared with the
-    task's other trials, the rest its own."""
+    task's other trials, the rest its own. Declared as the task's lineage, or
+    (``distinct``) as a lineage of its own in the task's group."""
     shared = random.Random(task)
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": POLICY},
@@ -108,13 +112,17 @@ def conversation(task: int, trial: int) -> dict[str, Any]:
     own = random.Random(task * 7919 + trial + 1)
     for n in range(1, TURNS):
         messages += _exchange(own, n)
-    return {"lineage": f"task-{task}", "messages": messages}
+    if distinct:
+        declared = {"lineage": f"task-{task}-trial-{trial}", "group": f"task-{task}"}
+    else:
+        declared = {"lineage": f"task-{task}"}
+    return {**declared, "messages": messages}
 
 
-def lines(transitions: int) -> list[bytes]:
+def lines(transitions: int, *, distinct: bool = False) -> list[bytes]:
     """JSONL lines holding about ``transitions`` transitions (4 trials a task)."""
     return [
-        json.dumps(conversation(k // 4, k % 4)).encode() + b"\n"
+        json.dumps(conversation(k // 4, k % 4, distinct=distinct)).encode() + b"\n"
         for k in range(max(1, transitions // TURNS))
     ]
 
@@ -126,7 +134,9 @@ def build(files: list[Path], out: Path, code: Path) -> dict[str, Any]:
     argv += [*map(str, files), "--out", str(out), "--json"]
     start = time.perf_counter()
     with tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
-        child = subprocess.Popen(argv, env=env, stdout=stdout, stderr=stderr)
+        child = subprocess.Popen(  # in ``code``: python -m imports from the cwd
+            argv, cwd=code, env=env, stdout=stdout, stderr=stderr
+        )
         _, status, usage = os.wait4(child.pid, 0)
         child.returncode = os.waitstatus_to_exitcode(status)
         seconds = time.perf_counter() - start
@@ -150,10 +160,20 @@ def main() -> None:
     cli.add_argument("--transitions", type=int, default=100_000)
     cli.add_argument("--files", type=int, default=40)
     cli.add_argument("--code", type=Path, default=Path(__file__).resolve().parents[1])
+    cli.add_argument(
+        "--distinct-trials",
+        action="store_true",
+        help="one lineage per trial, in the task's group (no shared transition: "
+        "what a build before support counts could index)",
+    )
     cli.add_argument("--json", action="store_true")
     args = cli.parse_args()
-    rows = lines(args.transitions)
-    result: dict[str, Any] = {"conversations": len(rows), "code": str(args.code)}
+    rows = lines(args.transitions, distinct=args.distinct_trials)
+    result: dict[str, Any] = {
+        "conversations": len(rows),
+        "code": str(args.code),
+        "lineages": "one per trial" if args.distinct_trials else "one per task",
+    }
     with tempfile.TemporaryDirectory(prefix="sim-build-") as folder:
         root = Path(folder)
         big = root / "one" / "traces.jsonl"
@@ -175,8 +195,8 @@ def main() -> None:
         print(json.dumps(result))
         return
     print(
-        f"{result['conversations']} conversations, {result['file_mb']} MB of JSONL "
-        f"(code: {result['code']})"
+        f"{result['conversations']} conversations ({result['lineages']}), "
+        f"{result['file_mb']} MB of JSONL (code: {result['code']})"
     )
     for name in ("one_file", "many_files"):
         r = result[name]
