@@ -126,14 +126,22 @@ def _evidence(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
     return run
 
 
-def _close(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
+def show_closed(belief: Belief) -> str:
+    """A closed belief as text: its status (and outcome), why, then the belief."""
+    why = f" ({belief.closed_reason})" if belief.closed_reason else ""
+    outcome = "" if belief.outcome is None else f" {str(belief.outcome).lower()}"
+    before = (
+        ""
+        if belief.closed_confidence is None
+        else f", confidence just before {belief.closed_confidence:.2f}"
+    )
+    return f"{belief.id} is now {belief.status}{outcome}{why}{before}\n{_show(belief)}"
+
+
+def _retract(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
     async def run(world: World) -> None:
-        if args.verb == "resolve":
-            belief = await world.resolve(args.id, args.reason)
-        else:
-            belief = await world.retract(args.id, args.reason)
-        why = f" ({belief.closed_reason})" if belief.closed_reason else ""
-        emit(args, belief, f"{belief.id} is now {belief.status}{why}\n{_show(belief)}")
+        belief = await world.retract(args.id, args.reason)
+        emit(args, belief, show_closed(belief))
 
     return run
 
@@ -443,8 +451,7 @@ VERBS: dict[str, Callable[[argparse.Namespace], Callable[[World], Any]]] = {
     "observe": _observe,
     "after": _observe,
     "evidence": _evidence,
-    "retract": _close,
-    "resolve": _close,
+    "retract": _retract,  # resolve: worldline.cli.calibration
     "relate": _relate,
     "trust": _trust,
     "trace": _trace,

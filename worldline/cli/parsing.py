@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from worldline.actors.runtime.auth import CREDS_ENV
+from worldline.cli import calibration as calibration_verb
 from worldline.cli import completion, operate
 from worldline.cli import contradictions as contradictions_verb
 from worldline.cli import load as load_verb
@@ -233,10 +234,14 @@ def parser() -> argparse.ArgumentParser:
     read.add_argument("--at", type=_instant, default=None, help="read at this clock")
     read.add_argument("--as-of", type=_instant, default=None, help=AS_OF)
 
-    for name, what in (("retract", "tombstone a belief"), ("resolve", "close a gap")):
+    for name, what in (
+        ("retract", "tombstone a belief"),
+        ("resolve", "close a gap, or a claim as true or false"),
+    ):
         closing = verbs.add_parser(name, parents=[client], help=what)
         closing.add_argument("id")
         closing.add_argument("--reason", default="")
+    calibration_verb.add_resolve_options(closing)
 
     relate = verbs.add_parser(
         "relate", parents=[client], help="a typed edge between two beliefs"
@@ -261,6 +266,7 @@ def parser() -> argparse.ArgumentParser:
     trust.add_argument("--lock", action="store_true")
     sources_verb.add_parsers(verbs, client)
     contradictions_verb.add_parsers(verbs, client, _instant)
+    calibration_verb.add_parsers(verbs, client)
 
     bulk = verbs.add_parser(
         "load",

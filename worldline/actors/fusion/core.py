@@ -449,12 +449,9 @@ def _close(
     belief = fused.belief
     if belief.status != "active":
         return Step()  # already closed: closing again changes nothing
-    if (op.how == "resolved") != (belief.type == "gap"):
-        raise _Refused(
-            "invalid",
-            f"a {belief.type} is {'resolved' if belief.type == 'gap' else 'retracted'}"
-            f", not {op.how}",
-        )
+    wrong = _close_mismatch(op, belief.type)
+    if wrong:
+        raise _Refused("invalid", f"belief {belief.id}: {wrong}")
     step = posteriors.emit(
         reader,
         ctx,
@@ -465,9 +462,35 @@ def _close(
         status=op.how,
         closed_reason=op.reason,
         valid_until=op.at,
+        outcome=op.outcome,
     )
     # A withdrawn answer no longer weighs against its rivals, nor takes a place.
     rivals_ = answers.rivals_of(reader, ctx.world, fused)
     if belief.slot:
         step.writes[slots.slot_key(ctx.world, belief.slot, belief.id)] = None
     return posteriors.reemit(reader, ctx, step, rivals_, op.op_id, op.at, shard)
+
+
+def _close_mismatch(op: CloseBelief, belief_type: str) -> str:
+    """Why ``op`` cannot close a belief of ``belief_type`` ("" when it can): a gap is
+    resolved (answered, with no outcome); a goal is retracted; a claim (assumption,
+    risk, evidence) is retracted, or resolved with an outcome, true or false, which
+    the calibration record keeps (docs/belief-math.md, "Calibration")."""
+    if op.how == "retracted":
+        if belief_type == "gap":
+            return "a gap is resolved, not retracted (`worldline resolve ID`)"
+        if op.outcome is not None:
+            return "a retraction has no outcome; resolve it true or false instead"
+        return ""
+    if belief_type == "gap":
+        if op.outcome is not None:
+            return "a gap is answered, not true or false: resolve it with no outcome"
+        return ""
+    if belief_type in NO_PROBABILITY:
+        return f"a {belief_type} carries no probability; retract it instead"
+    if op.outcome is None:
+        return (
+            f"a {belief_type} is resolved true or false (`worldline resolve ID --true` "
+            "or `--false`), or retracted"
+        )
+    return ""

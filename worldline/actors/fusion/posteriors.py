@@ -98,6 +98,10 @@ def emit(
     every belief its source bears on (issue 18)."""
     reading, trust = answers.read(reader, ctx.world, fused, now, table)
     old = fused.belief
+    if changes.get("outcome") is not None:
+        # Resolved true or false: keep the confidence it had just before, the
+        # calibration record (docs/belief-math.md, "Calibration").
+        changes["closed_confidence"] = reading.confidence
     belief = msgspec.structs.replace(
         old,
         confidence=reading.confidence,

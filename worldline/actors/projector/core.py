@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from worldline.actors.projector import (
     beliefs,
+    calibration,
     contradictions,
     decision,
     pages,
@@ -26,6 +27,7 @@ from worldline.protocols.messages import (
     BeliefEdgeChanged,
     ContradictionResolved,
     GetBelief,
+    GetCalibration,
     GetView,
     ListBeliefs,
     ListContradictions,
@@ -49,6 +51,8 @@ def handle(reader: Reader, change: ProjectorInbox, ctx: Context) -> Step:
     match change:
         case BeliefChanged():
             writes = beliefs.apply_belief(reader, change, ctx)
+            if writes:  # a resolution true or false joins the calibration record
+                writes.update(calibration.record_writes(reader, ctx.world, change))
         case BeliefEdgeChanged():
             writes = beliefs.apply_edge(reader, change, ctx)
         case ContradictionResolved():
@@ -84,6 +88,8 @@ def serve(reader: Reader, request: ProjectorRpc, world: str) -> Message:
             return beliefs.get(reader, world, belief_id, at, as_of)
         case ListContradictions():
             return contradictions.listing(reader, world, request)
+        case GetCalibration():
+            return calibration.reply(reader, world, request)
         case ListBeliefs():
             return pages.list_beliefs(reader, world, request)
         case TraceBelief(belief_id=belief_id):

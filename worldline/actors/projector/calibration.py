@@ -1,0 +1,226 @@
+"""The world's calibration record, kept by the projector from the change feed, and
+the answer to ``calibration`` (docs/belief-math.md, "Calibration").
+
+A belief resolved true or false arrives as a ``BeliefChanged`` whose belief carries
+``outcome`` and ``closed_confidence`` (the confidence fusion read just before the
+close). The projector keeps one :class:`Entry` per such belief under
+``calib/<world>/<belief id>``, with the sources, evidence kinds and agents behind it,
+and refits the world's recalibration (``calfit/<world>``, a
+:class:`~worldline.actors.belief_model.calibration.Calibrator`) when the record has
+grown by a tenth since the last fit (every entry until :data:`MIN_RECORDS`, where it
+switches on). The fit is a pure function of the entries, so every replica holding
+the same changes holds the same fit; the math is
+:mod:`worldline.actors.belief_model.calibration`'s.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import TYPE_CHECKING, Final
+
+import msgspec
+
+from worldline.actors.belief_model import calibration as math
+from worldline.actors.runtime.memory import Overlay
+from worldline.protocols.messages import (
+    CalibrationBin,
+    CalibrationGroup,
+    CalibrationReply,
+    encode,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+
+    from worldline.actors.runtime.spec import Reader
+    from worldline.protocols.messages import BeliefChanged, GetCalibration
+
+__all__ = [
+    "MIN_RECORDS",
+    "Entry",
+    "calibrator",
+    "entry_key",
+    "record_writes",
+    "reply",
+]
+
+MIN_RECORDS: Final = math.MIN_RECORDS
+DIRECTED: Final = frozenset({"supports", "refutes"})
+
+
+class Entry(msgspec.Struct, frozen=True, kw_only=True):
+    """One resolved belief in the record: its confidence just before, the outcome,
+    and who and what stood behind it. ``sources`` and ``agents`` map each name to
+    (items the outcome bore out, directed items): a supporting item of a belief
+    resolved true agrees, a refuting one disagrees; neutral items count for
+    neither."""
+
+    belief_id: str
+    confidence: float
+    outcome: bool
+    kinds: tuple[str, ...] = ()
+    sources: dict[str, tuple[int, int]] = msgspec.field(default_factory=dict)
+    agents: dict[str, tuple[int, int]] = msgspec.field(default_factory=dict)
+
+
+_ENTRY: Final = msgspec.msgpack.Decoder(Entry)
+_FIT: Final = msgspec.msgpack.Decoder(math.Calibrator)
+_COUNT: Final = msgspec.msgpack.Decoder(tuple[int, int])
+_IDENTITY: Final = math.Calibrator(method="identity")
+
+
+def entry_key(world: str, belief_id: str) -> bytes:
+    return f"calib/{world}/{belief_id}".encode()
+
+
+def _fit_key(world: str) -> bytes:
+    return f"calfit/{world}".encode()
+
+
+def _count_key(world: str) -> bytes:
+    """(entries on record, entries at the last fit)."""
+    return f"calcount/{world}".encode()
+
+
+def entry_of(change: BeliefChanged) -> Entry | None:
+    """The record ``change`` adds, or None when its belief is not resolved true or
+    false."""
+    belief = change.belief
+    if belief.outcome is None or belief.closed_confidence is None:
+        return None
+    sources: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    agents: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    kinds: set[str] = set()
+    for item in change.evidence:
+        kinds.add(item.kind)
+        if item.direction not in DIRECTED:
+            continue
+        agreed = (item.direction == "supports") == belief.outcome
+        for table, name in (
+            (sources, item.voice or item.source),
+            (agents, item.author),
+        ):
+            if name:
+                table[name][0] += int(agreed)
+                table[name][1] += 1
+    agents.setdefault(belief.author, [0, 0])  # who added it, with or without items
+    return Entry(
+        belief_id=belief.id,
+        confidence=belief.closed_confidence,
+        outcome=belief.outcome,
+        kinds=tuple(sorted(kinds)),
+        sources={k: (v[0], v[1]) for k, v in sorted(sources.items())},
+        agents={k: (v[0], v[1]) for k, v in sorted(agents.items())},
+    )
+
+
+def record_writes(
+    reader: Reader, world: str, change: BeliefChanged
+) -> dict[bytes, bytes | None]:
+    """The writes that keep ``change``'s resolution on record, and refit the
+    world's recalibration when the record has grown enough."""
+    entry = entry_of(change)
+    if entry is None:
+        return {}
+    key = entry_key(world, entry.belief_id)
+    payload = encode(entry)
+    held = reader.get(key)
+    if held == payload:
+        return {}
+    writes: dict[bytes, bytes | None] = {key: payload}
+    raw = reader.get(_count_key(world))
+    count, fitted = (0, 0) if raw is None else _COUNT.decode(raw)
+    if held is None:
+        count += 1
+    if count >= MIN_RECORDS and count - fitted >= max(1, fitted // 10):
+        records = [_record(e) for e in _entries(Overlay(reader, writes), world)]
+        writes[_fit_key(world)] = encode(math.fit(records))
+        fitted = count
+    writes[_count_key(world)] = msgspec.msgpack.encode((count, fitted))
+    return writes
+
+
+def calibrator(reader: Reader, world: str) -> math.Calibrator:
+    """The recalibration the world's reads apply (identity until there is enough
+    record)."""
+    raw = reader.get(_fit_key(world))
+    return _IDENTITY if raw is None else _FIT.decode(raw)
+
+
+def _entries(reader: Reader, world: str) -> list[Entry]:
+    return [_ENTRY.decode(raw) for _, raw in reader.scan(entry_key(world, ""))]
+
+
+def _record(entry: Entry) -> math.Record:
+    return math.Record(confidence=entry.confidence, outcome=entry.outcome)
+
+
+def reply(reader: Reader, world: str, request: GetCalibration) -> CalibrationReply:
+    """The world's calibration: the whole record, then by source, evidence kind and
+    agent (each group's largest first, ``request.limit`` at most)."""
+    entries = _entries(reader, world)
+    by_source: dict[str, list[Entry]] = defaultdict(list)
+    by_kind: dict[str, list[Entry]] = defaultdict(list)
+    by_agent: dict[str, list[Entry]] = defaultdict(list)
+    for entry in entries:
+        for name in entry.sources:
+            by_source[name].append(entry)
+        for kind in entry.kinds:
+            by_kind[kind].append(entry)
+        for name in entry.agents:
+            by_agent[name].append(entry)
+    fit = calibrator(reader, world)
+
+    def groups(
+        table: Mapping[str, list[Entry]], votes: str | None
+    ) -> tuple[CalibrationGroup, ...]:
+        ranked = sorted(table.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+        return tuple(
+            _group(name, members, request.bins, votes)
+            for name, members in ranked[: request.limit]
+        )
+
+    return CalibrationReply(
+        world=_group("world", entries, request.bins, None),
+        by_source=groups(by_source, "sources"),
+        by_kind=groups(by_kind, None),
+        by_agent=groups(by_agent, "agents"),
+        method=fit.method,
+        fitted_on=fit.records,
+        min_records=MIN_RECORDS,
+    )
+
+
+def _group(
+    name: str, entries: Iterable[Entry], bins: int, votes: str | None
+) -> CalibrationGroup:
+    entries = list(entries)
+    records = [_record(e) for e in entries]
+    report = math.report(records, bins)
+    agreement: float | None = None
+    if votes is not None:
+        agreed = directed = 0
+        for entry in entries:
+            a, d = getattr(entry, votes).get(name, (0, 0))
+            agreed, directed = agreed + a, directed + d
+        agreement = agreed / directed if directed else None
+    n = len(records)
+    return CalibrationGroup(
+        name=name,
+        count=n,
+        brier=report.brier,
+        ece=report.ece,
+        mean_confidence=sum(r.confidence for r in records) / n if n else 0.0,
+        frequency=sum(r.outcome for r in records) / n if n else 0.0,
+        bins=tuple(
+            CalibrationBin(
+                lo=b.lo,
+                hi=b.hi,
+                count=b.count,
+                mean_confidence=b.mean_confidence,
+                frequency=b.frequency,
+            )
+            for b in report.bins
+        ),
+        agreement=agreement,
+    )
