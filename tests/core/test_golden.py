@@ -30,6 +30,12 @@ from hypothesis import strategies as st
 
 from worldline.protocols import messages
 from worldline.protocols.beliefs import BeliefEdge, Contradiction, Evidence, TraceStep
+from worldline.protocols.calibration import (
+    CalibrationBin,
+    CalibrationGroup,
+    CalibrationReply,
+    GetCalibration,
+)
 from worldline.protocols.contradictions import (
     ContradictionResolved,
     ContradictionsReply,
@@ -495,6 +501,36 @@ SAMPLES: Final[tuple[Message, ...]] = (
         seq=77,
     ),
     ListContradictions(status="all", at=T1, as_of=T2, limit=50),
+    GetCalibration(bins=5, limit=20),
+    CalibrationReply(
+        world=CalibrationGroup(
+            name="world",
+            count=40,
+            brier=0.125,
+            ece=0.0625,
+            mean_confidence=0.75,
+            frequency=0.625,
+            bins=(
+                CalibrationBin(
+                    lo=0.6, hi=0.8, count=40, mean_confidence=0.75, frequency=0.625
+                ),
+            ),
+        ),
+        by_source=(
+            CalibrationGroup(
+                name="lab",
+                count=40,
+                brier=0.125,
+                ece=0.0625,
+                mean_confidence=0.75,
+                frequency=0.625,
+                agreement=0.5,
+            ),
+        ),
+        method="isotonic",
+        fitted_on=40,
+        min_records=30,
+    ),
     ContradictionsReply(
         contradictions=(
             Contradiction(
@@ -705,6 +741,8 @@ DECODERS: Final[dict[type[Message], tuple[Any, ...]]] = {
     ResolveContradiction: (OPS_INBOX.decode,),
     ContradictionResolved: (PROJECTOR_INBOX.decode,),
     ListContradictions: (PROJECTOR_RPC.decode,),
+    GetCalibration: (PROJECTOR_RPC.decode,),
+    CalibrationReply: (PROJECTOR_REPLY.decode,),
     ContradictionsReply: (PROJECTOR_REPLY.decode,),
     AddEdgeEvidence: (OPS_INBOX.decode,),
     EdgePosterior: (MATERIALIZER_INBOX.decode,),

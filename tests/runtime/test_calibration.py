@@ -43,6 +43,8 @@ async def test_resolutions_build_the_record_the_report_reads(
         await ada.add("The cache is warm.", id="c0")
         with pytest.raises(Rejected, match="--true"):
             await ada.resolve("c0", "done")  # a claim needs an outcome
+        raw = await ada.before("is the cache warm?")
+        assert raw.calibration == "" and "Confidence: calibrated" not in raw.prompt
         expected: list[math.Record] = []
         for i in range(MIN := math.MIN_RECORDS + 2):
             bid = f"c{i + 1}"
@@ -73,6 +75,11 @@ async def test_resolutions_build_the_record_the_report_reads(
         assert [g.name for g in reply.by_agent] == ["ada"]
         assert reply.method in ("platt", "isotonic")  # enough record: switched on
         assert reply.fitted_on >= math.MIN_RECORDS
+        # The worldview now shows calibrated confidence, and says so.
+        view = await ada.before("is the cache warm?")
+        said = f"{reply.method} on {reply.fitted_on} resolved beliefs"
+        assert view.calibration == said
+        assert f"Confidence: calibrated ({said})" in view.prompt
 
         # A question settled: the winner true, each rival false, all on record.
         slot = "region-of:cache"

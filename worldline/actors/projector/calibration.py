@@ -15,6 +15,7 @@ the same changes holds the same fit; the math is
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from typing import TYPE_CHECKING, Final
 
@@ -32,12 +33,14 @@ from worldline.protocols.messages import (
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
+    from worldline.actors.projector.worldview import Scene
     from worldline.actors.runtime.spec import Reader
     from worldline.protocols.messages import BeliefChanged, GetCalibration
 
 __all__ = [
     "MIN_RECORDS",
     "Entry",
+    "calibrated",
     "calibrator",
     "entry_key",
     "record_writes",
@@ -145,6 +148,24 @@ def calibrator(reader: Reader, world: str) -> math.Calibrator:
     record)."""
     raw = reader.get(_fit_key(world))
     return _IDENTITY if raw is None else _FIT.decode(raw)
+
+
+def calibrated(scene: Scene, fitted: math.Calibrator) -> Scene:
+    """``scene`` with each belief's confidence (and effective confidence) mapped
+    through ``fitted``: monotone, so the order of what it shows is kept."""
+
+    def mapped(p: float | None) -> float | None:
+        return None if p is None else math.apply(fitted, p)
+
+    shown = [
+        msgspec.structs.replace(
+            b,
+            confidence=mapped(b.confidence),
+            effective_confidence=mapped(b.effective_confidence),
+        )
+        for b in scene.beliefs
+    ]
+    return dataclasses.replace(scene, beliefs=shown)
 
 
 def _entries(reader: Reader, world: str) -> list[Entry]:
