@@ -122,3 +122,39 @@ async def test_resolutions_build_the_record_the_report_reads(
         code, out, err = await cli("calibration")
         assert code == 0, err
         assert f"resolved beliefs: {MIN + 4}" in out and "by source:" in out
+
+
+async def test_a_recorded_forecast_is_scored_once_its_outcome_is_known(
+    nats_url: str, tmp_path: Path
+) -> None:
+    from tests.runtime.test_forecast import ASK, make_index
+    from worldline.actors.registry import build
+
+    world = unique_world("forecast")
+    actors = [a for a in all_actors() if a.name != "simulator"]
+    actors.append(build("simulator", sim_index=make_index(tmp_path)))
+    async with (
+        running(actors, url=nats_url, data=tmp_path),
+        worldline.connect(nats_url, world=world, agent="eval") as w,
+    ):
+        forecast = await w.forecast(ASK)
+        recorded = await w.record_forecast(forecast)
+        # "To Lisbon" had 2 of 3 neighbours, "Madrid" 1: the claims say so.
+        assert [round(b.confidence or 0, 2) for b in recorded] == [0.67, 0.33]
+        assert len({b.slot for b in recorded}) == 1
+        assert recorded[0].slot.startswith("forecast-")
+        assert (await w.calibration()).forecasts is None  # nothing resolved yet
+        # The user said Madrid: the forecast gave it a third.
+        closed = await w.settle_slot(recorded[1].id, "the user chose Madrid")
+        assert [b.outcome for b in closed] == [True, False]
+        reply = await w.calibration()
+        assert reply.forecasts is not None and reply.forecasts.count == 2
+        expected = [
+            math.Record(confidence=b.closed_confidence or 0.0, outcome=bool(b.outcome))
+            for b in closed
+        ]
+        assert reply.forecasts.brier == pytest.approx(math.brier(expected))
+        assert reply.forecasts.brier > 0.4  # a confident miss scores badly
+        unlike = await w.forecast("Quarterly revenue grew in the northern region")
+        with pytest.raises(worldline.BadRequest, match="no grounded outcome"):
+            await w.record_forecast(unlike)

@@ -133,6 +133,12 @@ def report_lines(reply: CalibrationReply) -> list[str]:
         f"  ({b.count})"
         for b in w.bins
     ]
+    if reply.forecasts is not None:
+        f = reply.forecasts
+        lines.append(
+            f"forecasts: {f.count} outcomes resolved  brier {f.brier:.3f}  "
+            f"ece {f.ece:.3f}"
+        )
     for title, groups in (
         ("by source", reply.by_source),
         ("by evidence kind", reply.by_kind),

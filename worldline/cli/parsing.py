@@ -400,6 +400,12 @@ def parser() -> argparse.ArgumentParser:
         metavar="LINEAGE",
         help="a lineage (or group) to keep out of retrieval (repeat for more)",
     )
+    forecast.add_argument(
+        "--record",
+        action="store_true",
+        help="put it on record: one claim per outcome, settled later with "
+        "`worldline resolve ID --settle-slot` (scored by `worldline calibration`)",
+    )
 
     add_admin_verbs(verbs)
 

@@ -166,7 +166,14 @@ def _forecast(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
         )
         kind = "tool call" if reply.move_kind == "tool" else "message"
         head = f"forecast for the {kind} {reply.move!r}:"
-        emit(args, reply, "\n".join([head, *forecast_lines(reply, "  ")]))
+        lines = [head, *forecast_lines(reply, "  ")]
+        if not (args.record and reply.grounded):
+            emit(args, reply, "\n".join(lines))
+            return
+        recorded = await world.record_forecast(reply)
+        lines.append("on record (settle the one that comes true):")
+        lines += [f"  {b.id} ({b.confidence or 0:.2f}) {b.text}" for b in recorded]
+        emit(args, {"forecast": reply, "recorded": recorded}, "\n".join(lines))
 
     return run
 

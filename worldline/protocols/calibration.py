@@ -10,18 +10,25 @@ kind and agent.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Final, Literal
 
 import msgspec
 
 from worldline.protocols.base import Message
 
 __all__ = [
+    "FORECAST_SLOT",
     "CalibrationBin",
     "CalibrationGroup",
     "CalibrationReply",
     "GetCalibration",
 ]
+
+
+FORECAST_SLOT: Final = "forecast-"
+"""The slot of a recorded forecast starts so (``World.record_forecast``): its
+answers are the forecast's outcomes, and their record is scored apart as
+``forecasts``."""
 
 
 class CalibrationBin(msgspec.Struct, frozen=True, kw_only=True):
@@ -70,6 +77,8 @@ class CalibrationReply(
     by_source: tuple[CalibrationGroup, ...] = ()
     by_kind: tuple[CalibrationGroup, ...] = ()
     by_agent: tuple[CalibrationGroup, ...] = ()
+    # Recorded forecasts alone (their outcomes resolved), when there are any.
+    forecasts: CalibrationGroup | None = None
     method: Literal["identity", "platt", "isotonic"] = "identity"
     fitted_on: int = 0
     min_records: int = 0

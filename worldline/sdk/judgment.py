@@ -6,8 +6,10 @@ calibration record (:meth:`JudgmentMixin.calibration`). Mixed into
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+import hashlib
+from typing import TYPE_CHECKING, Final, Literal
 
+from worldline.protocols.calibration import FORECAST_SLOT
 from worldline.protocols.messages import (
     CalibrationReply,
     ContradictionsReply,
@@ -23,9 +25,11 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from worldline.protocols.beliefs import Contradiction
-    from worldline.protocols.messages import Belief
+    from worldline.protocols.messages import Belief, SimForecastReply
 
 __all__ = ["JudgmentMixin"]
+
+TEXT_CHARS: Final = 400  # of a forecast outcome, in the claim that records it
 
 
 class JudgmentMixin(BeliefMixin):
@@ -56,6 +60,38 @@ class JudgmentMixin(BeliefMixin):
             if held.status == "active":
                 closed.append(await self.resolve(rival, reason, outcome=False))
         return closed
+
+    async def record_forecast(self, forecast: SimForecastReply) -> list[Belief]:
+        """Put a forecast on record so its outcome can score it: one claim per
+        forecast outcome ("after <move>: <observation>"), its confidence the
+        outcome's share of the support, all answers of one question (slot
+        ``forecast-<hash>``). When what followed is known, settle it: the outcome
+        that came true with :meth:`settle_slot` (the others resolve false), or
+        each with ``resolve(id, outcome=False)`` when none did. Their confidences
+        join the calibration record under ``forecasts``.
+
+        Raises:
+            BadRequest: the forecast is not grounded (it has no outcome).
+        """
+        if not forecast.grounded or not forecast.outcomes:
+            raise BadRequest(
+                "this forecast has no grounded outcome to record: "
+                + (forecast.note or "no outcomes")
+            )
+        digest = hashlib.sha256(f"{forecast.index}\x00{forecast.move}".encode())
+        slot = FORECAST_SLOT + digest.hexdigest()[:16]
+        total = sum(o.support for o in forecast.outcomes)
+        recorded = []
+        for outcome in forecast.outcomes:
+            text = f"after {forecast.move}: {outcome.observation}"
+            recorded.append(
+                await self.add(
+                    text[:TEXT_CHARS],
+                    confidence=outcome.support / total,
+                    slot=slot,
+                )
+            )
+        return recorded
 
     async def calibration(self, *, bins: int = 10, limit: int = 50) -> CalibrationReply:
         """How well the world's confidence has matched what turned out true: the

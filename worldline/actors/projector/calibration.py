@@ -23,6 +23,7 @@ import msgspec
 
 from worldline.actors.belief_model import calibration as math
 from worldline.actors.runtime.memory import Overlay
+from worldline.protocols.calibration import FORECAST_SLOT
 from worldline.protocols.messages import (
     CalibrationBin,
     CalibrationGroup,
@@ -61,6 +62,7 @@ class Entry(msgspec.Struct, frozen=True, kw_only=True):
     belief_id: str
     confidence: float
     outcome: bool
+    forecast: bool = False  # an outcome of a recorded forecast
     kinds: tuple[str, ...] = ()
     sources: dict[str, tuple[int, int]] = msgspec.field(default_factory=dict)
     agents: dict[str, tuple[int, int]] = msgspec.field(default_factory=dict)
@@ -111,6 +113,7 @@ def entry_of(change: BeliefChanged) -> Entry | None:
         belief_id=belief.id,
         confidence=belief.closed_confidence,
         outcome=belief.outcome,
+        forecast=belief.slot.startswith(FORECAST_SLOT),
         kinds=tuple(sorted(kinds)),
         sources={k: (v[0], v[1]) for k, v in sorted(sources.items())},
         agents={k: (v[0], v[1]) for k, v in sorted(agents.items())},
@@ -191,6 +194,7 @@ def reply(reader: Reader, world: str, request: GetCalibration) -> CalibrationRep
         for name in entry.agents:
             by_agent[name].append(entry)
     fit = calibrator(reader, world)
+    forecasts = [e for e in entries if e.forecast]
 
     def groups(
         table: Mapping[str, list[Entry]], votes: str | None
@@ -206,6 +210,9 @@ def reply(reader: Reader, world: str, request: GetCalibration) -> CalibrationRep
         by_source=groups(by_source, "sources"),
         by_kind=groups(by_kind, None),
         by_agent=groups(by_agent, "agents"),
+        forecasts=_group("forecasts", forecasts, request.bins, None)
+        if forecasts
+        else None,
         method=fit.method,
         fitted_on=fit.records,
         min_records=MIN_RECORDS,
