@@ -4,6 +4,7 @@ official MCP client against a real nats-server and the five actors."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ import anyio
 import msgspec
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.client.stdio import get_default_environment
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp.types import (
     CallToolResult,
@@ -68,6 +70,11 @@ async def test_mcp_tools_read_and_change_the_world(
     server = StdioServerParameters(
         command=WORLDLINE,
         args=["mcp", "--agent", "ada", "--world", world, "--nats", nats_url],
+        # The code under test (a worktree on PYTHONPATH), not only the install.
+        env={
+            **get_default_environment(),
+            "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
+        },
     )
     with (tmp_path / "mcp-stderr.log").open("w") as errlog:
         async with (
@@ -298,6 +305,8 @@ async def _beliefs(
             if edge["edge_id"] in {e["id"] for e in linked.get("edges", [])}:
                 break
             await anyio.sleep(0.05)
+    again = await _ok(session, "relate", source=claim, target=risk, type="supports")
+    assert again["edge_id"] == edge["edge_id"]  # the same content: the same edge
 
     gap = extracted["gaps"][0]
     resolved = await _ok(session, "resolve", gap_id=gap, reason="it is internal")

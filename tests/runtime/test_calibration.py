@@ -50,7 +50,9 @@ async def test_resolutions_build_the_record_the_report_reads(
             bid = f"c{i + 1}"
             await ada.add(f"Deployment {i} finished without errors.", id=bid)
             direction = "supports" if i % 3 else "refutes"
-            await ada.evidence(bid, direction=direction, kind="measurement", source="ci")
+            await ada.evidence(
+                bid, direction=direction, kind="measurement", source="ci"
+            )
             closed = await ada.resolve(bid, "checked", outcome=i % 4 != 0)
             assert closed.status == "resolved"
             assert closed.outcome is (i % 4 != 0)

@@ -1,6 +1,6 @@
-"""The belief verbs: ``add``, ``evidence``, ``retract``/``resolve``, ``relate``,
-``trust``, ``observe``/``after``, ``get``, ``list``, ``search``, ``read``, ``before``,
-``trace``.
+"""The belief verbs: ``add``, ``evidence``, ``retract``/``resolve``,
+``relate``/``unrelate``, ``trust``, ``observe``/``after``, ``get``, ``list``,
+``search``, ``read``, ``before``, ``trace``.
 Each builds the coroutine :func:`~worldline.cli.common.with_world` runs on the
 connection."""
 
@@ -148,17 +148,39 @@ def _retract(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
 
 def _relate(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
     async def run(world: World) -> None:
+        edge_id = args.id or world.edge_id(args.source, args.target, type=args.type)
         seq = await world.relate(
             args.source,
             args.target,
             type=args.type,
             confidence=args.confidence,
-            id=args.id,
+            id=edge_id,
         )
         emit(
             args,
-            {"source": args.source, "target": args.target, "seq": seq},
+            {
+                "id": edge_id,
+                "type": args.type,
+                "source": args.source,
+                "target": args.target,
+                "confidence": args.confidence,
+                "seq": seq,
+            },
+            f"edge {edge_id}: "
             f"{args.source} -{args.type} ({args.confidence:g})-> {args.target}",
+        )
+
+    return run
+
+
+def _unrelate(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
+    async def run(world: World) -> None:
+        edge = await world.unrelate(args.edge_id)
+        emit(
+            args,
+            edge,
+            f"edge {edge.id} removed: "
+            f"{edge.source} -{edge.type} ({edge.confidence:.3g})-> {edge.target}",
         )
 
     return run
@@ -453,6 +475,7 @@ VERBS: dict[str, Callable[[argparse.Namespace], Callable[[World], Any]]] = {
     "evidence": _evidence,
     "retract": _retract,  # resolve: worldline.cli.calibration
     "relate": _relate,
+    "unrelate": _unrelate,
     "trust": _trust,
     "trace": _trace,
     "read": _read,

@@ -253,9 +253,16 @@ def parser() -> argparse.ArgumentParser:
     relate.add_argument(
         "--id",
         default=None,
-        help="the edge's id (default: a new one); an id already linked re-states that "
-        "edge, which only its author, the operator, the world's admins and "
+        help="the edge's id (default: derived from source, type and target, so "
+        "relating them again names the same edge); an id already linked re-states "
+        "that edge, which only its author, the operator, the world's admins and "
         "[trust] close agents may",
+    )
+    unrelate = verbs.add_parser(
+        "unrelate", parents=[client], help="remove a belief edge (still traceable)"
+    )
+    unrelate.add_argument(
+        "edge_id", help="the edge's id (`relate` prints it; `trace BELIEF` lists them)"
     )
 
     trust = verbs.add_parser(

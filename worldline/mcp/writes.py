@@ -17,7 +17,6 @@ from worldline.protocols.base import Belief
 from worldline.protocols.beliefs import Direction, EdgeType, EvidenceKind
 from worldline.protocols.messages import BeliefType
 from worldline.protocols.world import Value
-from worldline.sdk.crew import new_id
 from worldline.sdk.hooks import Extracted, observed, reported
 from worldline.sdk.turns import ExtractedStatement
 
@@ -161,10 +160,12 @@ def write_tools(agents: Agents) -> list[Tool]:
         ] = 0.8,
     ) -> CallToolResult:
         """Link two beliefs with a typed edge (supports, contradicts, depends on...)
-        with its own confidence; returns the edge id and its op sequence."""
-        edge_id = new_id("be")
+        with its own confidence; returns the edge id and its op sequence. The id
+        comes from the type and ends: relating them again re-states that edge."""
         with tool_errors("relate"):
-            seq = await agents.current().relate(
+            world = agents.current()
+            edge_id = world.edge_id(source, target, type=type)
+            seq = await world.relate(
                 source, target, type=type, confidence=confidence, id=edge_id
             )
         return result(

@@ -80,7 +80,7 @@ class BeliefEdge(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     posterior, fused by the belief math with the stated strength as its prior, and
     the stated strength moves to ``stated`` (docs/belief-math.md, "Edges")."""
 
-    id: Ident
+    id: Ident  # unless named: its content, text.edge_id(world, type, source, target)
     type: EdgeType
     source: Ident  # belief id
     target: Ident  # belief id

@@ -1,6 +1,6 @@
 """The belief half of the SDK: add, evidence, observe/after, get/read/trace,
-retract/resolve, relate (belief edges); trust and sources in
-:mod:`worldline.sdk.sources`; ``list`` and ``search`` page in
+retract/resolve, edge evidence; relate/unrelate in :mod:`worldline.sdk.edges`; trust
+and sources in :mod:`worldline.sdk.sources`; ``list`` and ``search`` page in
 :mod:`worldline.sdk.paging`. Mixed into :class:`worldline.sdk.client.World`."""
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from worldline.actors.belief_model.text import answer_id
 from worldline.protocols.beliefs import (
     BeliefEdge,
     Direction,
-    EdgeType,
     EvidenceKind,
 )
 from worldline.protocols.messages import (
@@ -27,7 +26,6 @@ from worldline.protocols.messages import (
     BeliefType,
     CloseBelief,
     GetBelief,
-    LinkBeliefs,
     Message,
     Observe,
     OpStatus,
@@ -41,6 +39,7 @@ from worldline.protocols.messages import (
 )
 from worldline.protocols.subjects import obs
 from worldline.sdk.crew import evidence_item, new_id, utc_now, validated
+from worldline.sdk.edges import EdgeMixin
 from worldline.sdk.errors import (
     BadRequest,
     BusUnavailable,
@@ -53,6 +52,11 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
     from datetime import datetime
 
+    from worldline.protocols.beliefs import (
+        BeliefEdge,
+        Direction,
+        EvidenceKind,
+    )
     from worldline.protocols.worldview import Worldview
 
 __all__ = ["BeliefMixin", "observation_id"]
@@ -60,7 +64,7 @@ __all__ = ["BeliefMixin", "observation_id"]
 T = TypeVar("T")
 
 
-class BeliefMixin(SourceMixin):
+class BeliefMixin(SourceMixin, EdgeMixin):
     """Belief verbs, on top of the crew verbs (``_submit``, ``_publish_op``); the
     client supplies ``_request`` and ``_publish``."""
 
@@ -247,26 +251,6 @@ class BeliefMixin(SourceMixin):
         )
         return await self._through_fusion(op, belief_id)
 
-    async def relate(
-        self,
-        source: str,
-        target: str,
-        *,
-        type: EdgeType,
-        confidence: float = 0.8,
-        id: str | None = None,
-    ) -> int:
-        """Add a typed edge between two beliefs with its own confidence."""
-        edge = BeliefEdge(
-            id=id or new_id("be"),
-            type=type,
-            source=source,
-            target=target,
-            confidence=confidence,
-        )
-        op = LinkBeliefs(op_id=new_id("op"), author=self.agent, at=utc_now(), edge=edge)
-        return await self._submit(op)
-
     async def edge_evidence(
         self,
         edge_id: str,
@@ -314,12 +298,6 @@ class BeliefMixin(SourceMixin):
             lambda edge: edge.posterior_seq,
             f"edge {edge_id}",
         )
-
-    async def _edge(self, edge_id: str) -> BeliefEdge | None:
-        reply = await self._request("trace", TraceBelief(belief_id=edge_id))
-        if not isinstance(reply, TraceReply) or reply.belief is not None:
-            return None
-        return next((e for e in reply.edges if e.id == edge_id), None)
 
     async def trace_edge(self, edge_id: str) -> TraceReply:
         """A belief edge's provenance: the edge (its posterior, the strength stated)

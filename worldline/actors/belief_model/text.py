@@ -6,6 +6,7 @@ removed), so "Auth is enforced at the middleware" and "The middleware enforces a
 share a key, and "Auth is not enforced at the middleware" shares it with the opposite
 polarity. The SDK uses :func:`belief_id` for ``add`` too, so a hand-entered belief and
 an extracted restatement of it meet; fusion and the projector use :func:`normalize`.
+A belief edge's default id, :func:`edge_id`, is derived from its content the same way.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ __all__ = [
     "answer_id",
     "belief_id",
     "content_stems",
+    "edge_id",
     "negated",
     "normalize",
 ]
@@ -210,3 +212,17 @@ def belief_id(world: str, text: str) -> str:
     key, _ = normalize(text)
     digest = hashlib.sha256(f"{world}\0{key or text}".encode()).hexdigest()[:16]
     return f"b-{digest}"
+
+
+SYMMETRIC_EDGES: Final = frozenset({"contradicts"})  # "A contradicts B" is "B ... A"
+
+
+def edge_id(world: str, edge_type: str, source: str, target: str) -> str:
+    """The id a belief edge has in ``world`` unless one is named: the same for every
+    relate of that type between the same beliefs, whoever relates them, so a repeat
+    re-states that edge instead of adding a second (docs/belief-math.md, "Edges").
+    The ends of a symmetric type count in either order."""
+    symmetric = edge_type in SYMMETRIC_EDGES
+    ends = sorted((source, target)) if symmetric else [source, target]
+    digest = hashlib.sha256("\0".join([world, edge_type, *ends]).encode()).hexdigest()
+    return f"be-{digest[:16]}"
