@@ -10,6 +10,10 @@
 - :mod:`~worldline.actors.belief_model.reliability`: source reliability learned from
   agreement, rival answers and copy detection (a pure core, measured by
   ``bench/judgment.py``; fusion's ``AssessSources`` runs it).
+- :mod:`~worldline.actors.belief_model.calibration`: calibration of posteriors against
+  their own record (Brier, expected calibration error, the reliability curve) and the
+  monotone recalibration map learned from it (Platt or isotonic, once there is enough
+  record; measured by ``bench/judgment.py``).
 - :mod:`~worldline.actors.belief_model.charter`: a world's declaration as every actor
   applies it: which declarations are accepted, whose voice evidence counts as, who
   may set trust and settle contradictions.
