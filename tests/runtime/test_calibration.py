@@ -44,7 +44,8 @@ async def test_resolutions_build_the_record_the_report_reads(
         with pytest.raises(Rejected, match="--true"):
             await ada.resolve("c0", "done")  # a claim needs an outcome
         raw = await ada.before("is the cache warm?")
-        assert raw.calibration == "" and "Confidence: calibrated" not in raw.prompt
+        assert raw.calibration == ""
+        assert "Confidence: calibrated" not in raw.prompt
         expected: list[math.Record] = []
         for i in range(MIN := math.MIN_RECORDS + 2):
             bid = f"c{i + 1}"
@@ -111,7 +112,8 @@ async def test_resolutions_build_the_record_the_report_reads(
 
         code, out, err = await cli("resolve", "c99", "--false", "--reason", "no")
         assert code == 0, err
-        assert "resolved false" in out and "confidence just before" in out
+        assert "resolved false" in out
+        assert "confidence just before" in out
         svg = tmp_path / "reliability.svg"
         code, out, err = await cli("calibration", "--json", "--svg", str(svg))
         assert code == 0, err
@@ -123,7 +125,8 @@ async def test_resolutions_build_the_record_the_report_reads(
         assert len(circles) == len(report["world"]["bins"]) > 0
         code, out, err = await cli("calibration")
         assert code == 0, err
-        assert f"resolved beliefs: {MIN + 4}" in out and "by source:" in out
+        assert f"resolved beliefs: {MIN + 4}" in out
+        assert "by source:" in out
 
 
 async def test_a_recorded_forecast_is_scored_once_its_outcome_is_known(
@@ -150,7 +153,8 @@ async def test_a_recorded_forecast_is_scored_once_its_outcome_is_known(
         closed = await w.settle_slot(recorded[1].id, "the user chose Madrid")
         assert [b.outcome for b in closed] == [True, False]
         reply = await w.calibration()
-        assert reply.forecasts is not None and reply.forecasts.count == 2
+        assert reply.forecasts is not None
+        assert reply.forecasts.count == 2
         expected = [
             math.Record(confidence=b.closed_confidence or 0.0, outcome=bool(b.outcome))
             for b in closed

@@ -5,24 +5,25 @@ A belief resolved true or false arrives as a ``BeliefChanged`` whose belief carr
 ``outcome`` and ``closed_confidence`` (the confidence fusion read just before the
 close). The projector keeps one :class:`Entry` per such belief under
 ``calib/<world>/<belief id>``, with the sources, evidence kinds and agents behind it,
-and refits the world's recalibration (``calfit/<world>``, a
-:class:`~worldline.actors.belief_model.calibration.Calibrator`) when the record has
-grown by a tenth since the last fit (every entry until :data:`MIN_RECORDS`, where it
-switches on). The fit is a pure function of the entries, so every replica holding
-the same changes holds the same fit; the math is
+and the record's size and an order-free digest under ``calcount/<world>``: the same
+resolutions give the same bytes in any order of arrival. From :data:`MIN_RECORDS`
+entries on, reads apply a recalibration (a
+:class:`~worldline.actors.belief_model.calibration.Calibrator`) fitted on the record:
+a pure function of the entries, computed on the first read after the record changes
+and kept in memory by (world, size, digest). The math is
 :mod:`worldline.actors.belief_model.calibration`'s.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections import defaultdict
 from typing import TYPE_CHECKING, Final
 
 import msgspec
 
 from worldline.actors.belief_model import calibration as math
-from worldline.actors.runtime.memory import Overlay
 from worldline.protocols.calibration import FORECAST_SLOT
 from worldline.protocols.messages import (
     CalibrationBin,
@@ -49,6 +50,9 @@ __all__ = [
 ]
 
 MIN_RECORDS: Final = math.MIN_RECORDS
+FIT_LIMIT: Final = 2000  # entries a fit reads at most (a fit of 2,000 takes ~0.1 s)
+_FITS_KEPT: Final = 64  # fits kept in memory, by (world, record size, digest)
+_FITS: dict[tuple[str, int, int], math.Calibrator] = {}
 DIRECTED: Final = frozenset({"supports", "refutes"})
 
 
@@ -69,7 +73,6 @@ class Entry(msgspec.Struct, frozen=True, kw_only=True):
 
 
 _ENTRY: Final = msgspec.msgpack.Decoder(Entry)
-_FIT: Final = msgspec.msgpack.Decoder(math.Calibrator)
 _COUNT: Final = msgspec.msgpack.Decoder(tuple[int, int])
 _IDENTITY: Final = math.Calibrator(method="identity")
 
@@ -78,12 +81,8 @@ def entry_key(world: str, belief_id: str) -> bytes:
     return f"calib/{world}/{belief_id}".encode()
 
 
-def _fit_key(world: str) -> bytes:
-    return f"calfit/{world}".encode()
-
-
 def _count_key(world: str) -> bytes:
-    """(entries on record, entries at the last fit)."""
+    """(entries on record, their digest)."""
     return f"calcount/{world}".encode()
 
 
@@ -123,8 +122,9 @@ def entry_of(change: BeliefChanged) -> Entry | None:
 def record_writes(
     reader: Reader, world: str, change: BeliefChanged
 ) -> dict[bytes, bytes | None]:
-    """The writes that keep ``change``'s resolution on record, and refit the
-    world's recalibration when the record has grown enough."""
+    """The writes that keep ``change``'s resolution on record: its entry, and the
+    record's size and digest (an XOR of the entries' hashes, so the same entries
+    give the same digest in any order of arrival)."""
     entry = entry_of(change)
     if entry is None:
         return {}
@@ -133,24 +133,42 @@ def record_writes(
     held = reader.get(key)
     if held == payload:
         return {}
-    writes: dict[bytes, bytes | None] = {key: payload}
     raw = reader.get(_count_key(world))
-    count, fitted = (0, 0) if raw is None else _COUNT.decode(raw)
-    if held is None:
-        count += 1
-    if count >= MIN_RECORDS and count - fitted >= max(1, fitted // 10):
-        records = [_record(e) for e in _entries(Overlay(reader, writes), world)]
-        writes[_fit_key(world)] = encode(math.fit(records))
-        fitted = count
-    writes[_count_key(world)] = msgspec.msgpack.encode((count, fitted))
-    return writes
+    count, digest = (0, 0) if raw is None else _COUNT.decode(raw)
+    if held is not None:  # restated: its old hash leaves the digest
+        count, digest = count - 1, digest ^ _hash(held)
+    count, digest = count + 1, digest ^ _hash(payload)
+    return {key: payload, _count_key(world): msgspec.msgpack.encode((count, digest))}
+
+
+def _hash(payload: bytes) -> int:
+    return int.from_bytes(hashlib.blake2b(payload, digest_size=8).digest(), "big")
 
 
 def calibrator(reader: Reader, world: str) -> math.Calibrator:
-    """The recalibration the world's reads apply (identity until there is enough
-    record)."""
-    raw = reader.get(_fit_key(world))
-    return _IDENTITY if raw is None else _FIT.decode(raw)
+    """The recalibration the world's reads apply: identity until :data:`MIN_RECORDS`
+    resolutions are on record, then the fit on them (at most :data:`FIT_LIMIT`, the
+    entries whose belief ids hash lowest: a sample no arrival order changes). A pure
+    function of the record, kept in memory by the record's (size, digest) so it is
+    fitted once per change of the record, not per read."""
+    raw = reader.get(_count_key(world))
+    if raw is None:
+        return _IDENTITY
+    count, digest = _COUNT.decode(raw)
+    if count < MIN_RECORDS:
+        return _IDENTITY
+    cache_key = (world, count, digest)
+    fitted = _FITS.get(cache_key)
+    if fitted is None:
+        entries = sorted(
+            _entries(reader, world),
+            key=lambda e: hashlib.blake2b(e.belief_id.encode()).digest(),
+        )
+        fitted = math.fit([_record(e) for e in entries[:FIT_LIMIT]])
+        if len(_FITS) >= _FITS_KEPT:
+            _FITS.pop(next(iter(_FITS)))
+        _FITS[cache_key] = fitted
+    return fitted
 
 
 def calibrated(scene: Scene, fitted: math.Calibrator) -> Scene:
