@@ -309,11 +309,11 @@ async def _beliefs(
     assert again["edge_id"] == edge["edge_id"]  # the same content: the same edge
 
     gap = extracted["gaps"][0]
-    resolved = await _ok(session, "resolve", gap_id=gap, reason="it is internal")
+    resolved = await _ok(session, "resolve", belief_id=gap, reason="it is internal")
     assert (resolved["id"], resolved["status"]) == (gap, "resolved")
-    wrong = await session.call_tool("resolve", {"gap_id": claim})
+    wrong = await session.call_tool("resolve", {"belief_id": claim})
     assert wrong.is_error
-    assert "not resolved" in _text(wrong)
+    assert "true or false" in _text(wrong)  # a claim needs its outcome
 
     gone = await _ok(session, "retract", belief_id=risk, reason="no schema change")
     assert gone["status"] == "retracted"

@@ -27,6 +27,7 @@ from worldline.protocols.messages import (
     AddEvidence,
     Belief,
     BeliefChanged,
+    CalibrationReply,
     CloseBelief,
     GetCalibration,
     OpVerdict,
@@ -185,6 +186,7 @@ def test_the_fit_switches_on_with_enough_record_and_the_report_adds_up() -> None
     # The fit pulls the over-confident 0.9 down toward what came true.
     assert math.apply(fitted, 0.9) < 0.85
     reply = core.serve(full, GetCalibration(bins=5), W)
+    assert isinstance(reply, CalibrationReply)
     records = [
         math.Record(
             confidence=c.belief.closed_confidence or 0.0, outcome=bool(c.belief.outcome)

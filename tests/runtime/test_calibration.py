@@ -13,6 +13,7 @@ import os
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 import pytest
@@ -21,6 +22,9 @@ import worldline
 from tests.support import all_actors, running, unique_world
 from worldline.actors.belief_model import calibration as math
 from worldline.sdk.errors import Rejected
+
+if TYPE_CHECKING:
+    from worldline.protocols.beliefs import Direction
 
 pytestmark = pytest.mark.nats
 
@@ -50,7 +54,7 @@ async def test_resolutions_build_the_record_the_report_reads(
         for i in range(MIN := math.MIN_RECORDS + 2):
             bid = f"c{i + 1}"
             await ada.add(f"Deployment {i} finished without errors.", id=bid)
-            direction = "supports" if i % 3 else "refutes"
+            direction: Direction = "supports" if i % 3 else "refutes"
             await ada.evidence(
                 bid, direction=direction, kind="measurement", source="ci"
             )
@@ -89,8 +93,8 @@ async def test_resolutions_build_the_record_the_report_reads(
         for bid, text in (("a1", "eu-west"), ("a2", "us-east"), ("a3", "ap-south")):
             await ada.add(f"The cache runs in {text}.", id=bid, slot=slot)
         await ada.evidence("a1", direction="supports", kind="citation", source="ops")
-        closed = await ada.settle_slot("a1", "read the deploy log")
-        assert [(b.id, b.outcome) for b in closed] == [
+        settled = await ada.settle_slot("a1", "read the deploy log")
+        assert [(b.id, b.outcome) for b in settled] == [
             ("a1", True),
             ("a2", False),
             ("a3", False),

@@ -57,7 +57,7 @@ class JudgmentMixin(BeliefMixin):
         closed = [await self.resolve(winner, reason, outcome=True)]
         for rival in traced.rivals:
             held = await self.get(rival)
-            if held.status == "active":
+            if held is not None and held.status == "active":
                 closed.append(await self.resolve(rival, reason, outcome=False))
         return closed
 

@@ -32,7 +32,14 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from worldline.actors.belief_model import embedding
-from worldline.actors.projector import beliefs, calibration, index, lexical, relevance
+from worldline.actors.projector import (
+    beliefs,
+    calibration,
+    index,
+    lexical,
+    prompt,
+    relevance,
+)
 from worldline.actors.projector import contradictions as contra
 from worldline.actors.projector import worldview as worldview_model
 from worldline.actors.projector.clocks import Reads
@@ -99,7 +106,7 @@ def before(reader: Reader, request: Before, world: str) -> WorldviewReply:
     scene = calibration.calibrated(scene, fitted)
     view = worldview_model.project(scene, request.agent, request.query, request.at)
     said = f"{fitted.method} on {fitted.records} resolved beliefs"
-    view = worldview_model.fit(msgspec.structs.replace(view, calibration=said))
+    view = prompt.fit(msgspec.structs.replace(view, calibration=said))
     return WorldviewReply(view=view)
 
 
