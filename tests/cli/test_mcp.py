@@ -185,7 +185,14 @@ async def _drive(session: ClientSession, world: str) -> None:
     assert "refutes" in json.dumps(evidence_props["direction"])
 
     # Seed a belief, then move its posterior with evidence.
-    seeded = await _ok(session, "add", text="Market size is $4.2B", confidence=0.85)
+    seeded = await _ok(
+        session,
+        "add",
+        text="Market size is $4.2B",
+        confidence=0.85,
+        label="load-bearing",
+    )
+    assert seeded["label"] == "load-bearing"
     moved = await _ok(
         session,
         "evidence",
@@ -242,6 +249,9 @@ async def _drive(session: ClientSession, world: str) -> None:
     )
     assert goal_prior.is_error
     assert "a goal carries no probability" in _text(goal_prior)
+    bad_label = await session.call_tool("add", {"text": "x", "label": "two words"})
+    assert bad_label.is_error
+    assert "is not a label: use 1-64 letters" in _text(bad_label)
     stale = await session.call_tool(
         "write",
         {

@@ -288,6 +288,32 @@ def test_p3_direction_of_evidence(prior: float | None) -> None:
     assert b_start.evidence_weight == 0.0
 
 
+def test_p3_neutral_evidence_alone_never_makes_a_belief_stable() -> None:
+    """Neutral evidence adds weight and moves nothing, so it settles nothing: one
+    neutral measurement (weight 4, over ``STABLE_WEIGHT``) left the open question at
+    0.5 flagged ``[stable, uncertain]``. Directional weight still counts as before."""
+    one = read([ev("e1", direction="neutral", kind="measurement")])
+    many = read(
+        [
+            ev(f"e{n}", direction="neutral", kind="measurement", source=f"s{n}")
+            for n in range(10)
+        ]
+    )
+    assert one.evidence_weight == posterior.KIND_WEIGHT["measurement"]
+    assert one.evidence_weight >= posterior.STABLE_WEIGHT
+    assert one.flags == ("uncertain",)
+    assert "stable" not in many.flags
+    agreed = [
+        ev(f"s{n}", direction="supports", kind="measurement", source=f"s{n}")
+        for n in range(10)
+    ]
+    assert "stable" in read(agreed).flags
+    mixed = read([*agreed, ev("n1", direction="neutral", source="other")])
+    assert "stable" in mixed.flags  # neutral weight takes nothing away either
+    b_one = fused("b1", [ev("e1", direction="neutral", kind="measurement")])
+    assert "stable" not in b_one.flags
+
+
 # --- P4: split evidence is contradiction, not ignorance ---------------------------
 
 

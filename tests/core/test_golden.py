@@ -365,6 +365,7 @@ SAMPLES: Final[tuple[Message, ...]] = (
         type="risk",
         confidence=0.8,
         source="alice:notes/standup.md",
+        label="load-bearing",
     ),
     PosteriorUpdate(
         belief=BELIEF_A, cause="op-7", cause_seq=7, delta=True, added=[EVIDENCE]

@@ -8,7 +8,8 @@ bus cannot be reached, holds no worldline streams, or refused the request (a Jet
 error such as storage full, named with its fix), or no actor applied the request in
 time; 1 a failure of our own side (a store that cannot open, a
 stream whose stored config cannot be updated, a replay that does not match);
-130 interrupted before it could finish. With ``--json``, an error is one JSON object on
+130 interrupted before it could finish. With ``--json``, an answer shows every key
+(empty lists, nulls and defaults included), and an error is one JSON object on
 stderr instead of the line: {"error": the message, "code": the exit code, "meaning":
 what the code means}. The client options (--nats, --world, --agent, --creds, --json,
 --timeout) go before the verb or after it; ``--version`` prints the version, and

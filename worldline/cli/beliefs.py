@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from worldline.cli.common import emit
+from worldline.cli.common import emit, every_key
 from worldline.cli.contradictions import line as contradiction_line
 from worldline.cli.sim import forecast_lines
 from worldline.sdk.errors import BadRequest
@@ -82,6 +82,7 @@ def _add(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
             type=args.type,
             id=args.id,
             slot=args.slot,
+            label=args.label,
         )
         emit(args, belief, _show(belief))
 
@@ -338,7 +339,7 @@ async def _stream(
         count += 1
         if args.json:
             out.write("[" if count == 1 else ",")
-            out.write(msgspec.json.encode(item).decode())
+            out.write(msgspec.json.encode(every_key(item)).decode())
         else:
             out.write(human(count, item) + "\n")
         if count % 100 == 0:

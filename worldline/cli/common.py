@@ -33,6 +33,7 @@ __all__ = [
     "default_data",
     "default_url",
     "emit",
+    "every_key",
     "with_world",
 ]
 
@@ -58,9 +59,32 @@ def default_agent() -> str:
     return user or "cli"
 
 
+def every_key(value: Any) -> Any:
+    """``value`` with each Struct, however deep, as a dict of every field (its tag
+    first): the wire leaves out defaults (``omit_defaults``), but a reader of
+    ``--json`` should find each key, empty lists and nulls included, as ``before``
+    prints them. Only the CLI's rendering changes, never the messages' encoding."""
+    if isinstance(value, msgspec.Struct):
+        config = value.__struct_config__
+        out: dict[str, Any] = {}
+        if config.tag_field is not None:
+            out[config.tag_field] = config.tag
+        for name, key in zip(
+            value.__struct_fields__, value.__struct_encode_fields__, strict=True
+        ):
+            out[key] = every_key(getattr(value, name))
+        return out
+    if isinstance(value, list | tuple):
+        return [every_key(item) for item in value]
+    if isinstance(value, dict):
+        return {key: every_key(item) for key, item in value.items()}
+    return value
+
+
 def emit(args: argparse.Namespace, value: Any, human: str) -> None:
+    """Print ``human``; with ``--json``, ``value`` with every key (``every_key``)."""
     if args.json:
-        sys.stdout.write(msgspec.json.encode(value).decode() + "\n")
+        sys.stdout.write(msgspec.json.encode(every_key(value)).decode() + "\n")
     else:
         print(human)
 

@@ -116,6 +116,12 @@ def parser() -> argparse.ArgumentParser:
         help="the question it answers, when it is one of several rival answers "
         "(evidence for one then counts against the others)",
     )
+    add.add_argument(
+        "--label",
+        default=None,
+        help="a category set by hand, once (load-bearing, limiting-belief: 1-64 "
+        "letters, digits and _.:/-); list --label filters by it",
+    )
 
     get = verbs.add_parser("get", parents=[client], help="one belief by id")
     get.add_argument("id")
@@ -136,7 +142,12 @@ def parser() -> argparse.ArgumentParser:
         default=1000,
         help="beliefs per page (with --all: per request, up to 10,000)",
     )
-    lst.add_argument("--label", default=None)
+    lst.add_argument(
+        "--label",
+        default=None,
+        help="only beliefs with this label (set on add, or derived: load-bearing, "
+        "risky-assumption)",
+    )
     lst.add_argument(
         "--flag", choices=["stale", "stable", "contradicted", "uncertain"], default=None
     )

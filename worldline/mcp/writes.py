@@ -101,13 +101,20 @@ def write_tools(agents: Agents) -> list[Tool]:
                 "rival answers (evidence for one then counts against the others)",
             ),
         ] = None,
+        label: Annotated[
+            str | None,
+            Field(
+                description="a category set by hand, once (load-bearing, "
+                "limiting-belief: 1-64 letters, digits and _.:/-); list filters by it",
+            ),
+        ] = None,
     ) -> CallToolResult:
         """Seed a belief (a stated confidence is a weak prior); returns it with
         its id once every agent can read it. Adding the same statement again
         records your assertion as evidence for it."""
         with tool_errors("add"):
             belief = await agents.current().add(
-                text, confidence=confidence, type=type, slot=slot
+                text, confidence=confidence, type=type, slot=slot, label=label
             )
         return result(as_json(belief))
 

@@ -15,6 +15,7 @@ import msgspec
 
 __all__ = [
     "BELIEF_TYPES",
+    "LABEL_PATTERN",
     "ArtifactText",
     "Belief",
     "BeliefText",
@@ -22,6 +23,7 @@ __all__ = [
     "Confidence",
     "Cursor",
     "Ident",
+    "Label",
     "Message",
     "Token",
 ]
@@ -36,6 +38,11 @@ Ident = Annotated[str, msgspec.Meta(min_length=1, max_length=128, pattern=r"^\S+
 Token = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_-]{1,64}\Z")]
 Cursor = Annotated[str, msgspec.Meta(max_length=1024)]  # a page's opaque position
 """A name usable as one subject token (world, agent, actor)."""
+
+LABEL_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,63}\Z"
+Label = Annotated[str, msgspec.Meta(pattern=LABEL_PATTERN)]
+"""A belief's hand-set label (``load-bearing``, ``limiting-belief``): 1-64 letters,
+digits and ``_.:/-``, starting with a letter or digit."""
 
 BeliefText = Annotated[str, msgspec.Meta(min_length=1, max_length=64 * 1024)]
 ArtifactText = Annotated[str, msgspec.Meta(max_length=1024 * 1024)]

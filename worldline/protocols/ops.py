@@ -16,6 +16,7 @@ from worldline.protocols.base import (
     BeliefType,
     Confidence,
     Ident,
+    Label,
     Message,
     Token,
 )
@@ -71,6 +72,9 @@ class AddBelief(Message, tag="op.add_belief.v1", kw_only=True, frozen=True):
     # beliefs with the same slot are exclusive (at most one is true), so evidence
     # for one is evidence against the others (docs/belief-math.md, "Rival answers").
     slot: SlotName | None = None
+    # A label set by hand (the belief's ``label``); the projector's derived ones
+    # (``load-bearing``, ``risky-assumption``) apply only to beliefs without one.
+    label: Label | None = None
 
 
 class AddEvidence(Message, tag="op.add_evidence.v1", kw_only=True, frozen=True):

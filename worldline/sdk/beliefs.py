@@ -40,12 +40,8 @@ from worldline.protocols.messages import (
 from worldline.protocols.subjects import obs
 from worldline.sdk.crew import evidence_item, new_id, utc_now, validated
 from worldline.sdk.edges import EdgeMixin
-from worldline.sdk.errors import (
-    BadRequest,
-    BusUnavailable,
-    NotApplied,
-    Rejected,
-)
+from worldline.sdk.errors import BadRequest, BusUnavailable, NotApplied, Rejected
+from worldline.sdk.labels import checked_label
 from worldline.sdk.sources import SourceMixin
 
 if TYPE_CHECKING:
@@ -141,6 +137,7 @@ class BeliefMixin(SourceMixin, EdgeMixin):
         type: BeliefType = "claim",
         id: str | None = None,
         slot: str | None = None,
+        label: str | None = None,
     ) -> Belief:
         """Seed a belief (a stated confidence is a weak prior) and return it applied.
 
@@ -148,13 +145,14 @@ class BeliefMixin(SourceMixin, EdgeMixin):
         answers (``"author-of:isbn-0131103628"``): the answers of one slot are
         exclusive, so evidence for one counts against the others, and the same text
         in two slots is two beliefs. Adding the same statement again (same words, same
-        slot) records it as the author's ``user-assertion`` evidence for it.
+        slot) records it as the author's ``user-assertion`` evidence for it. ``label``
+        (``"load-bearing"``) is set by hand, once; ``list`` filters by it.
 
         Raises:
-            BadRequest: empty text, confidence outside 0-1, or a confidence on a
-                goal or gap.
+            BadRequest: empty text, confidence outside 0-1, a confidence on a
+                goal or gap, or a malformed label.
             Rejected: the world refused it (for example, the world already holds
-                this statement: attach evidence to it instead).
+                this statement with another label).
             NotApplied: recorded, but no actor applied it within the timeout.
         """
         if type in ("goal", "gap") and confidence is not None:
@@ -170,6 +168,7 @@ class BeliefMixin(SourceMixin, EdgeMixin):
             type=type,
             confidence=confidence,
             slot=slot,
+            label=checked_label(label),
         )
         return await self._through_fusion(op, op.belief_id)
 

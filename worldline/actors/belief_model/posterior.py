@@ -17,7 +17,8 @@ Model (docs/belief-math.md has the formulas and the reasons for each default):
   neutral groups add to the evidence weight only. confidence = alpha / (alpha + beta);
   uncertainty = the Beta standard deviation, with the weight on which the two sides
   disagree counted once on neither side: disagreement widens it (see :func:`spread`).
-- ``stable`` is never on a disputed claim: one whose minority side carries at least
+- ``stable`` needs STABLE_WEIGHT of support plus refutation (neutral settles nothing)
+  and is never on a disputed claim: one whose minority side carries at least
   CONTRADICTION_MIN and DISPUTE_RATIO of the majority's weight.
 - Inputs are sorted by evidence id before any sum, so every permutation of the same
   evidence gives byte-identical floats (what lets fusion shard).
@@ -87,7 +88,7 @@ CONTRADICTION_RATIO: Final = 0.5  # split when the minority side is half the maj
 CONTRADICTION_MIN: Final = 1.0  # ... and carries at least one unit of weight
 UNCERTAIN_SD: Final = 0.15  # uncertain when the posterior sd is at least this
 STABLE_SHIFT: Final = 0.1  # stable when no single source moves it more than this
-STABLE_WEIGHT: Final = 2.0  # ... and it rests on at least this much evidence
+STABLE_WEIGHT: Final = 2.0  # ... and S + R (not neutral) is at least this much
 DISPUTE_RATIO: Final = 0.1  # disputed (never stable) when the minority side is a tenth
 DAY: Final = 86_400.0
 _WHOLE: Final[Mapping[str, float]] = MappingProxyType({})  # every item at full weight
@@ -242,7 +243,7 @@ def read(
         support, refute
     ) >= CONTRADICTION_RATIO * max(support, refute)
     if (
-        weight >= STABLE_WEIGHT
+        support + refute >= STABLE_WEIGHT  # neutral weight settles nothing (P3)
         and fragility < STABLE_SHIFT
         and not disputed(support, refute)
     ):

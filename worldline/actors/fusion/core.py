@@ -236,11 +236,14 @@ def _verdict(
     )
 
 
-def _new_belief(op: AddBelief | Statement, confidence: float | None) -> FusedBelief:
+def _new_belief(
+    op: AddBelief | Statement, confidence: float | None, label: str = ""
+) -> FusedBelief:
     belief = Belief(
         id=op.belief_id,
         text=op.text,
         type=op.type,
+        label=label,
         author=op.author,
         created_at=op.at,
         updated_at=op.at,
@@ -265,7 +268,7 @@ def _add(reader: Reader, op: AddBelief, ctx: Context, shard: tuple[int, int]) ->
     # A hand-entered negation ("Export does not check auth") keeps its polarity, so
     # the extractor's restatements of it support it rather than refute it.
     fused = msgspec.structs.replace(
-        _new_belief(op, op.confidence), negated=is_negated(op.text)
+        _new_belief(op, op.confidence, op.label or ""), negated=is_negated(op.text)
     )
     if op.slot is None:
         return posteriors.emit(reader, ctx, fused, op.op_id, op.at, shard)
@@ -319,6 +322,17 @@ def _readd(
                 else "without a slot"
             )
             + "; a belief's slot is set when it is first added",
+        )
+    if op.label and op.label != (existing.belief.label or op.label):
+        raise _Refused(
+            "conflict",
+            f"belief {op.belief_id} already exists in world {ctx.world} with label "
+            f"{existing.belief.label!r}; a belief's label is set once: add it "
+            "again without a label, or with the same one",
+        )
+    if op.label and not existing.belief.label:  # the first label given sets it
+        existing = msgspec.structs.replace(
+            existing, belief=msgspec.structs.replace(existing.belief, label=op.label)
         )
     c = op.confidence
     direction: Literal["supports", "refutes", "neutral"] = (
