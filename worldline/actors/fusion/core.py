@@ -463,7 +463,7 @@ def _close(
     belief = fused.belief
     if belief.status != "active":
         return Step()  # already closed: closing again changes nothing
-    wrong = _close_mismatch(op, belief.type)
+    wrong = closing.mismatch(op, belief.type)
     if wrong:
         raise _Refused("invalid", f"belief {belief.id}: {wrong}")
     step = posteriors.emit(
@@ -483,28 +483,3 @@ def _close(
     if belief.slot:
         step.writes[slots.slot_key(ctx.world, belief.slot, belief.id)] = None
     return posteriors.reemit(reader, ctx, step, rivals_, op.op_id, op.at, shard)
-
-
-def _close_mismatch(op: CloseBelief, belief_type: str) -> str:
-    """Why ``op`` cannot close a belief of ``belief_type`` ("" when it can): a gap is
-    resolved (answered, with no outcome); a goal is retracted; a claim (assumption,
-    risk, evidence) is retracted, or resolved with an outcome, true or false, which
-    the calibration record keeps (docs/belief-math.md, "Calibration")."""
-    if op.how == "retracted":
-        if belief_type == "gap":
-            return "a gap is resolved, not retracted (`worldline resolve ID`)"
-        if op.outcome is not None:
-            return "a retraction has no outcome; resolve it true or false instead"
-        return ""
-    if belief_type == "gap":
-        if op.outcome is not None:
-            return "a gap is answered, not true or false: resolve it with no outcome"
-        return ""
-    if belief_type in NO_PROBABILITY:
-        return f"a {belief_type} carries no probability; retract it instead"
-    if op.outcome is None:
-        return (
-            f"a {belief_type} is resolved true or false (`worldline resolve ID --true` "
-            "or `--false`), or retracted"
-        )
-    return ""
