@@ -9,8 +9,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 from xml.sax.saxutils import escape
 
-import msgspec
-
 from worldline.cli.common import emit
 from worldline.sdk.errors import BadRequest
 
@@ -99,9 +97,7 @@ def _calibration(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]
         if args.svg is not None:
             args.svg.write_text(diagram(reply.world, title=f"world {world.world}"))
             lines.append(f"reliability diagram: {args.svg}")
-        # Every key, the empty and default ones too (the wire omits defaults).
-        full = {f: getattr(reply, f) for f in reply.__struct_fields__}
-        emit(args, msgspec.to_builtins(full), "\n".join(lines))
+        emit(args, reply, "\n".join(lines))
 
     return run
 
