@@ -86,8 +86,8 @@ def serve(reader: Reader, request: ProjectorRpc, world: str) -> Message:
             return contradictions.listing(reader, world, request)
         case ListBeliefs():
             return pages.list_beliefs(reader, world, request)
-        case TraceBelief(belief_id=belief_id):
-            return beliefs.trace(reader, world, belief_id)
+        case TraceBelief(belief_id=belief_id, as_of=as_of):
+            return beliefs.trace(reader, world, belief_id, as_of)
         case ReadWorld():
             # Paged and bounded in bytes (see worldline.actors.projector.pages).
             return pages.read_world(reader, world, request)

@@ -1,0 +1,186 @@
+"""A belief as the world knew it at a recorded time ``as_of`` (docs/belief-math.md,
+"Two time axes"): the version, ``updated_at``, status and trust of its last change
+at or before ``as_of``, and the evidence recorded by then; the reading itself is
+then made by the belief math at the read's clock (:func:`worldline.actors.projector.
+clocks.at_clock`), never a later change's.
+
+State keys: ``bver/<w>/<id>/<version, 20 digits>`` -> the ``BeliefChanged`` applied
+at that version without its evidence (the belief's head and the trust that weighed
+it). One put beside ``belief/<w>/<id>`` per change applied, no read; rebuilt from
+the change feed like the rest of the replica. The evidence is kept once, in the
+newest record: each item carries the ``recorded_at`` and ``recorded_seq`` of the op
+that recorded it.
+
+The world's clock as it stood at ``as_of`` (the newest ``updated_at`` of the belief
+changes recorded by then, the clock a read made then used) comes from the times of
+the changes applied: ``bclkd/<w>/<day>`` -> b"" for each day (UTC) with one, and
+``bclkt/<w>/<day>/<time>`` -> the ``updated_at`` itself: two more puts per change,
+no read. Finding it reads the day keys and at most two days' times.
+
+A belief closed (retracted, resolved) is no longer a document of the lexical index;
+``bclosed/<w>/<id>`` -> when it closed lets a search as of an earlier time find it
+(one put per close; never deleted: a read checks the status it had then).
+
+A change the feed coalesced away (``core.newest_only``: a later change of the same
+belief in the same batch message restates it) leaves no key. Such a change is active
+and not contradicted; when it was an item of evidence being recorded, the item's own
+``recorded_seq`` and ``recorded_at`` give its version and time, and its status and
+trust are those of the kept change before it (or, when even the belief's creation
+was coalesced, of the first kept change). A replica written before these keys
+existed has none for its beliefs: its ``as_of`` reads fall back to the newest
+record with the evidence recorded by then.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Final
+
+import msgspec
+
+from worldline.protocols.messages import BeliefChanged, encode
+
+if TYPE_CHECKING:
+    from worldline.actors.runtime.spec import Reader
+    from worldline.protocols.beliefs import Evidence
+
+__all__ = [
+    "DIGITS",
+    "clock_at",
+    "closed_since",
+    "known",
+    "recorded",
+    "version_key",
+    "writes",
+]
+
+DIGITS: Final = 20  # an OPS sequence, zero-padded so key order is version order
+_RECORD: Final = msgspec.msgpack.Decoder(BeliefChanged)
+_TIME: Final = msgspec.msgpack.Decoder(datetime)
+
+
+class _Stamp(msgspec.Struct):
+    updated_at: datetime
+
+
+class _Head(msgspec.Struct):
+    belief: _Stamp
+
+
+_HEAD: Final = msgspec.msgpack.Decoder(_Head)
+
+
+def _prefix(world: str, belief_id: str) -> bytes:
+    return f"bver/{world}/{belief_id}/".encode()
+
+
+def version_key(world: str, belief_id: str, version: int) -> bytes:
+    return _prefix(world, belief_id) + f"{version:0{DIGITS}d}".encode()
+
+
+def _day_and_time(t: datetime) -> tuple[str, str]:
+    """``t`` as key parts that sort as the times do (UTC)."""
+    utc = t if t.tzinfo is None else t.astimezone(UTC)
+    return utc.strftime("%Y-%m-%d"), utc.strftime("%H:%M:%S.%f")
+
+
+def writes(world: str, change: BeliefChanged, held: int) -> dict[bytes, bytes | None]:
+    """What to keep of an applied change for ``as_of`` reads: its head and trust,
+    and its time among the world's change times, with the times of the changes
+    since version ``held`` (-1: none held) the feed coalesced into it: its
+    creation, and the items recorded since (newest last: read back to ``held``)."""
+    belief = change.belief
+    times = {belief.updated_at}
+    if held < 0:
+        times.add(belief.created_at)
+    for item in reversed(change.evidence):
+        if item.recorded_seq <= held:
+            break
+        times.add(recorded(item))
+    found: dict[bytes, bytes | None] = {
+        version_key(world, belief.id, belief.version): encode(
+            BeliefChanged(belief=belief, trust=change.trust)
+        )
+    }
+    for t in times:
+        day, time = _day_and_time(t)
+        found[f"bclkd/{world}/{day}".encode()] = b""
+        found[f"bclkt/{world}/{day}/{time}".encode()] = encode(t)
+    if belief.status != "active":
+        closed = belief.valid_until or belief.updated_at
+        found[f"bclosed/{world}/{belief.id}".encode()] = encode(closed)
+    return found
+
+
+def closed_since(reader: Reader, world: str, as_of: datetime) -> list[str]:
+    """The beliefs closed after ``as_of`` (they may have been active then)."""
+    prefix = f"bclosed/{world}/".encode()
+    return [
+        key[len(prefix) :].decode()
+        for key, raw in reader.scan(prefix)
+        if _TIME.decode(raw) > as_of
+    ]
+
+
+def clock_at(reader: Reader, world: str, as_of: datetime) -> datetime | None:
+    """The world's clock as it stood at ``as_of``: the newest ``updated_at`` of a
+    belief change at or before it (None: no change by then, or none kept)."""
+    day, time = _day_and_time(as_of)
+    prefix = f"bclkd/{world}/".encode()
+    days = [k[len(prefix) :].decode() for k, _ in reader.scan(prefix)]
+    for held in reversed([d for d in days if d <= day]):
+        found = None
+        for key, raw in reader.scan(f"bclkt/{world}/{held}/".encode()):
+            if held < day or key.decode().rsplit("/", 1)[1] <= time:
+                found = raw  # times in key order: the last one by then
+        if found is not None:
+            return _TIME.decode(found)
+    return None
+
+
+def recorded(item: Evidence) -> datetime:
+    """When the world was told of ``item`` (its observation time for evidence
+    recorded before ``recorded_at`` was kept)."""
+    return item.observed_at if item.recorded_at is None else item.recorded_at
+
+
+def known(
+    reader: Reader, world: str, record: BeliefChanged, as_of: datetime
+) -> BeliefChanged | None:
+    """``record`` (the belief's newest change, with all its evidence) as the world
+    knew it at ``as_of``; None when the belief did not exist then. Reads the
+    belief's own versions only (see the module docstring)."""
+    belief = record.belief
+    if belief.created_at > as_of:
+        return None
+    evidence = [e for e in record.evidence if recorded(e) <= as_of]
+    prefix = _prefix(world, belief.id)
+    before = after = None  # the last kept change by then, the first one after
+    for key, raw in reader.scan(prefix):
+        if len(key) != len(prefix) + DIGITS or not key[len(prefix) :].isdigit():
+            continue  # another belief's key (an id that goes on with "/")
+        if _HEAD.decode(raw).belief.updated_at <= as_of:
+            before = raw
+        elif after is None:
+            after = raw
+    chosen = before if before is not None else after
+    if chosen is None:  # no versions kept: a replica written before them
+        return msgspec.structs.replace(record, evidence=evidence)
+    base = _RECORD.decode(chosen)
+    head = base.belief
+    if before is None:  # its creation was coalesced away: it was active then
+        head = msgspec.structs.replace(
+            head, status="active", closed_reason="", valid_until=None
+        )
+    last = max(
+        (e for e in evidence if e.recorded_seq),
+        key=lambda e: e.recorded_seq,
+        default=None,
+    )
+    if last is not None and (before is None or last.recorded_seq > head.version):
+        head = msgspec.structs.replace(
+            head, version=last.recorded_seq, updated_at=recorded(last)
+        )
+    elif before is None:  # nothing of it recorded by then but its creation
+        head = msgspec.structs.replace(head, version=0, updated_at=head.created_at)
+    return BeliefChanged(belief=head, evidence=evidence, trust=base.trust)
