@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Final
 
 import msgspec
 
+from worldline.actors.runtime.keys import key_part
 from worldline.protocols.messages import BeliefChanged, encode
 
 if TYPE_CHECKING:
@@ -55,8 +56,13 @@ __all__ = [
 ]
 
 DIGITS: Final = 20  # an OPS sequence, zero-padded so key order is version order
+# World and id in a key are bounded as the index bounds them (LMDB's 511 bytes):
+# at most 5 + 64 + 1 + 128 + 1 + 20 bytes.
+WORLD_BYTES: Final = 64
+ID_BYTES: Final = 128
 _RECORD: Final = msgspec.msgpack.Decoder(BeliefChanged)
 _TIME: Final = msgspec.msgpack.Decoder(datetime)
+_CLOSED: Final = msgspec.msgpack.Decoder(tuple[datetime, str])
 
 
 class _Stamp(msgspec.Struct):
@@ -70,8 +76,12 @@ class _Head(msgspec.Struct):
 _HEAD: Final = msgspec.msgpack.Decoder(_Head)
 
 
+def _w(world: str) -> str:
+    return key_part(world, WORLD_BYTES)
+
+
 def _prefix(world: str, belief_id: str) -> bytes:
-    return f"bver/{world}/{belief_id}/".encode()
+    return f"bver/{_w(world)}/{key_part(belief_id, ID_BYTES)}/".encode()
 
 
 def version_key(world: str, belief_id: str, version: int) -> bytes:
@@ -104,33 +114,31 @@ def writes(world: str, change: BeliefChanged, held: int) -> dict[bytes, bytes | 
     }
     for t in times:
         day, time = _day_and_time(t)
-        found[f"bclkd/{world}/{day}".encode()] = b""
-        found[f"bclkt/{world}/{day}/{time}".encode()] = encode(t)
+        found[f"bclkd/{_w(world)}/{day}".encode()] = b""
+        found[f"bclkt/{_w(world)}/{day}/{time}".encode()] = encode(t)
     if belief.status != "active":
-        closed = belief.valid_until or belief.updated_at
-        found[f"bclosed/{world}/{belief.id}".encode()] = encode(closed)
+        closed = (belief.valid_until or belief.updated_at, belief.id)
+        key = f"bclosed/{_w(world)}/{key_part(belief.id, ID_BYTES)}"
+        found[key.encode()] = encode(closed)
     return found
 
 
 def closed_since(reader: Reader, world: str, as_of: datetime) -> list[str]:
     """The beliefs closed after ``as_of`` (they may have been active then)."""
-    prefix = f"bclosed/{world}/".encode()
-    return [
-        key[len(prefix) :].decode()
-        for key, raw in reader.scan(prefix)
-        if _TIME.decode(raw) > as_of
-    ]
+    prefix = f"bclosed/{_w(world)}/".encode()
+    closed = [_CLOSED.decode(raw) for _, raw in reader.scan(prefix)]
+    return [belief_id for when, belief_id in closed if when > as_of]
 
 
 def clock_at(reader: Reader, world: str, as_of: datetime) -> datetime | None:
     """The world's clock as it stood at ``as_of``: the newest ``updated_at`` of a
     belief change at or before it (None: no change by then, or none kept)."""
     day, time = _day_and_time(as_of)
-    prefix = f"bclkd/{world}/".encode()
+    prefix = f"bclkd/{_w(world)}/".encode()
     days = [k[len(prefix) :].decode() for k, _ in reader.scan(prefix)]
     for held in reversed([d for d in days if d <= day]):
         found = None
-        for key, raw in reader.scan(f"bclkt/{world}/{held}/".encode()):
+        for key, raw in reader.scan(f"bclkt/{_w(world)}/{held}/".encode()):
             if held < day or key.decode().rsplit("/", 1)[1] <= time:
                 found = raw  # times in key order: the last one by then
         if found is not None:
