@@ -77,32 +77,32 @@ def history(upto: int = 99, order: Order = "live") -> tuple[Stack, dict[str, int
     return s, seqs
 
 
-def get(st_: MemoryState, bid: str, **clocks: datetime) -> Belief | None:
-    reply = projector.serve(st_, GetBelief(belief_id=bid, **clocks), W)
+def get(st_: MemoryState, bid: str, as_of: datetime | None = None) -> Belief | None:
+    reply = projector.serve(st_, GetBelief(belief_id=bid, as_of=as_of), W)
     assert isinstance(reply, BeliefReply)
     return reply.belief
 
 
-def listed(st_: MemoryState, **clocks: datetime) -> dict[str, Belief]:
-    reply = projector.serve(st_, ListBeliefs(status="any", **clocks), W)
+def listed(st_: MemoryState, as_of: datetime | None = None) -> dict[str, Belief]:
+    reply = projector.serve(st_, ListBeliefs(status="any", as_of=as_of), W)
     assert isinstance(reply, BeliefListReply)
     return {b.id: b for b in reply.beliefs}
 
 
-def read(st_: MemoryState, **clocks: datetime) -> dict[str, Belief]:
-    reply = projector.serve(st_, ReadWorld(**clocks), W)
+def read(st_: MemoryState, as_of: datetime | None = None) -> dict[str, Belief]:
+    reply = projector.serve(st_, ReadWorld(as_of=as_of), W)
     assert isinstance(reply, WorldReply)
     return {b.id: b for b in reply.beliefs}
 
 
-def searched(st_: MemoryState, **clocks: datetime) -> dict[str, Belief]:
-    reply = projector.serve(st_, SearchBeliefs(query="claim", **clocks), W)
+def searched(st_: MemoryState, as_of: datetime | None = None) -> dict[str, Belief]:
+    reply = projector.serve(st_, SearchBeliefs(query="claim", as_of=as_of), W)
     assert isinstance(reply, SearchReply)
     return {h.belief.id: h.belief for h in reply.hits}
 
 
-def traced(st_: MemoryState, bid: str, **clocks: datetime) -> TraceReply:
-    reply = projector.serve(st_, TraceBelief(belief_id=bid, **clocks), W)
+def traced(st_: MemoryState, bid: str, as_of: datetime | None = None) -> TraceReply:
+    reply = projector.serve(st_, TraceBelief(belief_id=bid, as_of=as_of), W)
     assert isinstance(reply, TraceReply)
     return reply
 

@@ -63,6 +63,7 @@ ID_BYTES: Final = 128
 _RECORD: Final = msgspec.msgpack.Decoder(BeliefChanged)
 _TIME: Final = msgspec.msgpack.Decoder(datetime)
 _CLOSED: Final = msgspec.msgpack.Decoder(tuple[datetime, str])
+_encode: Final = msgspec.msgpack.encode
 
 
 class _Stamp(msgspec.Struct):
@@ -115,11 +116,11 @@ def writes(world: str, change: BeliefChanged, held: int) -> dict[bytes, bytes | 
     for t in times:
         day, time = _day_and_time(t)
         found[f"bclkd/{_w(world)}/{day}".encode()] = b""
-        found[f"bclkt/{_w(world)}/{day}/{time}".encode()] = encode(t)
+        found[f"bclkt/{_w(world)}/{day}/{time}".encode()] = _encode(t)
     if belief.status != "active":
         closed = (belief.valid_until or belief.updated_at, belief.id)
         key = f"bclosed/{_w(world)}/{key_part(belief.id, ID_BYTES)}"
-        found[key.encode()] = encode(closed)
+        found[key.encode()] = _encode(closed)
     return found
 
 
