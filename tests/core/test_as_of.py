@@ -200,3 +200,33 @@ def test_a_change_coalesced_away_in_a_feed_batch_is_read_from_its_evidence() -> 
     created = get(st_, "b1", as_of=T0)
     assert created is not None
     assert created.evidence_count == 0
+
+
+def test_coalesced_items_count_whatever_order_their_ids_sort_in() -> None:
+    """Evidence is held in id order, not recording order: the times of the items a
+    coalesced change recorded are found all the same, so a read as of a time
+    between two of them is read at the world's clock as it stood then."""
+    t = [T0 + n * DAY for n in range(4)]
+    ops = [
+        add("b1"),
+        evidence("z", "b1", "paper", at=t[1], observed=t[1]),
+        evidence("m", "b1", "blog", at=t[2], observed=t[2]),
+        evidence("a", "b1", "lab", "refutes", "measurement", observed=t[3]),
+    ]
+    s = Stack()
+    for op in ops:
+        s.op(op)
+    s.run()
+    proj_in = build("projector", replica="r1").inputs[0]
+    st_ = MemoryState()
+    for n, change in enumerate(s.changes, start=1):
+        message = change.message
+        if isinstance(message, BeliefChanged) and message.belief.updated_at == t[2]:
+            continue  # "m" coalesced into "a"'s change
+        if change.subject.startswith(state(W, "")):
+            st_.feed(proj_in, encode(message), ctx(change.subject, n))
+    ref = Stack()
+    for op in ops[:3]:
+        ref.op(op)
+    between = t[2] + DAY / 2
+    assert get(st_, "b1", as_of=between) == get(ref.run(), "b1")
