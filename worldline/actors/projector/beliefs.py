@@ -94,8 +94,7 @@ def apply_belief(
     held = -1 if raw is None else belief_version(raw)
     if held >= change.belief.version:
         return {}
-    writes = history_writes(ctx.world, change, held)  # for ``as_of`` reads
-    writes[key] = encode(change)
+    writes: dict[bytes, bytes | None] = {key: encode(change)}
     clock = clock_key(ctx.world)
     held_clock = reader.get(clock)
     if held_clock is None or _CLOCK.decode(held_clock) < change.belief.updated_at:
@@ -107,6 +106,8 @@ def apply_belief(
     writes.update(slots.index_writes(ctx.world, change.belief))
     # A belief change writes no edge: the edges touching it are still ``touching``.
     _reindex(reader, ctx.world, change.belief, writes, edges=touching)
+    # Last, so the index's reads through ``writes`` need not step over them.
+    writes.update(history_writes(ctx.world, change, held))  # for ``as_of`` reads
     return writes
 
 
