@@ -62,7 +62,8 @@ def handle(reader: Reader, change: ProjectorInbox, ctx: Context) -> Step:
 
 def newest_only(change: ProjectorInbox) -> str | None:
     """What a change makes obsolete, when several come in one batch: a belief's
-    change carries its whole newest state (the replica keeps only the newest), and
+    change carries its whole newest state (the replica keeps the newest whole;
+    ``history.py`` reads what a skipped one recorded from its evidence), and
     the feed brings a belief's versions in order, so of several changes to one
     belief in a batch only the last needs applying. That also spares rebuilding
     every agent's view per change when a batch restates one belief many times.
