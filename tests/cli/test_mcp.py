@@ -4,6 +4,7 @@ official MCP client against a real nats-server and the five actors."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,9 @@ async def test_mcp_tools_read_and_change_the_world(
     server = StdioServerParameters(
         command=WORLDLINE,
         args=["mcp", "--agent", "ada", "--world", world, "--nats", nats_url],
+        # The environment as is (PYTHONPATH too), so the server runs the code
+        # under test, not whatever the installed package points at.
+        env=dict(os.environ),
     )
     with (tmp_path / "mcp-stderr.log").open("w") as errlog:
         async with (
@@ -224,6 +228,12 @@ async def _drive(session: ClientSession, world: str) -> None:
     missing = await session.call_tool("trace", {"belief_id": "b-nope"})
     assert missing.is_error
     assert "no belief 'b-nope'" in _text(missing)
+    # As of a time before it was added, the seeded belief is not found.
+    early = {"belief_id": seeded["id"], "as_of": "2000-01-01T00:00:00+00:00"}
+    for tool in ("get", "trace"):
+        gone = await session.call_tool(tool, early)
+        assert gone.is_error
+        assert "as of 2000-01-01" in _text(gone)
     too_sure = await session.call_tool(
         "add", {"text": "Churn is low", "confidence": 1.5}
     )
@@ -258,7 +268,7 @@ async def _drive(session: ClientSession, world: str) -> None:
     assert len(again["steps"]) == 1
     unknown = await session.call_tool("read", {"scope": "all"})
     assert unknown.is_error
-    assert "unknown argument(s) 'scope': read takes no arguments" in _text(unknown)
+    assert "unknown argument(s) 'scope': read takes as_of" in _text(unknown)
 
 
 async def _beliefs(
