@@ -6,12 +6,17 @@ is not found. docs/belief-math.md, "Two time axes"."""
 
 from __future__ import annotations
 
+from datetime import timedelta, timezone
 from typing import TYPE_CHECKING, Final
+
+import msgspec
 
 from tests.core.test_contradictions import DAY, T0, Stack, W, add, ctx, evidence
 from worldline.actors.projector import core as projector
+from worldline.actors.projector import history as clock_history
 from worldline.actors.registry import build
 from worldline.actors.runtime.memory import MemoryState
+from worldline.actors.runtime.spec import Step
 from worldline.protocols.messages import (
     Belief,
     BeliefChanged,
@@ -39,6 +44,8 @@ if TYPE_CHECKING:
 T1: Final = T0 + DAY  # b1 is cited
 T2: Final = T0 + 10 * DAY  # a lab measures against it
 BETWEEN: Final = T0 + 5 * DAY
+HOUR: Final = timedelta(hours=1)
+MINUTE: Final = timedelta(minutes=1)
 
 
 def history(upto: int = 99, order: Order = "live") -> tuple[Stack, dict[str, int]]:
@@ -230,3 +237,30 @@ def test_coalesced_items_count_whatever_order_their_ids_sort_in() -> None:
         ref.op(op)
     between = t[2] + DAY / 2
     assert get(st_, "b1", as_of=between) == get(ref.run(), "b1")
+
+
+def test_the_world_clock_as_it_stood_is_the_last_change_time_by_then() -> None:
+    """``history.clock_at``: the newest change time at or before T, in T's hour or
+    an earlier one, whatever order the changes came in and their offsets."""
+    st_ = MemoryState()
+    base = T0 + 10 * HOUR
+    stack, _ = history(upto=1)
+    stack.run()
+    (created,) = [
+        c.message for c in stack.changes if isinstance(c.message, BeliefChanged)
+    ]
+    for n, at in enumerate((base + HOUR + 15 * MINUTE, base, base + 30 * MINUTE)):
+        belief = msgspec.structs.replace(
+            created.belief,
+            id=f"b{n}",
+            version=n + 1,
+            created_at=at,
+            updated_at=at.astimezone(timezone(timedelta(hours=2))),
+        )
+        change = msgspec.structs.replace(created, belief=belief)
+        st_.apply(Step(writes=clock_history.writes(W, change, -1)))
+    assert clock_history.clock_at(st_, W, base - MINUTE) is None
+    assert clock_history.clock_at(st_, W, base) == base
+    assert clock_history.clock_at(st_, W, base + 45 * MINUTE) == base + 30 * MINUTE
+    assert clock_history.clock_at(st_, W, base + HOUR) == base + 30 * MINUTE
+    assert clock_history.clock_at(st_, W, base + 2 * HOUR) == base + HOUR + 15 * MINUTE

@@ -14,9 +14,10 @@ that recorded it.
 
 The world's clock as it stood at ``as_of`` (the newest ``updated_at`` of the belief
 changes recorded by then, the clock a read made then used) comes from the times of
-the changes applied: ``bclkd/<w>/<day>`` -> b"" for each day (UTC) with one, and
-``bclkt/<w>/<day>/<time>`` -> the ``updated_at`` itself: two more puts per change,
-no read. Finding it reads the day keys and at most two days' times.
+the changes applied: ``bclkd/<w>/<hour>`` -> b"" for each hour (UTC) with one, and
+``bclkt/<w>/<hour>/<minutes and seconds>`` -> the ``updated_at`` itself: two more
+puts per change, no read. Finding it reads the hour keys and at most two hours'
+times.
 
 A belief closed (retracted, resolved) is no longer a document of the lexical index;
 ``bclosed/<w>/<id>`` -> when it closed lets a search as of an earlier time find it
@@ -98,11 +99,11 @@ def version_key(world: str, belief_id: str, version: int) -> bytes:
     return _prefix(world, belief_id) + f"{version:0{DIGITS}d}".encode()
 
 
-def _day_and_time(t: datetime) -> tuple[str, str]:
-    """``t`` as key parts that sort as the times do (UTC)."""
+def _hour_and_rest(t: datetime) -> tuple[str, str]:
+    """``t`` as key parts that sort as the times do (UTC): its hour, and the rest."""
     utc = t if t.tzinfo is None or t.tzinfo is UTC else t.astimezone(UTC)
     text = utc.replace(tzinfo=None).isoformat(timespec="microseconds")
-    return text[:10], text[11:]  # one C call: strftime twice cost 3x as much
+    return text[:13], text[14:]  # one C call: strftime twice cost 3x as much
 
 
 def writes(world: str, change: BeliefChanged, held: int) -> dict[bytes, bytes | None]:
@@ -130,9 +131,9 @@ def writes(world: str, change: BeliefChanged, held: int) -> dict[bytes, bytes | 
         version_key(world, belief.id, belief.version): _encode(kept)
     }
     for t in times:
-        day, time = _day_and_time(t)
-        found[f"bclkd/{_w(world)}/{day}".encode()] = b""
-        found[f"bclkt/{_w(world)}/{day}/{time}".encode()] = _encode(t)
+        hour, rest = _hour_and_rest(t)
+        found[f"bclkd/{_w(world)}/{hour}".encode()] = b""
+        found[f"bclkt/{_w(world)}/{hour}/{rest}".encode()] = _encode(t)
     if belief.status != "active":
         closed = (belief.valid_until or belief.updated_at, belief.id)
         key = f"bclosed/{_w(world)}/{key_part(belief.id, ID_BYTES)}"
@@ -150,13 +151,13 @@ def closed_since(reader: Reader, world: str, as_of: datetime) -> list[str]:
 def clock_at(reader: Reader, world: str, as_of: datetime) -> datetime | None:
     """The world's clock as it stood at ``as_of``: the newest ``updated_at`` of a
     belief change at or before it (None: no change by then, or none kept)."""
-    day, time = _day_and_time(as_of)
+    hour, rest = _hour_and_rest(as_of)
     prefix = f"bclkd/{_w(world)}/".encode()
-    days = [k[len(prefix) :].decode() for k, _ in reader.scan(prefix)]
-    for held in reversed([d for d in days if d <= day]):
+    hours = [k[len(prefix) :].decode() for k, _ in reader.scan(prefix)]
+    for held in reversed([h for h in hours if h <= hour]):
         found = None
         for key, raw in reader.scan(f"bclkt/{_w(world)}/{held}/".encode()):
-            if held < day or key.decode().rsplit("/", 1)[1] <= time:
+            if held < hour or key.decode().rsplit("/", 1)[1] <= rest:
                 found = raw  # times in key order: the last one by then
         if found is not None:
             return _TIME.decode(found)
