@@ -17,7 +17,7 @@ from worldline.protocols.messages import (
     ListContradictions,
     ResolveContradiction,
 )
-from worldline.sdk.beliefs import BeliefMixin
+from worldline.sdk.paging import PagingMixin
 from worldline.sdk.crew import new_id, utc_now, validated
 from worldline.sdk.errors import BadRequest
 
@@ -32,7 +32,7 @@ __all__ = ["JudgmentMixin"]
 TEXT_CHARS: Final = 400  # of a forecast outcome, in the claim that records it
 
 
-class JudgmentMixin(BeliefMixin):
+class JudgmentMixin(PagingMixin):
     """Contradictions, settled questions and calibration."""
 
     async def settle_slot(self, winner: str, reason: str = "") -> list[Belief]:
