@@ -188,18 +188,6 @@ def _unrelate(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
     return run
 
 
-def _trust(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
-    async def run(world: World) -> None:
-        seq = await world.trust(args.source, args.value, lock=args.lock)
-        emit(
-            args,
-            {"source": args.source, "trust": args.value, "seq": seq},
-            f"trust {args.source} = {args.value:g}{' (locked)' if args.lock else ''}",
-        )
-
-    return run
-
-
 def _trace(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
     async def run(world: World) -> None:
         reply = await _trace_either(world, args.id, args.as_of)
@@ -494,7 +482,6 @@ VERBS: dict[str, Callable[[argparse.Namespace], Callable[[World], Any]]] = {
     "retract": _retract,  # resolve: worldline.cli.calibration
     "relate": _relate,
     "unrelate": _unrelate,
-    "trust": _trust,
     "trace": _trace,
     "read": _read,
     "before": _before,
