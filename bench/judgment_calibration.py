@@ -26,15 +26,19 @@ is, by default, one resolved belief per question, its winning answer (right or n
 which is what a world holds when it resolves whole slots. The map is monotone, so the
 picks, and their accuracy, stay what they were; only the confidence moves.
 
-Beside each row, its Brier floor: the Brier of the least-squares monotone fit (pool
-adjacent violators) of its own confidences to its own outcomes, in sample. No monotone
-recalibration of those confidences, however learned, scores below it: a target under
-the floor needs confidences that tell right picks from wrong ones better, not a map.
+Beside each row, the ECE noise: the mean and 90th percentile ECE of outcomes drawn true
+with exactly the row's confidences (seeded), what a perfectly calibrated posterior would
+show on this many questions. And its Brier floor (``calibration.brier_floor``): the
+Brier of the least-squares monotone fit of its own confidences to its own outcomes, in
+sample. No monotone recalibration of those confidences, however learned, scores below
+it: a target under the floor needs confidences that tell right picks from wrong ones
+better, not a map.
 """
 
 from __future__ import annotations
 
 import math
+import random
 from collections import defaultdict
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final
@@ -53,6 +57,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FOLDS",
+    "NOISE_DRAWS",
     "RECORD",
     "RECORDS",
     "TARGET_BRIER",
@@ -72,6 +77,7 @@ __all__ = [
 ]
 
 FOLDS: Final = 5
+NOISE_DRAWS: Final = 200
 TARGET_ECE: Final = 0.05
 TARGET_BRIER: Final = 0.10
 RECORDS: Final = ("winners", "answers")
@@ -93,6 +99,10 @@ class Row(msgspec.Struct, frozen=True, kw_only=True):
     brier: float
     ece: float
     brier_floor: float  # the lowest Brier any monotone map of these confidences gets
+    # ECE of outcomes drawn true with exactly these confidences (a perfectly calibrated
+    # posterior), mean and 90th percentile over NOISE_DRAWS seeded draws
+    ece_noise: float
+    ece_noise_p90: float
     calibrators: tuple[str, ...] = ()  # the method each fold's map chose
 
 
@@ -227,6 +237,21 @@ def recalibrated(
     return out, tuple(chosen)
 
 
+def _noise(records: Sequence[Record]) -> list[float]:
+    """Sorted ECEs of NOISE_DRAWS records at these confidences whose outcomes come
+    true with exactly that probability (seeded: the same every run)."""
+    rng = random.Random(0)
+    return sorted(
+        calibration.ece(
+            [
+                Record(confidence=r.confidence, outcome=rng.random() < r.confidence)
+                for r in records
+            ]
+        )
+        for _ in range(NOISE_DRAWS)
+    )
+
+
 def row(
     method: str,
     answers: Answers,
@@ -245,6 +270,7 @@ def row(
             msgspec.structs.replace(r, confidence=confidences.get(q, r.confidence))
             for q, r in zip(sorted(gold), records, strict=True)
         ]
+    noise = _noise(records)
     return Row(
         method=method,
         recalibrated=confidences is not None,
@@ -254,6 +280,8 @@ def row(
         brier=calibration.brier(records),
         ece=calibration.ece(records),
         brier_floor=calibration.brier_floor(records),
+        ece_noise=math.fsum(noise) / len(noise),
+        ece_noise_p90=noise[(len(noise) * 9) // 10],
         calibrators=calibrators,
     )
 
@@ -316,14 +344,15 @@ def print_block(result: Block) -> None:
     )
     print(
         f"  {'method':<30} {'calibration':<12} {'acc':>6} {'conf':>6} "
-        f"{'Brier':>6} {'ECE':>6} {'floor':>6}  maps"
+        f"{'Brier':>6} {'floor':>6} {'ECE':>6} {'noise':>11}  maps"
     )
     for r in result.rows:
         maps = ",".join(sorted(set(r.calibrators)))
         print(
             f"  {r.method:<30} {'recalibrated' if r.recalibrated else 'none':<12} "
             f"{r.accuracy:>6.3f} {r.mean_confidence:>6.3f} {r.brier:>6.3f} "
-            f"{r.ece:>6.3f} {r.brier_floor:>6.3f}  {maps}"
+            f"{r.brier_floor:>6.3f} {r.ece:>6.3f} "
+            f"{r.ece_noise:>5.3f}/{r.ece_noise_p90:<5.3f}  {maps}"
         )
     for t in result.targets:
         print(
