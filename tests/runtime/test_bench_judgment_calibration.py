@@ -92,6 +92,8 @@ def test_the_targets_are_the_numbers_against_the_thresholds() -> None:
         assert t.accuracy_met
         # No monotone map of the raw confidences beats the floor on them.
         assert raw.brier_floor <= raw.brier
+        # The ECE a calibrated posterior would show on this many questions.
+        assert 0.0 < raw.ece_noise <= raw.ece_noise_p90 < 1.0
 
 
 def test_the_vote_confidence_is_the_winners_share() -> None:
