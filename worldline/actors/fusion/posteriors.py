@@ -95,9 +95,14 @@ def emit(
 ) -> Step:
     """Re-read the belief at ``now`` and publish its posterior, with the evidence
     ``added`` by this op (as recorded), not the whole list: a trust change re-sends
-    every belief its source bears on (issue 18)."""
-    reading, trust = answers.read(reader, ctx.world, fused, now, table)
+    every belief its source bears on (issue 18).
+
+    The belief's clock never runs back: it is read at the later of ``now`` and its
+    last reading, so the ops that changed it, in whatever order they arrived, leave
+    it read at the latest ``at`` among them (docs/belief-math.md, P8)."""
     old = fused.belief
+    now = max(now, old.updated_at)
+    reading, trust = answers.read(reader, ctx.world, fused, now, table)
     belief = msgspec.structs.replace(
         old,
         confidence=reading.confidence,

@@ -107,10 +107,13 @@ def _of_end(reader: Reader, world: str, belief_id: str) -> set[str]:
 def on_belief(
     reader: Reader, world: str, change: BeliefChanged, edges: list[BeliefEdge]
 ) -> Writes:
-    """Record what a belief change does to contradictions: a posterior whose own
-    flags say its evidence is split opens (or updates) its ``split``; a closed
-    belief dissolves every open contradiction it is an end of (``edges``: the
-    edges touching it)."""
+    """Record what a belief change does to contradictions. Its ``split`` is a
+    function of the belief as it now stands: open while its posterior is flagged
+    ``contradicted`` by its own evidence (opened by the item whose recording made
+    the current split, :func:`model.split_opening`), and no record at all once it
+    is not (so the order its evidence arrived in leaves no trace). A closed belief
+    dissolves every open contradiction it is an end of (``edges``: the edges
+    touching it)."""
     belief = change.belief
     writes: Writes = {}
     sid = split_id(world, belief.id)
@@ -125,26 +128,41 @@ def on_belief(
             if record is not None:
                 _put(writes, world, model.dissolve(record, at, belief.version, why))
         return writes
-    if belief.confidence is None:
+    if belief.confidence is None or "contradicted" not in belief.flags:
+        if held is not None:
+            writes[record_key(world, sid)] = None
+            writes[_end_prefix(world, belief.id) + sid.encode()] = None
         return writes
-    if held is None and "contradicted" not in belief.flags:
-        return writes
-    support, refute = posterior.sides(change.evidence, change.trust, belief.updated_at)
-    strength = model.split_strength(support, refute)
-    if held is None:
-        held = model.opened(
-            world,
-            "split",
-            (belief.id,),
-            strength=strength,
-            trace=(belief.id,),
-            at=belief.updated_at,
-            seq=belief.version,
-        )
-    else:
-        held = msgspec.structs.replace(held, strength=strength)
-    _put(writes, world, held)
+    record = _split_record(world, change, held)
+    if record != held:
+        _put(writes, world, record)
     return writes
+
+
+def _split_record(
+    world: str, change: BeliefChanged, held: Contradiction | None = None
+) -> Contradiction:
+    """The open ``split`` of a belief flagged ``contradicted``: opened by the item
+    whose recording made the current split (the change itself when no item did,
+    e.g. a rival answer's), its strength the minority's share now."""
+    belief = change.belief
+    added = next((e for e in change.evidence if e.recorded_seq == belief.version), None)
+    before = (
+        None
+        if held is None or held.opened_at is None
+        else (held.opened_at, held.opened_seq)
+    )
+    item = model.split_opening(change.evidence, change.trust, after=added, held=before)
+    support, refute = posterior.sides(change.evidence, change.trust, belief.updated_at)
+    return model.opened(
+        world,
+        "split",
+        (belief.id,),
+        strength=model.split_strength(support, refute),
+        trace=(belief.id,),
+        at=belief.updated_at if item is None else item.recorded_at or item.observed_at,
+        seq=belief.version if item is None else item.recorded_seq,
+    )
 
 
 def on_edge(
@@ -301,18 +319,7 @@ def split_contradiction(
     stored = _BELIEF.decode(raw)
     if stored.belief.confidence is None or "contradicted" not in stored.belief.flags:
         return None
-    reading = posterior.read(
-        stored.belief.prior, stored.evidence, stored.trust, stored.belief.updated_at
-    )
-    record = model.opened(
-        world,
-        "split",
-        (belief.id,),
-        strength=model.split_strength(reading.support, reading.refute),
-        trace=(belief.id,),
-        at=stored.belief.updated_at,
-        seq=stored.belief.version,
-    )
+    record = _split_record(world, stored)
     return _visible(record, at, as_of)
 
 
