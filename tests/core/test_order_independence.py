@@ -4,10 +4,10 @@ the projector's replica (its contradictions included) and what ``contradictions`
 answers.
 
 Causally independent: ops on different beliefs (or edges), and evidence items on
-one belief. Ops that touch a common belief otherwise keep their order (a belief's
-``AddBelief`` before its evidence, a ``CloseBelief`` or a ``ResolveContradiction``
-where it stands among that belief's ops), and a ``SetTrust`` or a declaration keeps
-its place among all ops.
+one belief (or one edge). Ops that touch a common belief otherwise keep their order
+(a belief's ``AddBelief`` before its evidence, a ``CloseBelief`` or a
+``ResolveContradiction`` where it stands among that belief's ops), and a
+``SetTrust`` or a declaration keeps its place among all ops.
 
 Two logs differ in their OPS sequences by definition (a version is the sequence of
 the op that last changed a thing, an evidence item keeps the sequence of the op that
@@ -34,6 +34,7 @@ from worldline.actors.runtime.spec import Context
 from worldline.protocols.beliefs import BeliefEdge, Evidence
 from worldline.protocols.messages import (
     AddBelief,
+    AddEdgeEvidence,
     AddEvidence,
     BeliefReply,
     CloseBelief,
@@ -99,6 +100,7 @@ Drawn = tuple[str, int, int, int]  # (kind, which belief/source, which other, ho
 
 KINDS: Final = ("for", "against") * 3 + (
     "link", "unlink", "resolve", "resolve_pair", "close", "trust",
+    "edge_for", "edge_against",
 )  # fmt: skip
 draws = st.lists(
     st.tuples(
@@ -141,6 +143,25 @@ def build_log(drawn: list[Drawn]) -> list[Any]:
                     winner=bid,
                 )
             )
+        elif kind in ("edge_for", "edge_against"):
+            item = Evidence(
+                id=f"ee{n}",
+                belief_id=f"x{k}",
+                direction="supports" if kind == "edge_for" else "refutes",
+                kind="measurement",
+                source=SOURCES[j],
+                observed_at=at,
+                author="ada",
+            )
+            log.append(
+                AddEdgeEvidence(
+                    op_id=f"op-ee{n}",
+                    author="ada",
+                    at=at,
+                    edge_id=f"x{k}",
+                    evidence=item,
+                )
+            )
         elif kind == "close":
             log.append(CloseBelief(op_id=f"op-c{n}", author="ada", at=at,
                                    belief_id=bid, how="retracted"))  # fmt: skip
@@ -158,6 +179,8 @@ def touches(op: Any) -> tuple[set[str], bool]:
             return {op.evidence.belief_id}, True
         case AddBelief() | CloseBelief():
             return {op.belief_id}, False
+        case AddEdgeEvidence():
+            return {f"edge:{op.edge_id}"}, True
         case LinkBeliefs():
             return {op.edge.source, op.edge.target, f"edge:{op.edge.id}"}, False
         case ResolveContradiction():
@@ -235,9 +258,19 @@ def run(log: list[Any]) -> dict[str, MemoryState]:
 
 # --- the comparison ----------------------------------------------------------------
 
-# Fields that hold an OPS (or derived-stream) sequence: positions in one log.
+# Fields that hold an OPS (or derived-stream) sequence: positions in one log (and
+# ``cause``, the id of the op at an edge posterior's ``cause_seq``: its version).
 SEQ_FIELDS: Final = frozenset(
-    {"version", "recorded_seq", "opened_seq", "resolved_seq", "seq", "cause_seq"}
+    {
+        "version",
+        "recorded_seq",
+        "opened_seq",
+        "resolved_seq",
+        "seq",
+        "cause_seq",
+        "posterior_seq",
+        "cause",
+    }
 )
 _SEQ_PART = re.compile(rb"(?<=/)\d{12}(?=/|$)")
 # The materializer's keys whose value is a bare OPS sequence (the last op applied,
