@@ -6,15 +6,18 @@ projector keeps the records as the change feed arrives
 A contradiction is identified by what it is about, not by when it was seen:
 ``c-`` + the first 16 hex digits of sha256(world, kind, sorted belief ids). It is
 ``open`` from the op that opened it (a ``contradicts`` edge linked between two
-beliefs, or a posterior whose evidence is split) until the earlier, in log order, of
+beliefs; for a belief whose evidence is split now, the item that made the current
+split, :func:`split_opening`) until the earlier, in log order, of
 
 - a ``ResolveContradiction`` recorded after it opened: ``resolved``;
 - an end closed or (every) edge removed: ``dissolved``.
 
-So its status is a function of the log, never of the clock a read asks for, and of
-the log alone, never of the order in which a replica happened to receive the
-changes that carry it (:func:`lifecycle` folds the events by OPS sequence). The
-formulas are in docs/belief-math.md, "Contradictions".
+A split whose evidence is no longer split is no contradiction at all. So its status
+is a function of the log, never of the clock a read asks for, and of the log alone,
+never of the order in which a replica happened to receive the changes that carry it
+(:func:`lifecycle` folds the events by OPS sequence) nor of the order causally
+independent ops reached the log. The formulas are in docs/belief-math.md,
+"Contradictions".
 """
 
 from __future__ import annotations

@@ -5,11 +5,12 @@ their lifecycle (:mod:`worldline.actors.belief_model.contradictions`).
 Why here: the projector already holds both halves (each belief with its evidence,
 and every belief edge), it sees them on one ordered feed, and it is where reads
 widen the uncertainty of the ends. Every time and sequence a record keeps comes
-from the ops themselves (an edge's ``at`` and version, a posterior's ``updated_at``
-and version, a closure's ``valid_until``), and the status is folded from those
-events by OPS sequence, so the record does not depend on the read clock, nor on
-the order in which the materializer's two inputs reached it
-(docs/belief-math.md, "Contradictions").
+from the ops themselves (an edge's ``at`` and version, the ``at`` and sequence of
+the evidence item that opened a split, a closure's ``valid_until``), and the status
+is folded from those events by OPS sequence, so the record does not depend on the
+read clock, nor on the order in which the materializer's two inputs reached it,
+nor on the order of causally independent ops (a split is a function of the
+belief's evidence as it stands; docs/belief-math.md, "Contradictions").
 
 State keys: ``contra/<w>/<id>`` -> ``Contradiction`` (status ``open`` or
 ``dissolved``; resolutions are folded in when read), ``resolve/<w>/<id>/<seq>`` ->
