@@ -59,7 +59,7 @@ from worldline.protocols.world import Authority, WorldDecl, WorldInfo
 
 if TYPE_CHECKING:
     from worldline.actors.runtime.spec import Outgoing
-    from worldline.protocols.beliefs import Belief
+    from worldline.protocols.messages import Belief
 
 W: Final = "w1"
 T0: Final = datetime(2026, 1, 1, tzinfo=UTC)
