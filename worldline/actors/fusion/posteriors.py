@@ -59,7 +59,13 @@ def reemit(
         for out in more.out:
             if isinstance(out.message, PosteriorUpdate):
                 emitted = out.message.belief
-        if not always and not answers.readings_differ(fused.belief, emitted):
+        # A moved clock is a change too: a rival is read at the latest ``at`` of
+        # its slot's ops, whichever of them moved its reading (order-free).
+        if (
+            not always
+            and emitted.updated_at == fused.belief.updated_at
+            and not answers.readings_differ(fused.belief, emitted)
+        ):
             continue
         step.writes.update(more.writes)
         step.out.extend(more.out)
