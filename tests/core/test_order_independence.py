@@ -27,10 +27,12 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from worldline.actors.belief_model import contradictions as model
+from worldline.actors.projector import contradictions as pcontra
 from worldline.actors.projector import core as projector
+from worldline.actors.projector import upgrade
 from worldline.actors.registry import build
 from worldline.actors.runtime.memory import MemoryState
-from worldline.actors.runtime.spec import Context
+from worldline.actors.runtime.spec import Context, Step
 from worldline.protocols.beliefs import BeliefEdge, Evidence
 from worldline.protocols.messages import (
     AddBelief,
@@ -476,3 +478,28 @@ def test_rival_answers_read_the_same_whatever_order_the_slots_evidence_came_in()
         one, other = run([*head, first, then]), run([*head, then, first])
         for name in ("fusion", "materializer", "projector"):
             assert canonical(one[name]) == canonical(other[name]), (hours, name)
+
+
+def test_a_replicas_splits_are_re_derived_from_the_evidence_at_start_up() -> None:
+    """A replica written before: the split its first split posterior opened is
+    still open though the evidence is no longer split (and another opened by its
+    first split, not by the item that made the current one). The start-up upgrade
+    re-derives both from the evidence as it stands."""
+    settled = [_claim("b1"), *(_ev(n, "supports", 1) for n in range(3))]
+    split = [_claim("b2"), _ev(4, "supports", 1, "b2"), _ev(5, "refutes", 2, "b2")]
+    st_ = run([*settled, _ev(3, "refutes", 1), *split])["projector"]
+    now = answers(st_)
+    assert [c.beliefs for c in now.contradictions] == [("b2",)]
+    older = MemoryState()
+    older.data.update(st_.data)
+    for bid in ("b1", "b2"):
+        stale = model.opened(W, "split", (bid,), strength=0.25, trace=(bid,),
+                             at=T0, seq=4)  # fmt: skip
+        older.data[pcontra.record_key(W, stale.id)] = encode(stale)
+    older.data[upgrade.FORMAT_KEY] = b"lexical-v3"
+    assert len(answers(older).contradictions) == 2
+    while (writes := upgrade.upgrade(older)) is not None:
+        older.apply(Step(writes=writes))
+    assert answers(older) == now
+    assert older.data.pop(upgrade.FORMAT_KEY) == upgrade.FORMAT
+    assert older.data == st_.data

@@ -53,6 +53,7 @@ __all__ = [
     "on_edge",
     "pair_id",
     "record_key",
+    "resplit",
     "split_contradiction",
     "split_id",
 ]
@@ -381,6 +382,25 @@ def missing(reader: Reader) -> Writes:
             and overlay.get(record_key(world, sid)) is None
         ):
             writes.update(on_belief(overlay, world, change, []))
+    return writes
+
+
+def resplit(reader: Reader) -> Writes:
+    """Each open ``split`` record re-derived from its belief as it stands (the
+    start-up upgrade of a replica whose splits were opened by the first split
+    posterior seen and never closed): gone where the evidence is no longer split,
+    else opened by the item that made the current split. One pass over the
+    records."""
+    writes: Writes = {}
+    overlay = Overlay(reader, writes)
+    for key, raw in reader.scan(b"contra/"):
+        record = _RECORD.decode(raw)
+        if record.kind != "split" or record.status != "open":
+            continue
+        world = key.decode().split("/", 2)[1]
+        held = reader.get(f"belief/{world}/{record.beliefs[0]}".encode())
+        if held is not None:
+            writes.update(on_belief(overlay, world, _BELIEF.decode(held), []))
     return writes
 
 
