@@ -27,6 +27,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from worldline.actors.belief_model import contradictions as model
+from worldline.actors.belief_model import posterior
 from worldline.actors.projector import contradictions as pcontra
 from worldline.actors.projector import core as projector
 from worldline.actors.projector import upgrade
@@ -503,3 +504,34 @@ def test_a_replicas_splits_are_re_derived_from_the_evidence_at_start_up() -> Non
     assert answers(older) == now
     assert older.data.pop(upgrade.FORMAT_KEY) == upgrade.FORMAT
     assert older.data == st_.data
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    told=st.lists(
+        st.tuples(st.booleans(), st.integers(0, 3), st.integers(0, 48)), max_size=12
+    )
+)
+def test_the_opening_kept_as_items_arrive_is_the_opening_of_the_whole_evidence(
+    told: list[tuple[bool, int, int]],
+) -> None:
+    """The projector keeps a split's opening as items arrive (one reading when the
+    new item is the last told); that is always the full walk's answer."""
+    evidence: list[Evidence] = []
+    held: tuple[datetime, int] | None = None
+    for n, (supports, source, hours) in enumerate(told, start=1):
+        at = T0 + timedelta(hours=hours)
+        item = Evidence(id=f"e{n:02d}", belief_id="b1",
+                        direction="supports" if supports else "refutes",
+                        kind="measurement", source=SOURCES[source], observed_at=at,
+                        author="ada", recorded_seq=n, recorded_at=at)  # fmt: skip
+        evidence.append(item)
+        clock = max(e.observed_at for e in evidence)
+        if not model.is_split(*posterior.sides(evidence, {}, clock)):
+            held = None
+            continue
+        kept = model.split_opening(evidence, {}, after=item, held=held)
+        assert kept is not None
+        assert kept is model.split_opening(evidence, {})
+        assert kept.recorded_at is not None
+        held = (kept.recorded_at, kept.recorded_seq)
