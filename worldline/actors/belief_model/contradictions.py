@@ -97,18 +97,30 @@ def split_opening(
         return None
     items = sorted(evidence, key=_told)
     n = len(items)
+    # A prefix without both a supporting and a refuting item is never split: no
+    # reading needed for the prefixes shorter than ``both``.
+    firsts = {}
+    for i, item in enumerate(items):
+        firsts.setdefault(item.direction, i)
+    both = max(firsts.get("supports", n), firsts.get("refutes", n)) + 1
+
+    def split(k: int) -> bool:
+        return k >= both and is_split(
+            *posterior.sides(items[:k], trust, _told(items[k - 1])[0])
+        )
+
     if (
         after is not None
         and held is not None
         and n > 1
         and items[-1] is after
-        and is_split(*posterior.sides(items[:-1], trust, _told(items[-2])[0]))
+        and split(n - 1)
     ):
         for item in items[:-1]:
             if (item.recorded_at or item.observed_at, item.recorded_seq) == held:
                 return item
     for k in range(n - 1, 0, -1):
-        if not is_split(*posterior.sides(items[:k], trust, _told(items[k - 1])[0])):
+        if not split(k):
             return items[k]
     return items[0]
 
