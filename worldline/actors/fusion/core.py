@@ -373,14 +373,16 @@ def _record(
     step = posteriors.indexed(
         posteriors.emit(reader, ctx, updated, cause, at, shard, added=item), ctx, item
     )
+    rivals_ = answers.rivals_of(reader, ctx.world, updated)
     return posteriors.reemit(
         reader,
         ctx,
         step,
-        answers.rivals_of(reader, ctx.world, updated),
+        rivals_,
         cause,
         at,
         shard,
+        always=bool(rivals_) and answers.brings_trust(reader, ctx.world, updated, item),
     )
 
 
