@@ -17,9 +17,9 @@ from worldline.protocols.messages import (
     ListContradictions,
     ResolveContradiction,
 )
-from worldline.sdk.paging import PagingMixin
 from worldline.sdk.crew import new_id, utc_now, validated
 from worldline.sdk.errors import BadRequest
+from worldline.sdk.paging import PagingMixin
 
 if TYPE_CHECKING:
     from datetime import datetime
