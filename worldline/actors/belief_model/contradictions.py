@@ -99,7 +99,7 @@ def split_opening(
     n = len(items)
     # A prefix without both a supporting and a refuting item is never split: no
     # reading needed for the prefixes shorter than ``both``.
-    firsts = {}
+    firsts: dict[str, int] = {}
     for i, item in enumerate(items):
         firsts.setdefault(item.direction, i)
     both = max(firsts.get("supports", n), firsts.get("refutes", n)) + 1
