@@ -35,7 +35,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from worldline.actors.simulator.retrieval import Kind, retrieve
+from worldline.actors.simulator.retrieval import Kind, retrieve_rows
 from worldline.actors.simulator.storage import (
     ACTION_WEIGHT,
     CONTEXT_WEIGHT,
@@ -134,11 +134,12 @@ def ground(
     """The ``k`` nearest real transitions of ``kind`` after ``action``, best first,
     each scored by :func:`~worldline.actors.simulator.retrieval.retrieve`'s cosine,
     times :data:`FLOOR` when its action does not name every identifier of this
-    tool call (:func:`identifiers`). Raises what ``retrieve`` raises."""
+    tool call (:func:`identifiers`). ``task`` is recorded, not scored (as in
+    ``retrieve``). Raises what ``retrieve`` raises."""
+    del task
     named = identifiers(action) if kind == "tool" else frozenset()
-    found = retrieve(
+    found = retrieve_rows(
         index,
-        task=task,
         context=context,
         action=action,
         exclude_lineages=exclude_lineages,
@@ -147,14 +148,14 @@ def ground(
         embedder=embedder,
     )
     what = "tool result" if kind == "tool" else "reply to a message"
-    if not named:
-        return Grounded(found, what)
-    missing = [named - identifiers(t.action) for t, _ in found]
+    missing = [named - identifiers(index.rows[row].action) for row, _ in found]
     scored = [
-        (t, s * FLOOR if lacks else s)
-        for (t, s), lacks in zip(found, missing, strict=True)
+        (row, s * FLOOR if lacks else s)
+        for (row, s), lacks in zip(found, missing, strict=True)
     ]
-    # Stable: equal scores keep retrieve's order (by transition id).
+    # Stable: equal scores keep retrieve's order (by transition id). Only the
+    # chosen rows are read back as transitions.
     order = sorted(range(len(scored)), key=lambda i: -scored[i][1])[:k]
     best = missing[order[0]] if order else frozenset()
-    return Grounded([scored[i] for i in order], what, frozenset(best))
+    chosen = [(index.transition(scored[i][0]), scored[i][1]) for i in order]
+    return Grounded(chosen, what, frozenset(best))

@@ -39,7 +39,14 @@ if TYPE_CHECKING:
     from worldline.actors.simulator.storage import Vectors
     from worldline.protocols.messages import Transition
 
-__all__ = ["Kind", "UnknownLineage", "check_exclusions", "query_vector", "retrieve"]
+__all__ = [
+    "Kind",
+    "UnknownLineage",
+    "check_exclusions",
+    "query_vector",
+    "retrieve",
+    "retrieve_rows",
+]
 
 Kind = Literal["tool", "message"]
 
@@ -216,6 +223,34 @@ def retrieve(
     process's selected one), which must be the index's (else :class:`IndexRefused`).
     """
     del task  # not scored: the action and recent context are (see the docstring)
+    found = retrieve_rows(
+        index,
+        context=context,
+        action=action,
+        exclude_lineages=exclude_lineages,
+        k=k,
+        split=split,
+        embedder=embedder,
+        kind=kind,
+        exclude_groups=exclude_groups,
+    )
+    return [(index.transition(row), score) for row, score in found]
+
+
+def retrieve_rows(
+    index: TransitionIndex,
+    *,
+    context: str,
+    action: str,
+    exclude_lineages: Collection[str] = (),
+    k: int = 5,
+    split: Literal["fit", "held-out", "all"] = "fit",
+    embedder: Embedder | None = None,
+    kind: Kind | None = None,
+    exclude_groups: Collection[str] = (),
+) -> list[tuple[int, float]]:
+    """What :func:`retrieve` finds, as stored rows (row number, score), before
+    any transition is read back."""
     if k < 0:
         raise ValueError(f"k {k}: at least 0")
     embedder = embedder if embedder is not None else active()
@@ -229,5 +264,4 @@ def retrieve(
     if k == 0 or stop <= start or not ok.any():
         return []
     query = query_vector(context, action, embedder)
-    found = _ranked(index, query, ok, kind, action, k)
-    return [(index.transition(row), score) for row, score in found]
+    return _ranked(index, query, ok, kind, action, k)
