@@ -362,8 +362,13 @@ def kernel(n: int, samples: int, messages: float) -> dict[str, float]:
             message = rng.random() < messages
             action = "" if message else f"tool{k % 40}({{}})"
             start = time.perf_counter()
-            retrieval._ranked(  # type: ignore[arg-type]
-                index, query, ok, "message" if message else "tool", action, 5
+            retrieval._ranked(
+                index,  # type: ignore[arg-type]
+                query,
+                ok,
+                "message" if message else "tool",
+                action,
+                5,
             )
             timings.append(time.perf_counter() - start)
         out[f"kernel_p50_ms_{threads}t"] = pct(timings, 0.5) * 1e3

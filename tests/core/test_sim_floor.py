@@ -217,7 +217,10 @@ def test_blas_threads_are_pinned_from_the_environment(
     before = threads.blas_threads()
     try:
         monkeypatch.setenv(threads.BLAS_THREADS_ENV, "2")
-        assert threads.pin_blas_threads() == threads.blas_threads() >= 1
+        pinned = threads.pin_blas_threads()
+        assert pinned is not None
+        assert pinned == threads.blas_threads()
+        assert pinned >= 1
         monkeypatch.delenv(threads.BLAS_THREADS_ENV)
         assert threads.pin_blas_threads() == 1
         assert threads.blas_threads() == 1
