@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import random
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 import pytest
@@ -16,9 +16,9 @@ from worldline.actors.runtime.serve import answering_for
 from worldline.actors.simulator import threads
 from worldline.actors.simulator.forecast import FLOOR, forecast
 from worldline.actors.simulator.grounded import identifiers
-from worldline.actors.simulator.index import TransitionIndex, build, retrieve
+from worldline.actors.simulator.index import TransitionIndex, build, retrieve, save
 from worldline.actors.simulator.provider import LocalProvider
-from worldline.actors.simulator.service import SessionService
+from worldline.actors.simulator.service import SessionService, spec
 from worldline.protocols.messages import (
     Message,
     SimError,
@@ -28,6 +28,9 @@ from worldline.protocols.messages import (
     SimStepReply,
     Transition,
 )
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 T0: Final = datetime(2026, 1, 1, tzinfo=UTC)
 TASK: Final = "Help the user with their flight reservations."
@@ -227,5 +230,21 @@ def test_blas_threads_are_pinned_from_the_environment(
         monkeypatch.setenv(threads.BLAS_THREADS_ENV, "zero")
         with pytest.raises(ValueError, match=threads.BLAS_THREADS_ENV):
             threads.pin_blas_threads()
+    finally:
+        threads.pin_blas_threads(before)
+
+
+def test_the_simulator_pins_blas_when_it_starts_with_an_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before = threads.blas_threads()
+    if before is None:
+        pytest.skip("numpy's BLAS here is not OpenBLAS")
+    save(build(REAL, held_out=0.0), tmp_path / "index")
+    monkeypatch.delenv(threads.BLAS_THREADS_ENV, raising=False)
+    try:
+        threads.pin_blas_threads(2)
+        spec(tmp_path / "index")
+        assert threads.blas_threads() == 1
     finally:
         threads.pin_blas_threads(before)
