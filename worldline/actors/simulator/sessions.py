@@ -8,6 +8,10 @@ comes next, then appends both, or fails by name without changing anything:
   call, keyed by the call's id (``tool_call_id``), each predicted from real tool
   results, in the order of the calls.
 
+A provider refuses (``no_grounding``, with the nearest score) what nothing recorded
+is close enough to, unless the step asks for a best guess, answered and flagged
+``grounded=False`` (``provider.py``, ``grounded.py``).
+
 Ending or expiring a session removes its transcript; a session idle for
 ``limits.expiry`` seconds (:data:`DEFAULT_EXPIRY`, 10 minutes, unless configured)
 expires, and then answers ``session_expired`` (for a while: the last ``4 x sessions``
