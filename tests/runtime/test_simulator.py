@@ -157,12 +157,14 @@ async def test_a_call_to_a_tool_the_index_does_not_hold_is_never_a_confident_ans
     assert refused.value.similarity <= 0.5
     assert not guess.grounded
     assert guess.note.startswith("call_h: no grounding:")
-    assert guess.similarity is not None and guess.similarity <= 0.5
+    assert guess.similarity is not None
+    assert guess.similarity <= 0.5
     assert guess.messages == [
         {"role": "tool", "tool_call_id": "call_h", "content": '["IB3170"]'}
     ]
     assert after.grounded
-    assert after.similarity is not None and after.similarity > 0.5
+    assert after.similarity is not None
+    assert after.similarity > 0.5
 
 
 async def test_without_an_index_sessions_are_refused_by_name(
