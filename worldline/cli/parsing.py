@@ -395,6 +395,13 @@ def parser() -> argparse.ArgumentParser:
         metavar="LINEAGE",
         help="a lineage to keep out of retrieval (repeat for more)",
     )
+    session.add_argument(
+        "--best-guess",
+        action="store_true",
+        help="below the similarity floor, answer with the nearest real transition "
+        "anyway, flagged (stderr; --json: grounded false) instead of refusing "
+        "no_grounding",
+    )
 
     forecast = verbs.add_parser(
         "forecast",

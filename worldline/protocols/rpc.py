@@ -160,10 +160,13 @@ class SimStarted(Message, tag="rpc.sim_started.v1", kw_only=True, frozen=True):
 class SimStep(Message, tag="rpc.sim_step.v1", kw_only=True, frozen=True):
     """One candidate action: an OpenAI-shaped assistant message, text or
     ``tool_calls`` (``[{"id", "type": "function", "function": {"name",
-    "arguments"}}]``)."""
+    "arguments"}}]``). ``best_guess``: below the similarity floor, answer with the
+    nearest anyway, flagged ``grounded=False`` (default: refuse as
+    ``no_grounding``)."""
 
     session_id: str
     message: dict[str, Any]
+    best_guess: bool = False
 
 
 class SimStepReply(Message, tag="rpc.sim_step_reply.v1", kw_only=True, frozen=True):
@@ -178,6 +181,9 @@ class SimStepReply(Message, tag="rpc.sim_step_reply.v1", kw_only=True, frozen=Tr
     terminal: bool = False
     grounding: list[str] = msgspec.field(default_factory=list)  # transition ids
     messages: list[dict[str, str]] = msgspec.field(default_factory=list)
+    grounded: bool = True  # False: a best guess, nothing recorded close enough
+    similarity: float | None = None  # the nearest neighbour's score (the lowest)
+    note: str = ""  # why it is not grounded ("no grounding: ...")
 
 
 class SimEnd(Message, tag="rpc.sim_end.v1", kw_only=True, frozen=True):
@@ -197,6 +203,7 @@ class SimError(Message, tag="rpc.sim_error.v1", kw_only=True, frozen=True):
 
     name: str
     message: str
+    similarity: float | None = None  # no_grounding: the nearest neighbour's score
 
 
 class SimForecast(Message, tag="rpc.sim_forecast.v1", kw_only=True, frozen=True):
