@@ -1,10 +1,16 @@
 """Judgment benchmark (issue 18): exact accuracy on gold questions of a public
 truth-discovery set, for majority vote, worldline's current posterior and the
 reliability core (``worldline.actors.belief_model.reliability``), in one run, then the
-same with K copies of one bad source added.
+same with K copies of one bad source added; after each scenario, the calibration block
+(issue 25, ``bench/judgment_calibration.py``): per method, the winning answer's
+accuracy, mean confidence, Brier and ECE, uncalibrated and recalibrated by
+cross-validation over questions, against the targets.
 
     python bench/judgment.py [--data bench/data/population] [--copies 20]
                              [--rounds 50] [--copy-prior P]
+                             [--calibrate-on winners|answers] [--json]
+
+``--json``: the progress goes to stderr and stdout gets the calibration blocks as JSON.
 
 Offline: the claims never go through the bus. "worldline posterior" is the belief math
 fusion applies (``posterior.read``), run here directly: one belief per (question,
@@ -22,6 +28,7 @@ deterministic tenth ("partial" copies, each dropping a different tenth).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import hashlib
 import sys
@@ -31,10 +38,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import judgment_calibration
 import msgspec
 
 from worldline.actors.belief_model import posterior, reliability
-from worldline.actors.belief_model.reliability import Claim, Params
+from worldline.actors.belief_model.reliability import Claim, Estimate, Params
 from worldline.protocols.beliefs import Evidence
 
 if TYPE_CHECKING:
@@ -138,7 +146,10 @@ def _row(
 
 def _scenario(
     title: str, claims: list[Claim], gold: Mapping[str, str], base: Params
-) -> None:
+) -> Estimate:
+    """Print the scenario's accuracies; return the core's estimate with ``base``
+    (copy detection on), for the calibration block."""
+    estimates: list[Estimate] = []
     sources = len({c.source for c in claims})
     print(
         f"{title}: {len(claims)} claims, {sources} sources, {len(gold)} gold questions"
@@ -159,6 +170,7 @@ def _scenario(
 
         def run(params: Params = params) -> Mapping[str, str]:
             result = reliability.estimate(claims, params)
+            estimates.append(result)
             print(
                 f"    rounds {result.rounds}, converged {result.converged}, "
                 f"dependent pairs {len(result.dependence)}"
@@ -166,9 +178,24 @@ def _scenario(
             return reliability.best_answers(result)
 
         _row(label, run, gold)
+    return estimates[-1]
 
 
-def main() -> None:
+def _calibration(
+    title: str,
+    claims: list[Claim],
+    gold: Mapping[str, str],
+    base: Params,
+    record: str,
+) -> judgment_calibration.Block:
+    result = judgment_calibration.block(
+        title, claims, gold, _scenario(title, claims, gold, base), record=record
+    )
+    judgment_calibration.print_block(result)
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> list[judgment_calibration.Block]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--copies", type=int, default=20)
@@ -176,13 +203,31 @@ def main() -> None:
     parser.add_argument(
         "--copy-prior", type=float, default=None, help="default: 1 / source pairs"
     )
-    args = parser.parse_args()
+    parser.add_argument(
+        "--calibrate-on",
+        choices=judgment_calibration.RECORDS,
+        default=judgment_calibration.RECORD,
+        help="the record each fold's map is fitted on (default: winners)",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="calibration blocks as JSON on stdout"
+    )
+    args = parser.parse_args(argv)
+    out = sys.stderr if args.json else sys.stdout
+    with contextlib.redirect_stdout(out):
+        blocks = _main(args)
+    if args.json:
+        print(msgspec.json.encode(blocks).decode())
+    return blocks
+
+
+def _main(args: argparse.Namespace) -> list[judgment_calibration.Block]:
     base = Params(max_rounds=args.rounds, copy_prior=args.copy_prior)
     claims, gold = load(args.data)
     missing = sorted(q for q in gold if q not in {c.question for c in claims})
     if missing:
         sys.exit(f"gold questions without claims: {missing[:5]}")
-    _scenario("as published", claims, gold, base)
+    blocks = [_calibration("as published", claims, gold, base, args.calibrate_on)]
     bad = bad_source(claims, gold)
     asked = [c for c in set(claims) if c.source == bad and c.question in gold]
     right = sum(c.answer == gold[c.question] for c in asked)
@@ -190,12 +235,16 @@ def main() -> None:
     for partial in (False, True):
         added = copies(claims, bad, args.copies, partial=partial)
         kind = "partial" if partial else "exact"
-        _scenario(
-            f"+ {args.copies} {kind} copies of the bad source",
-            claims + added,
-            gold,
-            base,
+        blocks.append(
+            _calibration(
+                f"+ {args.copies} {kind} copies of the bad source",
+                claims + added,
+                gold,
+                base,
+                args.calibrate_on,
+            )
         )
+    return blocks
 
 
 if __name__ == "__main__":

@@ -238,6 +238,12 @@ async def _drive(session: ClientSession, world: str) -> None:
     missing = await session.call_tool("trace", {"belief_id": "b-nope"})
     assert missing.is_error
     assert "no belief 'b-nope'" in _text(missing)
+    # As of a time before it was added, the seeded belief is not found.
+    early = {"belief_id": seeded["id"], "as_of": "2000-01-01T00:00:00+00:00"}
+    for tool in ("get", "trace"):
+        gone = await session.call_tool(tool, early)
+        assert gone.is_error
+        assert "as of 2000-01-01" in _text(gone)
     too_sure = await session.call_tool(
         "add", {"text": "Churn is low", "confidence": 1.5}
     )
@@ -275,7 +281,7 @@ async def _drive(session: ClientSession, world: str) -> None:
     assert len(again["steps"]) == 1
     unknown = await session.call_tool("read", {"scope": "all"})
     assert unknown.is_error
-    assert "unknown argument(s) 'scope': read takes no arguments" in _text(unknown)
+    assert "unknown argument(s) 'scope': read takes as_of" in _text(unknown)
 
 
 async def _beliefs(
@@ -319,11 +325,11 @@ async def _beliefs(
     assert again["edge_id"] == edge["edge_id"]  # the same content: the same edge
 
     gap = extracted["gaps"][0]
-    resolved = await _ok(session, "resolve", gap_id=gap, reason="it is internal")
+    resolved = await _ok(session, "resolve", belief_id=gap, reason="it is internal")
     assert (resolved["id"], resolved["status"]) == (gap, "resolved")
-    wrong = await session.call_tool("resolve", {"gap_id": claim})
+    wrong = await session.call_tool("resolve", {"belief_id": claim})
     assert wrong.is_error
-    assert "not resolved" in _text(wrong)
+    assert "true or false" in _text(wrong)  # a claim needs its outcome
 
     gone = await _ok(session, "retract", belief_id=risk, reason="no schema change")
     assert gone["status"] == "retracted"

@@ -20,6 +20,7 @@ from worldline.actors.belief_model.calibration import (
     Report,
     apply,
     brier,
+    brier_floor,
     curve,
     cv_brier,
     ece,
@@ -175,6 +176,30 @@ def test_isotonic_never_claims_certainty() -> None:
     cal = fit_method([_r(0.1, False)] * 20 + [_r(0.9, True)] * 20, "isotonic")
     assert 0 < apply(cal, 0.0) < 0.01
     assert 0.99 < apply(cal, 1.0) < 1
+
+
+def test_the_brier_floor_known_values() -> None:
+    assert brier_floor([]) == 0.0
+    # Higher confidence came true less often: the best monotone map is flat, 0.5.
+    assert brier_floor([_r(0.2, True), _r(0.8, False)]) == pytest.approx(0.25)
+    # Confidence that separates true from false can be mapped to certainty.
+    assert brier_floor([_r(0.4, False), _r(0.6, True)]) == 0.0
+    # Ties cannot be split: two records at 0.7, one true, floor 0.25 each.
+    assert brier_floor([_r(0.7, True), _r(0.7, False)]) == pytest.approx(0.25)
+    # A tie is pooled whole before any pooling across confidences: 0.0 stays apart.
+    tied = [_r(0.0, False), _r(0.5, False), _r(0.5, True)]
+    assert brier_floor(tied) == pytest.approx(1 / 6)
+    assert apply(fit_method(tied, "isotonic"), 0.0) < 0.01
+
+
+@settings(max_examples=60, deadline=None)
+@given(_records, st.sampled_from(_methods))
+def test_no_fitted_map_beats_the_brier_floor_in_sample(
+    records: list[Record], method: Method
+) -> None:
+    floor = brier_floor(records)
+    assert floor <= brier(records) + 1e-12
+    assert floor <= brier(_applied(fit_method(records, method), records)) + 1e-12
 
 
 def test_nan_is_refused() -> None:

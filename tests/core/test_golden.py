@@ -30,6 +30,12 @@ from hypothesis import strategies as st
 
 from worldline.protocols import messages
 from worldline.protocols.beliefs import BeliefEdge, Contradiction, Evidence, TraceStep
+from worldline.protocols.calibration import (
+    CalibrationBin,
+    CalibrationGroup,
+    CalibrationReply,
+    GetCalibration,
+)
 from worldline.protocols.contradictions import (
     ContradictionResolved,
     ContradictionsReply,
@@ -496,6 +502,36 @@ SAMPLES: Final[tuple[Message, ...]] = (
         seq=77,
     ),
     ListContradictions(status="all", at=T1, as_of=T2, limit=50),
+    GetCalibration(bins=5, limit=20),
+    CalibrationReply(
+        world=CalibrationGroup(
+            name="world",
+            count=40,
+            brier=0.125,
+            ece=0.0625,
+            mean_confidence=0.75,
+            frequency=0.625,
+            bins=(
+                CalibrationBin(
+                    lo=0.6, hi=0.8, count=40, mean_confidence=0.75, frequency=0.625
+                ),
+            ),
+        ),
+        by_source=(
+            CalibrationGroup(
+                name="lab",
+                count=40,
+                brier=0.125,
+                ece=0.0625,
+                mean_confidence=0.75,
+                frequency=0.625,
+                agreement=0.5,
+            ),
+        ),
+        method="isotonic",
+        fitted_on=40,
+        min_records=30,
+    ),
     ContradictionsReply(
         contradictions=(
             Contradiction(
@@ -598,15 +634,22 @@ SAMPLES: Final[tuple[Message, ...]] = (
     OpApplied(seq=43),
     SimStart(task="book a flight", context="user: hi", exclude_lineages=["lin-1"]),
     SimStarted(session_id="sim-00ff", limits=Limits(sessions=8), index="ab" * 32),
-    SimStep(session_id="sim-00ff", message={"role": "assistant", "content": "Where?"}),
+    SimStep(
+        session_id="sim-00ff",
+        message={"role": "assistant", "content": "Where?"},
+        best_guess=True,
+    ),
     SimStepReply(
         message={"role": "user", "content": "Lisbon"},
         terminal=True,
         grounding=["tr-1", "tr-2"],
+        grounded=False,
+        similarity=0.25,
+        note="no grounding: the nearest real reply to a message scores 0.250",
     ),
     SimEnd(session_id="sim-00ff"),
     SimEnded(session_id="sim-00ff"),
-    SimError(name="too_many_messages", message="the transcript holds 128 messages"),
+    SimError(name="no_grounding", message="nearest 0.197", similarity=0.197),
     SimForecast(
         move='search_flights({"to": "LIS"})',
         context="user: to Lisbon",
@@ -706,6 +749,8 @@ DECODERS: Final[dict[type[Message], tuple[Any, ...]]] = {
     ResolveContradiction: (OPS_INBOX.decode,),
     ContradictionResolved: (PROJECTOR_INBOX.decode,),
     ListContradictions: (PROJECTOR_RPC.decode,),
+    GetCalibration: (PROJECTOR_RPC.decode,),
+    CalibrationReply: (PROJECTOR_REPLY.decode,),
     ContradictionsReply: (PROJECTOR_REPLY.decode,),
     AddEdgeEvidence: (OPS_INBOX.decode,),
     EdgePosterior: (MATERIALIZER_INBOX.decode,),

@@ -118,7 +118,7 @@ def fused(*log: OpsInbox) -> MemoryState:
                 op_id="op-res", author="ada", at=AT, belief_id="b1", how="resolved"
             ),
             "invalid",
-            "not resolved",
+            "true or false",  # a claim is resolved with its outcome, or retracted
         ),
     ],
 )

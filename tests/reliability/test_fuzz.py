@@ -73,6 +73,7 @@ from worldline.protocols.messages import (
     EntityChanged,
     ExtractorInbox,
     GetBelief,
+    GetCalibration,
     GetView,
     InboxChanged,
     LinkBeliefs,
@@ -1380,6 +1381,7 @@ def _request_templates(case: ServiceCase, session_id: str) -> list[Message]:
             TraceBelief(belief_id="b-1"),
             Before(agent=AUTHOR, query="is the pilot converting?", at=AT),
             ListContradictions(status="all", at=AT, as_of=AT, limit=10),
+            GetCalibration(bins=5, limit=10),
             GetBelief(belief_id="b-1", at=AT, as_of=AT),
         ]
     return [

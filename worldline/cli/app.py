@@ -16,7 +16,15 @@ from worldline.actors.runtime.auth import CREDS_ENV, load_credentials
 from worldline.actors.runtime.errors import ActorError
 from worldline.actors.runtime.errors import BusUnavailable as RuntimeBusUnavailable
 from worldline.actors.runtime.logs import setup_logging
-from worldline.cli import beliefs, contradictions, crew, operate, sim, sources
+from worldline.cli import (
+    beliefs,
+    calibration,
+    contradictions,
+    crew,
+    operate,
+    sim,
+    sources,
+)
 from worldline.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -55,6 +63,7 @@ CLIENT_VERBS: dict[str, Callable[[argparse.Namespace], Callable[[World], Any]]] 
     **sim.VERBS,
     **sources.VERBS,
     **contradictions.VERBS,
+    **calibration.VERBS,
 }
 
 

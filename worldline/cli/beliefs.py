@@ -21,6 +21,7 @@ from worldline.sdk.paging import LIST_PAGE
 if TYPE_CHECKING:
     import argparse
     from collections.abc import AsyncIterator, Awaitable, Callable
+    from datetime import datetime
 
     from worldline.protocols.beliefs import BeliefEdge
     from worldline.protocols.messages import Belief, SearchHit, TraceReply
@@ -127,14 +128,22 @@ def _evidence(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
     return run
 
 
-def _close(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
+def show_closed(belief: Belief) -> str:
+    """A closed belief as text: its status (and outcome), why, then the belief."""
+    why = f" ({belief.closed_reason})" if belief.closed_reason else ""
+    outcome = "" if belief.outcome is None else f" {str(belief.outcome).lower()}"
+    before = (
+        ""
+        if belief.closed_confidence is None
+        else f", confidence just before {belief.closed_confidence:.2f}"
+    )
+    return f"{belief.id} is now {belief.status}{outcome}{why}{before}\n{_show(belief)}"
+
+
+def _retract(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
     async def run(world: World) -> None:
-        if args.verb == "resolve":
-            belief = await world.resolve(args.id, args.reason)
-        else:
-            belief = await world.retract(args.id, args.reason)
-        why = f" ({belief.closed_reason})" if belief.closed_reason else ""
-        emit(args, belief, f"{belief.id} is now {belief.status}{why}\n{_show(belief)}")
+        belief = await world.retract(args.id, args.reason)
+        emit(args, belief, show_closed(belief))
 
     return run
 
@@ -179,21 +188,9 @@ def _unrelate(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
     return run
 
 
-def _trust(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
-    async def run(world: World) -> None:
-        seq = await world.trust(args.source, args.value, lock=args.lock)
-        emit(
-            args,
-            {"source": args.source, "trust": args.value, "seq": seq},
-            f"trust {args.source} = {args.value:g}{' (locked)' if args.lock else ''}",
-        )
-
-    return run
-
-
 def _trace(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
     async def run(world: World) -> None:
-        reply = await _trace_either(world, args.id)
+        reply = await _trace_either(world, args.id, args.as_of)
         lines = [_show(reply.belief)] if reply.belief is not None else []
         for step in reply.steps:
             e = step.evidence
@@ -226,17 +223,19 @@ def _trace(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
     return run
 
 
-async def _trace_either(world: World, some_id: str) -> TraceReply:
+async def _trace_either(
+    world: World, some_id: str, as_of: datetime | None = None
+) -> TraceReply:
     """The trace of the belief ``some_id``, or else of the belief edge."""
     try:
-        return await world.trace(some_id)
+        return await world.trace(some_id, as_of=as_of)
     except BadRequest:
         try:
-            return await world.trace_edge(some_id)
+            return await world.trace_edge(some_id, as_of=as_of)
         except BadRequest:
             raise BadRequest(
-                f"no belief or belief edge {some_id!r} in world {world.world!r} "
-                "(`worldline list`, `worldline read` show the ids)"
+                f"no belief or belief edge {some_id!r} in world {world.world!r}"
+                f"{_as_of(as_of)} (`worldline list`, `worldline read` show the ids)"
             ) from None
 
 
@@ -303,10 +302,22 @@ def _get(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
     async def run(world: World) -> None:
         belief = await world.get(args.id, at=args.at, as_of=args.as_of)
         if belief is None:
-            raise BadRequest(f"no belief {args.id!r} in world {world.world!r}")
+            raise BadRequest(
+                f"no belief {args.id!r} in world {world.world!r}{_as_of(args.as_of)}"
+            )
         emit(args, belief, _show_one(belief))
 
     return run
+
+
+def _as_of(as_of: datetime | None) -> str:
+    """How a "not found" names the recorded time it was asked about."""
+    if as_of is None:
+        return ""
+    return (
+        f" as of {as_of.isoformat()} (not recorded by then: try a later --as-of, "
+        "or none)"
+    )
 
 
 def _more(verb: str, shown: str, cursor: str) -> None:
@@ -413,6 +424,7 @@ def _search(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
                 at=args.at,
                 page=args.limit,
                 cursor=args.cursor,
+                as_of=args.as_of,
             )
             await _stream(args, hits, _show_hit, empty)
             return
@@ -422,6 +434,7 @@ def _search(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
             type=args.type,
             at=args.at,
             cursor=args.cursor,
+            as_of=args.as_of,
         )
         shown = "\n".join(_show_hit(i, h) for i, h in enumerate(page.hits, 1))
         data = {
@@ -466,11 +479,9 @@ VERBS: dict[str, Callable[[argparse.Namespace], Callable[[World], Any]]] = {
     "observe": _observe,
     "after": _observe,
     "evidence": _evidence,
-    "retract": _close,
-    "resolve": _close,
+    "retract": _retract,  # resolve: worldline.cli.calibration
     "relate": _relate,
     "unrelate": _unrelate,
-    "trust": _trust,
     "trace": _trace,
     "read": _read,
     "before": _before,

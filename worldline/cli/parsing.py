@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from worldline.actors.runtime.auth import CREDS_ENV
+from worldline.cli import calibration as calibration_verb
 from worldline.cli import completion, operate
 from worldline.cli import contradictions as contradictions_verb
 from worldline.cli import load as load_verb
@@ -185,6 +186,7 @@ def parser() -> argparse.ArgumentParser:
     )
     search.add_argument("--type", choices=BELIEF_TYPES, default=None)
     search.add_argument("--at", type=_instant, default=None, help="read at this clock")
+    search.add_argument("--as-of", type=_instant, default=None, help=AS_OF)
     search.add_argument(
         "--cursor",
         default="",
@@ -237,6 +239,7 @@ def parser() -> argparse.ArgumentParser:
 
     trace = verbs.add_parser("trace", parents=[client], help="a belief's provenance")
     trace.add_argument("id")
+    trace.add_argument("--as-of", type=_instant, default=None, help=AS_OF)
 
     read = verbs.add_parser(
         "read", parents=[client], help="the whole world model (beliefs, gaps, ...)"
@@ -244,10 +247,14 @@ def parser() -> argparse.ArgumentParser:
     read.add_argument("--at", type=_instant, default=None, help="read at this clock")
     read.add_argument("--as-of", type=_instant, default=None, help=AS_OF)
 
-    for name, what in (("retract", "tombstone a belief"), ("resolve", "close a gap")):
+    for name, what in (
+        ("retract", "tombstone a belief"),
+        ("resolve", "close a gap, or a claim as true or false"),
+    ):
         closing = verbs.add_parser(name, parents=[client], help=what)
         closing.add_argument("id")
         closing.add_argument("--reason", default="")
+    calibration_verb.add_resolve_options(closing)
 
     relate = verbs.add_parser(
         "relate", parents=[client], help="a typed edge between two beliefs"
@@ -279,6 +286,7 @@ def parser() -> argparse.ArgumentParser:
     trust.add_argument("--lock", action="store_true")
     sources_verb.add_parsers(verbs, client)
     contradictions_verb.add_parsers(verbs, client, _instant)
+    calibration_verb.add_parsers(verbs, client)
 
     bulk = verbs.add_parser(
         "load",
@@ -392,6 +400,13 @@ def parser() -> argparse.ArgumentParser:
         metavar="LINEAGE",
         help="a lineage to keep out of retrieval (repeat for more)",
     )
+    session.add_argument(
+        "--best-guess",
+        action="store_true",
+        help="below the similarity floor, answer with the nearest real transition "
+        "anyway, flagged (stderr; --json: grounded false) instead of refusing "
+        "no_grounding",
+    )
 
     forecast = verbs.add_parser(
         "forecast",
@@ -416,6 +431,12 @@ def parser() -> argparse.ArgumentParser:
         default=[],
         metavar="LINEAGE",
         help="a lineage (or group) to keep out of retrieval (repeat for more)",
+    )
+    forecast.add_argument(
+        "--record",
+        action="store_true",
+        help="put it on record: one claim per outcome, settled later with "
+        "`worldline resolve ID --settle-slot` (scored by `worldline calibration`)",
     )
 
     add_admin_verbs(verbs)

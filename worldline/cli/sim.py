@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from worldline.cli.common import EXIT_OK, emit
+from worldline.cli.common import EXIT_OK, emit, every_key
 from worldline.cli.progress import Progress
 from worldline.sdk.errors import BadRequest, SimulationError
 
@@ -117,12 +117,17 @@ def _sim_session(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]
             for line in sys.stdin:
                 if not line.strip():
                     continue
-                reply = await world.sim_step(started.session_id, _assistant(line))
-                if args.json:
-                    sys.stdout.write(msgspec.json.encode(reply).decode() + "\n")
+                reply = await world.sim_step(
+                    started.session_id, _assistant(line), best_guess=args.best_guess
+                )
+                if args.json:  # every key: grounded true too
+                    sys.stdout.write(msgspec.json.encode(every_key(reply)).decode())
+                    sys.stdout.write("\n")
                 else:
                     for message in reply.messages or [reply.message]:
                         print(_shown(message))
+                    if not reply.grounded:  # a best guess, said so
+                        sys.stderr.write(f"best guess, {reply.note}\n")
                 sys.stdout.flush()
                 if reply.terminal:
                     return
@@ -174,7 +179,14 @@ def _forecast(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
         )
         kind = "tool call" if reply.move_kind == "tool" else "message"
         head = f"forecast for the {kind} {reply.move!r}:"
-        emit(args, reply, "\n".join([head, *forecast_lines(reply, "  ")]))
+        lines = [head, *forecast_lines(reply, "  ")]
+        if not (args.record and reply.grounded):
+            emit(args, reply, "\n".join(lines))
+            return
+        recorded = await world.record_forecast(reply)
+        lines.append("on record (settle the one that comes true):")
+        lines += [f"  {b.id} ({b.confidence or 0:.2f}) {b.text}" for b in recorded]
+        emit(args, {"forecast": reply, "recorded": recorded}, "\n".join(lines))
 
     return run
 

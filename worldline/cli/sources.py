@@ -74,7 +74,20 @@ def _assess(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
     return run
 
 
+def _trust(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
+    async def run(world: World) -> None:
+        seq = await world.trust(args.source, args.value, lock=args.lock)
+        emit(
+            args,
+            {"source": args.source, "trust": args.value, "seq": seq},
+            f"trust {args.source} = {args.value:g}{' (locked)' if args.lock else ''}",
+        )
+
+    return run
+
+
 VERBS: dict[str, Callable[[argparse.Namespace], Callable[[World], Any]]] = {
     "sources": _sources,
     "assess": _assess,
+    "trust": _trust,
 }

@@ -1,6 +1,7 @@
 """The MCP tools for judgment: how fusion weighs each source (``sources``), learning
 it from the world's rival answers (``assess_sources``), and the world's
-contradictions (``contradictions``, ``settle``). Each calls the SDK as the calling
+contradictions (``contradictions``, ``settle``), and its track record
+(``calibration``). Each calls the SDK as the calling
 agent."""
 
 # No `from __future__ import annotations`: the MCP SDK reads these signatures at
@@ -15,6 +16,7 @@ from pydantic import Field
 from worldline.mcp.common import Agents, as_json, result, tool_errors
 from worldline.mcp.schemas import shape, struct_schema, tool
 from worldline.protocols.beliefs import Contradiction
+from worldline.protocols.calibration import CalibrationReply
 from worldline.protocols.rpc import SourcesReply, SourceStanding
 
 __all__ = ["judgment_tools"]
@@ -81,6 +83,19 @@ def judgment_tools(agents: Agents) -> list[Tool]:
             )
         return result({"seq": seq})
 
+    async def calibration(
+        bins: Annotated[int, Field(ge=2, le=50, description="curve bins")] = 10,
+        limit: Annotated[int, Field(ge=1, le=1000, description="groups each")] = 20,
+    ) -> CallToolResult:
+        """How well the world's confidence matched what turned out true: Brier
+        score, expected calibration error and the reliability curve over every
+        belief resolved true or false, for the world and by source, evidence kind
+        and agent, and which recalibration the worldview applies."""
+        with tool_errors("calibration"):
+            reply = await agents.current().calibration(bins=bins, limit=limit)
+        # Every key, the empty and default ones too (the wire omits defaults).
+        return result(as_json({f: getattr(reply, f) for f in reply.__struct_fields__}))
+
     contradiction = struct_schema(Contradiction)
     listed = shape({"contradictions": {"type": "array", "items": contradiction}})
     listed["$defs"] = {**listed.get("$defs", {}), **contradiction.pop("$defs", {})}
@@ -105,4 +120,10 @@ def judgment_tools(agents: Agents) -> list[Tool]:
             read_only=True,
         ),
         tool(settle, title="Settle a contradiction", output=shape({"seq": _INT})),
+        tool(
+            calibration,
+            title="The world's track record",
+            output=struct_schema(CalibrationReply),
+            read_only=True,
+        ),
     ]

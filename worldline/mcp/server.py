@@ -97,6 +97,7 @@ TOOLS = (
     "assess_sources",
     "contradictions",
     "settle",
+    "calibration",
 )
 _tool_errors = tool_errors  # the name tests/runtime/test_errors.py imports
 
@@ -113,6 +114,7 @@ READ_ONLY = frozenset(
         "forecast",
         "sources",
         "contradictions",
+        "calibration",
     }
 )
 

@@ -143,14 +143,19 @@ def write_tools(agents: Agents) -> list[Tool]:
         return result(as_json(belief))
 
     async def resolve(
-        gap_id: Annotated[str, Field(description="the id of an open gap")],
+        belief_id: Annotated[str, Field(description="a gap's or a claim's id")],
         reason: Reason = "",
+        outcome: Annotated[
+            bool | None,
+            Field(description="a claim: true or false; a gap (answered): omit it"),
+        ] = None,
     ) -> CallToolResult:
-        """Mark an open question (a gap) resolved; returns it with its new
-        ``status`` "resolved". Any agent the world's declaration names may (in an
-        undeclared world, the gap's author and the operator)."""
+        """Mark an open question (a gap) resolved, or a claim resolved true or
+        false (its confidence just before joins the calibration record); returns
+        it closed. Any agent the world's declaration names may resolve a gap; a
+        claim, whoever may retract it."""
         with tool_errors("resolve"):
-            belief = await agents.current().resolve(gap_id, reason)
+            belief = await agents.current().resolve(belief_id, reason, outcome=outcome)
         return result(as_json(belief))
 
     async def relate(

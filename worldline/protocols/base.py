@@ -84,3 +84,7 @@ class Belief(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     valid_until: datetime | None = None  # when it stopped (retracted, superseded)
     effective_confidence: Confidence | None = None  # after depends_on (at read time)
     slot: str = ""  # the question it is a rival answer to (AddBelief.slot), if any
+    # Resolved true or false (CloseBelief.outcome), and the confidence it had just
+    # before: the world's calibration record (docs/belief-math.md, "Calibration").
+    outcome: bool | None = None
+    closed_confidence: Confidence | None = None

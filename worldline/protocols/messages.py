@@ -31,6 +31,12 @@ from worldline.protocols.base import (
     Message,
 )
 from worldline.protocols.beliefs import Direction, EvidenceKind
+from worldline.protocols.calibration import (
+    CalibrationBin,
+    CalibrationGroup,
+    CalibrationReply,
+    GetCalibration,
+)
 from worldline.protocols.contradictions import (
     ContradictionResolved,
     ContradictionsReply,
@@ -142,6 +148,9 @@ __all__ = [
     "BeliefOp",
     "BeliefReply",
     "BeliefType",
+    "CalibrationBin",
+    "CalibrationGroup",
+    "CalibrationReply",
     "CloseBelief",
     "Confidence",
     "ContradictionResolved",
@@ -158,6 +167,7 @@ __all__ = [
     "ForecastOutcome",
     "FusionInbox",
     "GetBelief",
+    "GetCalibration",
     "GetView",
     "InboxChanged",
     "InboxMessage",
@@ -281,9 +291,11 @@ ProjectorRpc = (
     | Before
     | SearchBeliefs
     | ListContradictions
+    | GetCalibration
 )
 ProjectorReply = (
     BeliefReply
+    | CalibrationReply
     | ContradictionsReply
     | BeliefListReply
     | WorldReply

@@ -132,7 +132,8 @@ class LinkBeliefs(Message, tag="op.link_beliefs.v1", kw_only=True, frozen=True):
 
 
 class CloseBelief(Message, tag="op.close_belief.v1", kw_only=True, frozen=True):
-    """Retract a belief, or resolve a gap: tombstoned, still readable and traceable."""
+    """Retract a belief, resolve a gap, or resolve a claim true or false (``outcome``):
+    tombstoned, still readable and traceable."""
 
     op_id: Ident
     author: Token
@@ -140,6 +141,9 @@ class CloseBelief(Message, tag="op.close_belief.v1", kw_only=True, frozen=True):
     belief_id: Ident
     how: Literal["retracted", "resolved"]
     reason: Annotated[str, msgspec.Meta(max_length=4096)] = ""
+    # With ``resolved``: whether a claim (assumption, risk, evidence) turned out true
+    # or false; None for a gap, which is answered, not true or false.
+    outcome: bool | None = None
 
 
 class DeclareWorld(Message, tag="op.declare_world.v1", kw_only=True, frozen=True):

@@ -94,6 +94,7 @@ class SearchBeliefs(Message, tag="rpc.search.v1", kw_only=True, frozen=True):
     at: datetime | None = None  # None: the world's one read clock, as ``get``
     # Opaque: the previous page's ``next_cursor`` ("" for the first page)
     cursor: Cursor = ""
+    as_of: datetime | None = None  # recorded time, as ``GetBelief.as_of``
 
 
 class SearchHit(msgspec.Struct, frozen=True, kw_only=True):
@@ -159,10 +160,13 @@ class SimStarted(Message, tag="rpc.sim_started.v1", kw_only=True, frozen=True):
 class SimStep(Message, tag="rpc.sim_step.v1", kw_only=True, frozen=True):
     """One candidate action: an OpenAI-shaped assistant message, text or
     ``tool_calls`` (``[{"id", "type": "function", "function": {"name",
-    "arguments"}}]``)."""
+    "arguments"}}]``). ``best_guess``: below the similarity floor, answer with the
+    nearest anyway, flagged ``grounded=False`` (default: refuse as
+    ``no_grounding``)."""
 
     session_id: str
     message: dict[str, Any]
+    best_guess: bool = False
 
 
 class SimStepReply(Message, tag="rpc.sim_step_reply.v1", kw_only=True, frozen=True):
@@ -177,6 +181,9 @@ class SimStepReply(Message, tag="rpc.sim_step_reply.v1", kw_only=True, frozen=Tr
     terminal: bool = False
     grounding: list[str] = msgspec.field(default_factory=list)  # transition ids
     messages: list[dict[str, str]] = msgspec.field(default_factory=list)
+    grounded: bool = True  # False: a best guess, nothing recorded close enough
+    similarity: float | None = None  # the nearest neighbour's score (the lowest)
+    note: str = ""  # why it is not grounded ("no grounding: ...")
     # support[i]: how many times the traces recorded grounding[i]
     support: list[int] = msgspec.field(default_factory=list)
 
@@ -198,6 +205,7 @@ class SimError(Message, tag="rpc.sim_error.v1", kw_only=True, frozen=True):
 
     name: str
     message: str
+    similarity: float | None = None  # no_grounding: the nearest neighbour's score
 
 
 class SimForecast(Message, tag="rpc.sim_forecast.v1", kw_only=True, frozen=True):
@@ -283,6 +291,7 @@ class TraceBelief(Message, tag="rpc.trace.v1", kw_only=True, frozen=True):
     """Ask for a belief's provenance chain."""
 
     belief_id: Ident
+    as_of: datetime | None = None  # recorded time, as ``GetBelief.as_of``
 
 
 class TraceReply(Message, tag="rpc.trace_reply.v1", kw_only=True, frozen=True):

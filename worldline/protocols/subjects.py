@@ -160,6 +160,7 @@ RpcVerb = Literal[
     "before",
     "search",
     "contradictions",
+    "calibration",
     "state_hash",
     "op_status",
     "sim.status",

@@ -48,6 +48,10 @@ class Worldview(msgspec.Struct, frozen=True, kw_only=True):
     clarity: float = 0.0  # 0-1 readiness to act
     prompt: str = ""  # the rendered text the model reads
     tokens: int = 0  # the prompt's size by the documented estimate
+    # Which confidence it shows: "" the posterior as fusion read it; else the
+    # recalibration fitted on the world's resolved beliefs ("isotonic on 40
+    # resolved beliefs"; docs/belief-math.md, "Calibration").
+    calibration: str = ""
 
     @property
     def beliefs(self) -> list[Leaf]:

@@ -11,6 +11,11 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 import anyio
 
 from worldline.actors.belief_model.text import answer_id
+from worldline.protocols.beliefs import (
+    BeliefEdge,
+    Direction,
+    EvidenceKind,
+)
 from worldline.protocols.messages import (
     AddBelief,
     AddEdgeEvidence,
@@ -20,16 +25,13 @@ from worldline.protocols.messages import (
     BeliefReply,
     BeliefType,
     CloseBelief,
-    ContradictionsReply,
     GetBelief,
-    ListContradictions,
     Message,
     Observe,
     OpStatus,
     OpStatusReply,
     OpVerdict,
     ReadWorld,
-    ResolveContradiction,
     TraceBelief,
     TraceReply,
     WorldReply,
@@ -48,7 +50,6 @@ if TYPE_CHECKING:
 
     from worldline.protocols.beliefs import (
         BeliefEdge,
-        Contradiction,
         Direction,
         EvidenceKind,
     )
@@ -216,20 +217,27 @@ class BeliefMixin(SourceMixin, EdgeMixin):
         """
         return await self._close(belief_id, "retracted", reason)
 
-    async def resolve(self, gap_id: str, reason: str = "") -> Belief:
-        """Mark a gap resolved.
+    async def resolve(
+        self, belief_id: str, reason: str = "", *, outcome: bool | None = None
+    ) -> Belief:
+        """Mark a gap resolved (answered), or a claim, assumption, risk or evidence
+        resolved ``outcome`` True or False: its confidence just before joins the
+        world's calibration record (:meth:`calibration`).
 
         Raises:
-            Rejected: no such belief, not a gap (``invalid``), or
-                ``unauthorized``: only the gap's author, the operator, the world's
-                admins, the agents of ``[trust] close`` and every agent the
-                world's declaration names may (in an undeclared world, its author
-                and the operator).
+            Rejected: no such belief; ``invalid``: a gap with an outcome, a claim
+                without one, or a goal; ``unauthorized``: a gap's author, the
+                operator, the admins, ``[trust] close`` and every agent the
+                declaration names may resolve a gap; a claim, as for ``retract``.
         """
-        return await self._close(gap_id, "resolved", reason)
+        return await self._close(belief_id, "resolved", reason, outcome)
 
     async def _close(
-        self, belief_id: str, how: Literal["retracted", "resolved"], reason: str
+        self,
+        belief_id: str,
+        how: Literal["retracted", "resolved"],
+        reason: str,
+        outcome: bool | None = None,
     ) -> Belief:
         op = CloseBelief(
             op_id=new_id("op"),
@@ -238,6 +246,7 @@ class BeliefMixin(SourceMixin, EdgeMixin):
             belief_id=belief_id,
             how=how,
             reason=reason,
+            outcome=outcome,
         )
         return await self._through_fusion(op, belief_id)
 
@@ -289,14 +298,18 @@ class BeliefMixin(SourceMixin, EdgeMixin):
             f"edge {edge_id}",
         )
 
-    async def trace_edge(self, edge_id: str) -> TraceReply:
+    async def trace_edge(
+        self, edge_id: str, *, as_of: datetime | None = None
+    ) -> TraceReply:
         """A belief edge's provenance: the edge (its posterior, the strength stated)
-        and each evidence item with how the edge's confidence moved.
+        and each evidence item with how the edge's confidence moved (with ``as_of``:
+        the evidence recorded by then; nothing for an edge last written after).
 
         Raises:
-            BadRequest: no belief edge with that id in this world.
+            BadRequest: no belief edge with that id in this world (as of ``as_of``).
         """
-        reply = await self._request("trace", TraceBelief(belief_id=edge_id))
+        request = TraceBelief(belief_id=edge_id, as_of=as_of)
+        reply = await self._request("trace", request)
         if not isinstance(reply, TraceReply):
             raise BadRequest(f"unexpected reply to trace: {reply!r}")
         if reply.belief is not None or not any(e.id == edge_id for e in reply.edges):
@@ -368,67 +381,6 @@ class BeliefMixin(SourceMixin, EdgeMixin):
         valid time ``at`` and recorded time ``as_of`` (as :meth:`get`)."""
         return await self._read_pages(ReadWorld(at=at, as_of=as_of), fenced=False)
 
-    async def contradictions(
-        self,
-        *,
-        status: Literal["open", "resolved", "dissolved", "all"] = "open",
-        at: datetime | None = None,
-        as_of: datetime | None = None,
-        limit: int = 1000,
-    ) -> list[Contradiction]:
-        """The world's contradictions with their id, kind, ends, strength and
-        lifecycle (``opened_at``, ``status``, ``resolved_at``, ``winner``): those
-        opened by valid time ``at``, as recorded by ``as_of``
-        (docs/belief-math.md, "Contradictions")."""
-        request = ListContradictions(status=status, at=at, as_of=as_of, limit=limit)
-        reply = await self._request("contradictions", validated(request))
-        if not isinstance(reply, ContradictionsReply):
-            raise BadRequest(f"unexpected reply to contradictions: {reply!r}")
-        return list(reply.contradictions)
-
-    async def resolve_contradiction(
-        self, contradiction_id: str, reason: str, *, winner: str | None = None
-    ) -> int:
-        """Settle an open contradiction, naming the end judged right (``winner``)
-        or none; it stops widening its ends' uncertainty. Returns the op's OPS
-        sequence once applied.
-
-        Raises:
-            BadRequest: no such contradiction, it is not open, the winner is not
-                one of its ends, or the reason is empty.
-            Rejected: the materializer refused the op (its reason; code
-                ``unauthorized`` when this agent may not settle: only the operator,
-                the world's admins and the agents of its ``[trust] settle`` may).
-        """
-        if not reason.strip():
-            raise BadRequest("say why the contradiction is settled: pass a reason")
-        known = {c.id: c for c in await self.contradictions(status="all", limit=10_000)}
-        found = known.get(contradiction_id)
-        if found is None:
-            raise BadRequest(
-                f"no contradiction {contradiction_id!r} in world {self.world!r}; "
-                "list them with `worldline contradictions --status all`"
-            )
-        if found.status != "open":
-            raise BadRequest(
-                f"contradiction {contradiction_id} is {found.status} already"
-                + (f" (winner {found.winner})" if found.winner else "")
-            )
-        if winner is not None and winner not in found.beliefs:
-            raise BadRequest(
-                f"winner {winner!r} is not an end of contradiction {contradiction_id}"
-                f"; its ends: {', '.join(found.beliefs)}"
-            )
-        op = ResolveContradiction(
-            op_id=new_id("op"),
-            author=self.agent,
-            at=utc_now(),
-            contradiction_id=contradiction_id,
-            reason=reason,
-            winner=winner,
-        )
-        return await self._submit(validated(op))
-
     async def before(self, query: str, *, at: datetime | None = None) -> Worldview:
         """The worldview for the move ``query``: six bounded, traced slices and the
         prompt rendered from them. The clock is this call's (or ``at``), passed to
@@ -438,16 +390,6 @@ class BeliefMixin(SourceMixin, EdgeMixin):
         if not isinstance(reply, WorldviewReply):
             raise BadRequest(f"unexpected reply to before: {reply!r}")
         return reply.view
-
-    async def trace(self, belief_id: str) -> TraceReply:
-        """The provenance chain: every evidence item, its source and observation, and
-        how the confidence moved at each step."""
-        reply = await self._request("trace", TraceBelief(belief_id=belief_id))
-        if not isinstance(reply, TraceReply):
-            raise BadRequest(f"unexpected reply to trace: {reply!r}")
-        if reply.belief is None:
-            raise BadRequest(f"no belief {belief_id!r} in world {self.world!r}")
-        return reply
 
 
 def observation_id(

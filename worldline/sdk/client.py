@@ -47,6 +47,7 @@ from worldline.sdk.errors import (
     ServerError,
     bus_errors,
 )
+from worldline.sdk.judgment import JudgmentMixin
 from worldline.sdk.sim import SimMixin
 from worldline.sdk.undecodable import decode_presence, decode_reply
 
@@ -157,7 +158,7 @@ def _credentials_label(creds: str | os.PathLike[str] | None) -> str:
     return f"the user in {auth.path}"
 
 
-class World(SimMixin, LoadMixin):
+class World(SimMixin, LoadMixin, JudgmentMixin):
     """One agent's handle on one world. Build it with :func:`connect`."""
 
     def __init__(

@@ -78,12 +78,16 @@ class Rejected(WorldlineError):
 
 class SimulationError(WorldlineError):
     """The simulator refused a start or a step, by stable ``name`` (a session limit,
-    a rejected message, an unknown session...); CLI exit 3."""
+    a rejected message, an unknown session...); CLI exit 3. ``similarity``: for
+    ``no_grounding``, the nearest real transition's score (None if none)."""
 
-    def __init__(self, name: str, message: str) -> None:
+    def __init__(
+        self, name: str, message: str, similarity: float | None = None
+    ) -> None:
         super().__init__(f"{name}: {message}")
         self.name = name
         self.message = message
+        self.similarity = similarity
 
 
 class ServerError(WorldlineError):

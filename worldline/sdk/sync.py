@@ -168,6 +168,8 @@ class SyncWorld:
     read = _Blocking(World.read)
     contradictions = _Blocking(World.contradictions)
     resolve_contradiction = _Blocking(World.resolve_contradiction)
+    settle_slot = _Blocking(World.settle_slot)
+    calibration = _Blocking(World.calibration)
     before = _Blocking(World.before)
     trace = _Blocking(World.trace)
     trace_edge = _Blocking(World.trace_edge)

@@ -17,6 +17,8 @@ has the formulas and the reasons for each default.
   Platt scaling on log-odds and isotonic regression has the lowest ``FOLDS``-fold
   cross-validated Brier score (ties to the simpler, in that order).
 - :func:`apply`: the map, monotone non-decreasing and bounded in [0, 1].
+- :func:`brier_floor`: the lowest Brier any monotone map of the confidences can reach on
+  the record itself (how much a recalibration could ever help).
 
 Records are sorted by ``(confidence, outcome)`` before any sum or split, so any
 permutation of the same record gives byte-identical results.
@@ -43,6 +45,7 @@ __all__ = [
     "Report",
     "apply",
     "brier",
+    "brier_floor",
     "curve",
     "cv_brier",
     "ece",
@@ -240,18 +243,20 @@ def _platt(pairs: Sequence[tuple[float, bool]]) -> tuple[float, float]:
 
 
 def _isotonic(
-    pairs: Sequence[tuple[float, bool]],
+    pairs: Sequence[tuple[float, bool]], eps: float = _ISO_EPS
 ) -> tuple[tuple[float, ...], tuple[float, ...]]:
     """Pool-adjacent-violators over the distinct confidences (integer sums, so the
     comparisons are exact); each pooled block contributes its lowest and highest
     confidence as knots at the block's frequency."""
-    blocks: list[tuple[float, float, int, int]] = []  # (lo, hi, trues, count)
+    groups: list[tuple[float, int, int]] = []  # (confidence, trues, count)
     for c, o in pairs:
-        if blocks and blocks[-1][1] == c:
-            lo, hi, trues, count = blocks[-1]
-            blocks[-1] = (lo, hi, trues + o, count + 1)
+        if groups and groups[-1][0] == c:
+            groups[-1] = (c, groups[-1][1] + o, groups[-1][2] + 1)
         else:
-            blocks.append((c, c, int(o), 1))
+            groups.append((c, int(o), 1))
+    blocks: list[tuple[float, float, int, int]] = []  # (lo, hi, trues, count)
+    for c, trues, count in groups:
+        blocks.append((c, c, trues, count))
         while len(blocks) > 1 and blocks[-2][2] * blocks[-1][3] >= (
             blocks[-1][2] * blocks[-2][3]
         ):
@@ -261,11 +266,24 @@ def _isotonic(
     xs: list[float] = []
     ys: list[float] = []
     for lo, hi, trues, count in blocks:
-        y = _clip(trues / count, _ISO_EPS)
+        y = _clip(trues / count, eps)
         for x in (lo, hi) if hi > lo else (lo,):
             xs.append(float(x))
             ys.append(y)
     return tuple(xs), tuple(ys)
+
+
+def brier_floor(records: Sequence[Record]) -> float:
+    """The lowest Brier score any monotone non-decreasing map of the confidences gets
+    on ``records`` themselves: that of the least-squares isotonic fit (pool adjacent
+    violators), unclipped, in sample. A Brier target below it needs confidences that
+    tell true from false better, not a recalibration. 0.0 for an empty record."""
+    pairs = _sorted(records)
+    if not pairs:
+        return 0.0
+    xs, ys = _isotonic(pairs, 0.0)
+    cal = Calibrator(method="isotonic", records=len(pairs), xs=xs, ys=ys)
+    return _brier([(apply(cal, c), o) for c, o in pairs])
 
 
 def fit_method(records: Sequence[Record], method: Method) -> Calibrator:

@@ -6,15 +6,18 @@ projector keeps the records as the change feed arrives
 A contradiction is identified by what it is about, not by when it was seen:
 ``c-`` + the first 16 hex digits of sha256(world, kind, sorted belief ids). It is
 ``open`` from the op that opened it (a ``contradicts`` edge linked between two
-beliefs, or a posterior whose evidence is split) until the earlier, in log order, of
+beliefs; for a belief whose evidence is split now, the item that made the current
+split, :func:`split_opening`) until the earlier, in log order, of
 
 - a ``ResolveContradiction`` recorded after it opened: ``resolved``;
 - an end closed or (every) edge removed: ``dissolved``.
 
-So its status is a function of the log, never of the clock a read asks for, and of
-the log alone, never of the order in which a replica happened to receive the
-changes that carry it (:func:`lifecycle` folds the events by OPS sequence). The
-formulas are in docs/belief-math.md, "Contradictions".
+A split whose evidence is no longer split is no contradiction at all. So its status
+is a function of the log, never of the clock a read asks for, and of the log alone,
+never of the order in which a replica happened to receive the changes that carry it
+(:func:`lifecycle` folds the events by OPS sequence) nor of the order causally
+independent ops reached the log. The formulas are in docs/belief-math.md,
+"Contradictions".
 """
 
 from __future__ import annotations
@@ -25,20 +28,24 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from worldline.actors.belief_model import posterior
 from worldline.protocols.beliefs import Contradiction
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Mapping, Sequence
     from datetime import datetime
 
+    from worldline.protocols.beliefs import Evidence
     from worldline.protocols.contradictions import ContradictionResolved
 
 __all__ = [
     "contradiction_id",
     "disagreement",
     "dissolve",
+    "is_split",
     "lifecycle",
     "opened",
+    "split_opening",
     "split_strength",
     "widened",
 ]
@@ -54,6 +61,68 @@ def split_strength(support: float, refute: float) -> float:
     """The minority side's share of the weight, 0 (one-sided) to 0.5 (even)."""
     total = support + refute
     return 0.0 if total <= 0 else min(support, refute) / total
+
+
+def is_split(support: float, refute: float) -> bool:
+    """Evidence split as fusion flags it ``contradicted``: the minority side carries
+    at least ``CONTRADICTION_MIN`` and ``CONTRADICTION_RATIO`` of the majority."""
+    minority = min(support, refute)
+    return minority >= posterior.CONTRADICTION_MIN and (
+        minority >= posterior.CONTRADICTION_RATIO * max(support, refute)
+    )
+
+
+def _told(item: Evidence) -> tuple[datetime, str]:
+    """Where an item stands in the order the world was told: its op's ``at``
+    (its observation for items recorded before that was kept), then its id."""
+    return (item.recorded_at or item.observed_at, item.id)
+
+
+def split_opening(
+    evidence: Sequence[Evidence],
+    trust: Mapping[str, float],
+    *,
+    after: Evidence | None = None,
+    held: tuple[datetime, int] | None = None,
+) -> Evidence | None:
+    """The item whose recording opened the belief's current split: with ``evidence``
+    (split now) in the order the world was told (:func:`_told`), the first item
+    from which every longer prefix is split, each prefix read at its own last
+    item's time. A function of the evidence and the trust alone, so the same
+    whatever order the items arrived in (None: no item, e.g. a rival answer's
+    split). ``after``: the item this change added and ``held``: the opening
+    recorded before it; when the added item is the last told and the evidence
+    before it still split, that opening stands (one reading instead of a walk)."""
+    if not evidence:
+        return None
+    items = sorted(evidence, key=_told)
+    n = len(items)
+    # A prefix without both a supporting and a refuting item is never split: no
+    # reading needed for the prefixes shorter than ``both``.
+    firsts: dict[str, int] = {}
+    for i, item in enumerate(items):
+        firsts.setdefault(item.direction, i)
+    both = max(firsts.get("supports", n), firsts.get("refutes", n)) + 1
+
+    def split(k: int) -> bool:
+        return k >= both and is_split(
+            *posterior.sides(items[:k], trust, _told(items[k - 1])[0])
+        )
+
+    if (
+        after is not None
+        and held is not None
+        and n > 1
+        and items[-1] is after
+        and split(n - 1)
+    ):
+        for item in items[:-1]:
+            if (item.recorded_at or item.observed_at, item.recorded_seq) == held:
+                return item
+    for k in range(n - 1, 0, -1):
+        if not split(k):
+            return items[k]
+    return items[0]
 
 
 def opened(
@@ -87,16 +156,18 @@ def dissolve(
     The event is placed no earlier than the opening (an end closed before the edge
     was linked dissolves it at the link), so either arrival order of the two
     changes records the same event. A later dissolution never replaces an earlier
-    one."""
-    if record.status == "dissolved" and record.resolved_seq <= max(
-        seq, record.opened_seq
-    ):
-        return record
+    one: earlier by ``at``, then by reason, then by sequence, so of two ends closed
+    by independent ops the one closed first in time (not in arrival) dissolves it."""
     opened_at = record.opened_at
+    when = at if opened_at is None else max(at, opened_at)
+    if record.status == "dissolved" and record.resolved_at is not None:
+        kept = (record.resolved_at, record.reason, record.resolved_seq)
+        if kept <= (when, reason, max(seq, record.opened_seq)):
+            return record
     return msgspec.structs.replace(
         record,
         status="dissolved",
-        resolved_at=at if opened_at is None else max(at, opened_at),
+        resolved_at=when,
         resolved_seq=max(seq, record.opened_seq),
         reason=reason,
     )

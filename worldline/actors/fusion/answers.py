@@ -19,9 +19,11 @@ if TYPE_CHECKING:
 
     from worldline.actors.fusion.records import FusedBelief
     from worldline.actors.runtime.spec import Reader
+    from worldline.protocols.beliefs import Evidence
     from worldline.protocols.messages import AddEvidence, Belief, CloseBelief, Statement
 
 __all__ = [
+    "brings_trust",
     "check_room",
     "members",
     "membership",
@@ -135,6 +137,25 @@ def read(
     answers = [rivals.Member(m.belief.id, m.belief.text, m.evidence) for m in slot]
     reading = rivals.read(belief.id, belief.prior, answers, trust, now, belief.slot)
     return reading, trust
+
+
+def brings_trust(
+    reader: Reader, world: str, fused: FusedBelief, item: Evidence
+) -> bool:
+    """Whether ``item``, just recorded for ``fused``, adds a trust multiplier to its
+    slot's readings: a name of it (source or author) with a multiplier that no other
+    evidence of the slot carries. Each rival's posterior carries the slot's trust,
+    so then they are all sent again, whether or not their reading moved (else what
+    a rival last carried would depend on the order the slot's evidence arrived)."""
+    mine = records.trust_of(reader, world, [item])
+    if not mine:
+        return False  # the usual case: no trust set or learned for its names
+    names: set[str] = set()
+    for member in members(reader, world, fused):
+        for e in member.evidence:
+            if e is not item:
+                names.update((e.source, f"agent:{e.author}"))
+    return not names.issuperset(mine)
 
 
 def readings_differ(old: Belief, new: Belief) -> bool:

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from worldline.actors.belief_model import charter
+from worldline.actors.belief_model.posterior import NO_PROBABILITY
 from worldline.actors.fusion import declared
 
 if TYPE_CHECKING:
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
     from worldline.actors.runtime.spec import Context, Reader
     from worldline.protocols.messages import CloseBelief
 
-__all__ = ["owner", "refusal"]
+__all__ = ["mismatch", "owner", "refusal"]
 
 EXTRACTOR: Final = "extractor"  # the actor whose statements name the observing agent
 
@@ -58,3 +59,28 @@ def refusal(
     if reason is None:
         return None
     return charter.Refused("unauthorized", f"belief {fused.belief.id}: {reason}")
+
+
+def mismatch(op: CloseBelief, belief_type: str) -> str:
+    """Why ``op`` cannot close a belief of ``belief_type`` ("" when it can): a gap is
+    resolved (answered, with no outcome); a goal is retracted; a claim (assumption,
+    risk, evidence) is retracted, or resolved with an outcome, true or false, which
+    the calibration record keeps (docs/belief-math.md, "Calibration")."""
+    if op.how == "retracted":
+        if belief_type == "gap":
+            return "a gap is resolved, not retracted (`worldline resolve ID`)"
+        if op.outcome is not None:
+            return "a retraction has no outcome; resolve it true or false instead"
+        return ""
+    if belief_type == "gap":
+        if op.outcome is not None:
+            return "a gap is answered, not true or false: resolve it with no outcome"
+        return ""
+    if belief_type in NO_PROBABILITY:
+        return f"a {belief_type} carries no probability; retract it instead"
+    if op.outcome is None:
+        return (
+            f"a {belief_type} is resolved true or false (`worldline resolve ID --true` "
+            "or `--false`), or retracted"
+        )
+    return ""

@@ -373,14 +373,16 @@ def _record(
     step = posteriors.indexed(
         posteriors.emit(reader, ctx, updated, cause, at, shard, added=item), ctx, item
     )
+    rivals_ = answers.rivals_of(reader, ctx.world, updated)
     return posteriors.reemit(
         reader,
         ctx,
         step,
-        answers.rivals_of(reader, ctx.world, updated),
+        rivals_,
         cause,
         at,
         shard,
+        always=bool(rivals_) and answers.brings_trust(reader, ctx.world, updated, item),
     )
 
 
@@ -463,12 +465,9 @@ def _close(
     belief = fused.belief
     if belief.status != "active":
         return Step()  # already closed: closing again changes nothing
-    if (op.how == "resolved") != (belief.type == "gap"):
-        raise _Refused(
-            "invalid",
-            f"a {belief.type} is {'resolved' if belief.type == 'gap' else 'retracted'}"
-            f", not {op.how}",
-        )
+    wrong = closing.mismatch(op, belief.type)
+    if wrong:
+        raise _Refused("invalid", f"belief {belief.id}: {wrong}")
     step = posteriors.emit(
         reader,
         ctx,
@@ -479,6 +478,7 @@ def _close(
         status=op.how,
         closed_reason=op.reason,
         valid_until=op.at,
+        outcome=op.outcome,
     )
     # A withdrawn answer no longer weighs against its rivals, nor takes a place.
     rivals_ = answers.rivals_of(reader, ctx.world, fused)

@@ -243,7 +243,9 @@ def _evidence(
         raise _Refused(
             "full", f"belief edge {op.edge_id} already holds {MAX_EVIDENCE} items"
         )
-    item = declared.voiced(reader, ctx.world, item, recorded_seq=ctx.seq)
+    item = declared.voiced(
+        reader, ctx.world, item, recorded_seq=ctx.seq, recorded_at=op.at
+    )
     evidence = sorted([*fused.evidence, item], key=lambda e: e.id)
     fused = msgspec.structs.replace(fused, evidence=evidence)
     step = _emit(reader, ctx, fused, op, shard, trust_of)
@@ -260,11 +262,14 @@ def _emit(
     shard: tuple[int, int],
     trust_of: Callable[[Reader, str, list[Evidence]], dict[str, float]],
 ) -> Step:
-    """Store ``fused`` and publish the edge's posterior, read at the op's own time
-    (so replays agree)."""
+    """Store ``fused`` and publish the edge's posterior, read at the later of the
+    op's own time and the newest ``at`` that recorded its evidence (so replays
+    agree, and so does any order its evidence arrived in)."""
     trust: Mapping[str, float] = trust_of(reader, ctx.world, fused.evidence)
     stated = fused.edge
-    reading = posterior.read(stated.confidence, fused.evidence, trust, op.at)
+    told = (e.recorded_at for e in fused.evidence if e.recorded_at is not None)
+    clock = max(op.at, max(told, default=op.at))
+    reading = posterior.read(stated.confidence, fused.evidence, trust, clock)
     if reading.confidence is None:  # pragma: no cover - an edge is probabilistic
         raise AssertionError(stated.id)
     edge = msgspec.structs.replace(

@@ -59,7 +59,13 @@ def reemit(
         for out in more.out:
             if isinstance(out.message, PosteriorUpdate):
                 emitted = out.message.belief
-        if not always and not answers.readings_differ(fused.belief, emitted):
+        # A moved clock is a change too: a rival is read at the latest ``at`` of
+        # its slot's ops, whichever of them moved its reading (order-free).
+        if (
+            not always
+            and emitted.updated_at == fused.belief.updated_at
+            and not answers.readings_differ(fused.belief, emitted)
+        ):
             continue
         step.writes.update(more.writes)
         step.out.extend(more.out)
@@ -95,9 +101,18 @@ def emit(
 ) -> Step:
     """Re-read the belief at ``now`` and publish its posterior, with the evidence
     ``added`` by this op (as recorded), not the whole list: a trust change re-sends
-    every belief its source bears on (issue 18)."""
-    reading, trust = answers.read(reader, ctx.world, fused, now, table)
+    every belief its source bears on (issue 18).
+
+    The belief's clock never runs back: it is read at the later of ``now`` and its
+    last reading, so the ops that changed it, in whatever order they arrived, leave
+    it read at the latest ``at`` among them (docs/belief-math.md, P8)."""
     old = fused.belief
+    now = max(now, old.updated_at)
+    reading, trust = answers.read(reader, ctx.world, fused, now, table)
+    if changes.get("outcome") is not None:
+        # Resolved true or false: keep the confidence it had just before, the
+        # calibration record (docs/belief-math.md, "Calibration").
+        changes["closed_confidence"] = reading.confidence
     belief = msgspec.structs.replace(
         old,
         confidence=reading.confidence,

@@ -5,11 +5,12 @@ their lifecycle (:mod:`worldline.actors.belief_model.contradictions`).
 Why here: the projector already holds both halves (each belief with its evidence,
 and every belief edge), it sees them on one ordered feed, and it is where reads
 widen the uncertainty of the ends. Every time and sequence a record keeps comes
-from the ops themselves (an edge's ``at`` and version, a posterior's ``updated_at``
-and version, a closure's ``valid_until``), and the status is folded from those
-events by OPS sequence, so the record does not depend on the read clock, nor on
-the order in which the materializer's two inputs reached it
-(docs/belief-math.md, "Contradictions").
+from the ops themselves (an edge's ``at`` and version, the ``at`` and sequence of
+the evidence item that opened a split, a closure's ``valid_until``), and the status
+is folded from those events by OPS sequence, so the record does not depend on the
+read clock, nor on the order in which the materializer's two inputs reached it,
+nor on the order of causally independent ops (a split is a function of the
+belief's evidence as it stands; docs/belief-math.md, "Contradictions").
 
 State keys: ``contra/<w>/<id>`` -> ``Contradiction`` (status ``open`` or
 ``dissolved``; resolutions are folded in when read), ``resolve/<w>/<id>/<seq>`` ->
@@ -52,6 +53,7 @@ __all__ = [
     "on_edge",
     "pair_id",
     "record_key",
+    "resplit",
     "split_contradiction",
     "split_id",
 ]
@@ -107,10 +109,13 @@ def _of_end(reader: Reader, world: str, belief_id: str) -> set[str]:
 def on_belief(
     reader: Reader, world: str, change: BeliefChanged, edges: list[BeliefEdge]
 ) -> Writes:
-    """Record what a belief change does to contradictions: a posterior whose own
-    flags say its evidence is split opens (or updates) its ``split``; a closed
-    belief dissolves every open contradiction it is an end of (``edges``: the
-    edges touching it)."""
+    """Record what a belief change does to contradictions. Its ``split`` is a
+    function of the belief as it now stands: open while its posterior is flagged
+    ``contradicted`` by its own evidence (opened by the item whose recording made
+    the current split, :func:`model.split_opening`), and no record at all once it
+    is not (so the order its evidence arrived in leaves no trace). A closed belief
+    dissolves every open contradiction it is an end of (``edges``: the edges
+    touching it)."""
     belief = change.belief
     writes: Writes = {}
     sid = split_id(world, belief.id)
@@ -125,26 +130,41 @@ def on_belief(
             if record is not None:
                 _put(writes, world, model.dissolve(record, at, belief.version, why))
         return writes
-    if belief.confidence is None:
+    if belief.confidence is None or "contradicted" not in belief.flags:
+        if held is not None:
+            writes[record_key(world, sid)] = None
+            writes[_end_prefix(world, belief.id) + sid.encode()] = None
         return writes
-    if held is None and "contradicted" not in belief.flags:
-        return writes
-    support, refute = posterior.sides(change.evidence, change.trust, belief.updated_at)
-    strength = model.split_strength(support, refute)
-    if held is None:
-        held = model.opened(
-            world,
-            "split",
-            (belief.id,),
-            strength=strength,
-            trace=(belief.id,),
-            at=belief.updated_at,
-            seq=belief.version,
-        )
-    else:
-        held = msgspec.structs.replace(held, strength=strength)
-    _put(writes, world, held)
+    record = _split_record(world, change, held)
+    if record != held:
+        _put(writes, world, record)
     return writes
+
+
+def _split_record(
+    world: str, change: BeliefChanged, held: Contradiction | None = None
+) -> Contradiction:
+    """The open ``split`` of a belief flagged ``contradicted``: opened by the item
+    whose recording made the current split (the change itself when no item did,
+    e.g. a rival answer's), its strength the minority's share now."""
+    belief = change.belief
+    added = next((e for e in change.evidence if e.recorded_seq == belief.version), None)
+    before = (
+        None
+        if held is None or held.opened_at is None
+        else (held.opened_at, held.opened_seq)
+    )
+    item = model.split_opening(change.evidence, change.trust, after=added, held=before)
+    support, refute = posterior.sides(change.evidence, change.trust, belief.updated_at)
+    return model.opened(
+        world,
+        "split",
+        (belief.id,),
+        strength=model.split_strength(support, refute),
+        trace=(belief.id,),
+        at=belief.updated_at if item is None else item.recorded_at or item.observed_at,
+        seq=belief.version if item is None else item.recorded_seq,
+    )
 
 
 def on_edge(
@@ -301,18 +321,7 @@ def split_contradiction(
     stored = _BELIEF.decode(raw)
     if stored.belief.confidence is None or "contradicted" not in stored.belief.flags:
         return None
-    reading = posterior.read(
-        stored.belief.prior, stored.evidence, stored.trust, stored.belief.updated_at
-    )
-    record = model.opened(
-        world,
-        "split",
-        (belief.id,),
-        strength=model.split_strength(reading.support, reading.refute),
-        trace=(belief.id,),
-        at=stored.belief.updated_at,
-        seq=stored.belief.version,
-    )
+    record = _split_record(world, stored)
     return _visible(record, at, as_of)
 
 
@@ -373,6 +382,25 @@ def missing(reader: Reader) -> Writes:
             and overlay.get(record_key(world, sid)) is None
         ):
             writes.update(on_belief(overlay, world, change, []))
+    return writes
+
+
+def resplit(reader: Reader) -> Writes:
+    """Each open ``split`` record re-derived from its belief as it stands (the
+    start-up upgrade of a replica whose splits were opened by the first split
+    posterior seen and never closed): gone where the evidence is no longer split,
+    else opened by the item that made the current split. One pass over the
+    records."""
+    writes: Writes = {}
+    overlay = Overlay(reader, writes)
+    for key, raw in reader.scan(b"contra/"):
+        record = _RECORD.decode(raw)
+        if record.kind != "split" or record.status != "open":
+            continue
+        world = key.decode().split("/", 2)[1]
+        held = reader.get(f"belief/{world}/{record.beliefs[0]}".encode())
+        if held is not None:
+            writes.update(on_belief(overlay, world, _BELIEF.decode(held), []))
     return writes
 
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from worldline.actors.projector import (
     beliefs,
+    calibration,
     contradictions,
     decision,
     pages,
@@ -26,6 +27,7 @@ from worldline.protocols.messages import (
     BeliefEdgeChanged,
     ContradictionResolved,
     GetBelief,
+    GetCalibration,
     GetView,
     ListBeliefs,
     ListContradictions,
@@ -49,6 +51,8 @@ def handle(reader: Reader, change: ProjectorInbox, ctx: Context) -> Step:
     match change:
         case BeliefChanged():
             writes = beliefs.apply_belief(reader, change, ctx)
+            if writes:  # a resolution true or false joins the calibration record
+                writes.update(calibration.record_writes(reader, ctx.world, change))
         case BeliefEdgeChanged():
             writes = beliefs.apply_edge(reader, change, ctx)
         case ContradictionResolved():
@@ -62,7 +66,8 @@ def handle(reader: Reader, change: ProjectorInbox, ctx: Context) -> Step:
 
 def newest_only(change: ProjectorInbox) -> str | None:
     """What a change makes obsolete, when several come in one batch: a belief's
-    change carries its whole newest state (the replica keeps only the newest), and
+    change carries its whole newest state (the replica keeps the newest whole;
+    ``history.py`` reads what a skipped one recorded from its evidence), and
     the feed brings a belief's versions in order, so of several changes to one
     belief in a batch only the last needs applying. That also spares rebuilding
     every agent's view per change when a batch restates one belief many times.
@@ -84,10 +89,12 @@ def serve(reader: Reader, request: ProjectorRpc, world: str) -> Message:
             return beliefs.get(reader, world, belief_id, at, as_of)
         case ListContradictions():
             return contradictions.listing(reader, world, request)
+        case GetCalibration():
+            return calibration.reply(reader, world, request)
         case ListBeliefs():
             return pages.list_beliefs(reader, world, request)
-        case TraceBelief(belief_id=belief_id):
-            return beliefs.trace(reader, world, belief_id)
+        case TraceBelief(belief_id=belief_id, as_of=as_of):
+            return beliefs.trace(reader, world, belief_id, as_of)
         case ReadWorld():
             # Paged and bounded in bytes (see worldline.actors.projector.pages).
             return pages.read_world(reader, world, request)

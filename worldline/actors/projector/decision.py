@@ -32,7 +32,14 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from worldline.actors.belief_model import embedding
-from worldline.actors.projector import beliefs, index, lexical, relevance
+from worldline.actors.projector import (
+    beliefs,
+    calibration,
+    index,
+    lexical,
+    prompt,
+    relevance,
+)
 from worldline.actors.projector import contradictions as contra
 from worldline.actors.projector import worldview as worldview_model
 from worldline.actors.projector.clocks import Reads
@@ -90,7 +97,16 @@ def before(reader: Reader, request: Before, world: str) -> WorldviewReply:
         focus=views.focus_of(decl, agent_view) if decl else "",
         at=request.at,
     )
+    fitted = calibration.calibrator(reader, world)
+    if fitted.method == "identity":
+        view = worldview_model.project(scene, request.agent, request.query, request.at)
+        return WorldviewReply(view=view)
+    # Enough of the world's beliefs were resolved to recalibrate: the view shows
+    # the calibrated confidence and says so.
+    scene = calibration.calibrated(scene, fitted)
     view = worldview_model.project(scene, request.agent, request.query, request.at)
+    said = f"{fitted.method} on {fitted.records} resolved beliefs"
+    view = prompt.fit(msgspec.structs.replace(view, calibration=said))
     return WorldviewReply(view=view)
 
 

@@ -25,6 +25,8 @@ def render(view: Worldview) -> str:
         f"Move: {view.query}",
         f"Clarity: {view.clarity:.2f}",
     ]
+    if view.calibration:
+        lines.append(f"Confidence: calibrated ({view.calibration})")
     for name in SLICES:
         leaves: list[Leaf] = getattr(view, name)
         lines.append(f"## {name}")

@@ -66,5 +66,6 @@ def spec(replica: str = "0") -> ActorSpec:
             Service(
                 rpc_pattern("contradictions"), "projector", PROJECTOR_RPC, core.serve
             ),
+            Service(rpc_pattern("calibration"), "projector", PROJECTOR_RPC, core.serve),
         ),
     )

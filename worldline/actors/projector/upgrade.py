@@ -6,7 +6,8 @@ length. The upgrade deletes the ``tok/`` keys, then gives each such card its ter
 postings and counters (:func:`worldline.actors.projector.index.index_writes`, which
 keeps the card's vector), :data:`CHUNK` cards per transaction, then each world's
 read clock (``bclock/<w>``, the newest ``updated_at`` of its belief records), then the
-contradiction records it lacks (``contradictions.missing``), and last records
+contradiction records it lacks (``contradictions.missing``) and its open splits as
+the evidence now stands (``contradictions.resplit``), and last records
 :data:`FORMAT`. A crash in between resumes: every step finds what is left.
 """
 
@@ -26,8 +27,9 @@ if TYPE_CHECKING:
 __all__ = ["CHUNK", "FORMAT", "FORMAT_KEY", "upgrade"]
 
 FORMAT_KEY: Final = b"format/projector-index"
-# v2: each world's read clock (bclock/<w>) kept; v3: contradiction records
-FORMAT: Final = b"lexical-v3"
+# v2: each world's read clock (bclock/<w>) kept; v3: contradiction records; v4:
+# split records re-derived from the evidence as it stands (issue 25)
+FORMAT: Final = b"lexical-v4"
 CHUNK: Final = 2000  # cards re-indexed per transaction
 _DELETES: Final = 20_000  # old keys deleted per transaction
 
@@ -92,5 +94,7 @@ def upgrade(reader: Reader) -> dict[bytes, bytes | None] | None:
             return writes
     writes.update(_missing_clocks(reader))  # from belief records: no card touches
     writes.update(contradictions.missing(reader))  # records, from edges and beliefs
+    overlay = Overlay(reader, writes)
+    writes.update(contradictions.resplit(overlay))  # splits: as the evidence stands
     writes[FORMAT_KEY] = FORMAT
     return writes

@@ -10,30 +10,20 @@ the traces recorded twice counts twice), their lineages, their transition ids an
 the best similarity among them. Nothing is generated: every outcome is a recorded
 observation.
 
-**Close enough.** A neighbour counts only if it scores above :data:`FLOOR`, the
-highest score a row whose action shares nothing with the query can reach on its
-context alone. Rows and queries are unit vectors of ``A * action + C * window``
-(``A = ACTION_WEIGHT``, ``C = CONTEXT_WEIGHT``, each embedding a unit vector). If a
-row's action embedding ``a`` is orthogonal to (or points away from) the query ``q``,
-the row's vector lies in the ball of radius ``C`` around ``A * a``, whose every
-point makes an angle of at least ``90 - asin(C / A)`` degrees with ``q``; so its
-cosine with ``q`` is at most ``C / A`` (0.5 with the weights 0.8 and 0.4). A score
-above it therefore means the neighbour's action shares something with the query
-(with no context: with the move itself). When no neighbour clears it, the forecast
-is ``grounded=False`` with no outcomes and a note that starts "no grounding:",
-never a guess.
+**Close enough.** A neighbour counts only if it scores above :data:`FLOOR`, after
+the identifier rule (a tool call's tool and ids must be named by the neighbour's
+action too), both shared with sessions: see
+:mod:`~worldline.actors.simulator.grounded`. When no neighbour clears it, the
+forecast is ``grounded=False`` with no outcomes and a note that starts "no
+grounding:", never a guess.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
-from worldline.actors.simulator.retrieval import Kind, retrieve
-from worldline.actors.simulator.storage import (
-    ACTION_WEIGHT,
-    CONTEXT_WEIGHT,
-    call_tool,
-)
+from worldline.actors.simulator.grounded import FLOOR, ground
+from worldline.actors.simulator.storage import call_tool
 from worldline.protocols.messages import ForecastOutcome, SimForecastReply
 
 if TYPE_CHECKING:
@@ -41,12 +31,10 @@ if TYPE_CHECKING:
 
     from worldline.actors.belief_model.embedding import Embedder
     from worldline.actors.simulator.index import TransitionIndex
+    from worldline.actors.simulator.retrieval import Kind
     from worldline.protocols.messages import Transition
 
 __all__ = ["FLOOR", "forecast", "move_kind", "outcomes"]
-
-# The most a row whose action shares nothing with the query can score (see above).
-FLOOR: Final = CONTEXT_WEIGHT / ACTION_WEIGHT
 
 
 def move_kind(move: str) -> Kind:
@@ -98,8 +86,7 @@ def forecast(
     starting "no grounding:" when none does. An exclusion the index does not hold
     raises :class:`~worldline.actors.simulator.retrieval.UnknownLineage`."""
     kind = move_kind(move)
-    what = "tool result" if kind == "tool" else "reply to a message"
-    found = retrieve(
+    grounding = ground(
         index,
         task="",
         context=context,
@@ -109,20 +96,10 @@ def forecast(
         kind=kind,
         embedder=embedder,
     )
-    close = [(t, s) for t, s in found if s > FLOOR]
+    found, close = grounding.found, grounding.close
     shown = outcomes(close)
-    if not found:
-        note = (
-            f"no grounding: no real {what} is left to ground a forecast on (the index "
-            "holds none of this kind, or every lineage is excluded)"
-        )
-    elif not close:
-        note = (
-            f"no grounding: the nearest real {what} scores "
-            f"{max(s for _, s in found):.3f}, not above {FLOOR:.2f}, the most a "
-            "transition whose action shares nothing with the move can score on its "
-            "context alone"
-        )
+    if not close:
+        note = grounding.why()
     else:
         plural = "s" if len(shown) != 1 else ""
         note = (

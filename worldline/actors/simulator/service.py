@@ -49,6 +49,7 @@ from worldline.actors.simulator.sessions import (
     SessionError,
     Sessions,
 )
+from worldline.actors.simulator.threads import pin_blas_threads
 from worldline.protocols.messages import (
     SIMULATOR_INBOX,
     SIMULATOR_RPC,
@@ -135,7 +136,9 @@ class SessionService:
                 return self._forecast(request)
             return self._sessions(request, world)
         except SessionError as exc:
-            return SimError(name=exc.name, message=exc.message)
+            return SimError(
+                name=exc.name, message=exc.message, similarity=exc.similarity
+            )
 
     def _forecast(self, request: SimForecast) -> Message:
         """The grounded forecast for a move: stateless, no session needed."""
@@ -202,12 +205,16 @@ class SessionService:
                     now,
                     self.provider,
                     client=owner,
+                    best_guess=request.best_guess,
                 )
                 return SimStepReply(
                     message=replies[0],
                     terminal=prediction.terminal,
                     grounding=list(prediction.grounding),
                     messages=replies,
+                    grounded=prediction.grounded,
+                    similarity=prediction.similarity,
+                    note=prediction.note,
                     support=list(prediction.support),
                 )
             case SimEnd():
@@ -220,9 +227,14 @@ class SessionService:
 
 def spec(index: Path | None = None, *, expiry: float | None = None) -> ActorSpec:
     """The simulator; ``expiry``: seconds an idle session lives (default
-    ``$WORLDLINE_SIM_EXPIRY``, else 600)."""
+    ``$WORLDLINE_SIM_EXPIRY``, else 600). With an index, BLAS is pinned to
+    ``$WORLDLINE_SIM_BLAS_THREADS`` threads (default 1; see ``threads.py``)."""
     seconds = expiry_from_env() if expiry is None else expiry
     limits = msgspec.structs.replace(SESSION_LIMITS, expiry=seconds)
+    if index is not None:
+        # A query is one memory-bound matrix-vector product: BLAS threads only
+        # make its tail wait on a loaded machine ($WORLDLINE_SIM_BLAS_THREADS).
+        pin_blas_threads()
     sessions = SessionService(None if index is None else load(index), limits=limits)
     services = tuple(
         Service(rpc_pattern(verb), "simulator", SIMULATOR_RPC, sessions.serve)
