@@ -399,6 +399,11 @@ def test_sim_index_then_a_session_through_up(tmp_path: Path) -> None:
     manifest = json.loads(built.stdout)
     assert manifest["transitions"] == 28  # by hand: 2+3+3+4+0 toolbench, 5+11 swe-agent
     assert len(manifest["issues"]) == 1
+    # The index's own track record, kept beside it and printed by key.
+    kept = json.loads((index / "track.json").read_text())
+    assert kept["index"] == manifest["id"]
+    assert manifest["track"] == kept["keys"]
+    assert sum(k["asked"] for k in kept["keys"]) == min(28, kept["sample"])
     again = subprocess.run(
         [WORLDLINE, "sim", "index", *_traces(), "--out", str(index)],
         capture_output=True,

@@ -20,7 +20,9 @@ from worldline.sdk.errors import BadRequest, SimulationError
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Awaitable, Callable
+    from pathlib import Path
 
+    from worldline.actors.simulator.track import TrackRecord
     from worldline.protocols.messages import SimForecastReply
     from worldline.sdk.client import World
 
@@ -74,19 +76,37 @@ def run_index(args: argparse.Namespace) -> int:
             raise BadRequest(str(exc)) from exc
     finally:
         builder.close()
+    record = _track_record(args.out)
     report = {
         **msgspec.to_builtins(manifest),
         "transition_count": manifest.transitions,  # distinct
         "pair_count": builder.pairs,  # every pair read, repeats included
+        "track": msgspec.to_builtins(record.keys),
     }
-    emit(
-        args,
-        report,
+    lines = [
         f"index {manifest.id[:12]} at {args.out}: {manifest.transitions} transitions "
         f"({builder.pairs} pairs read) from {len(names)} traces, "
         f"{len(manifest.issues)} issues recorded",
-    )
+        f"track record ({record.sample} of its transitions forecast, each with its "
+        "group left out; hits: the real outcome among the forecast's):",
+        *(
+            f"  {k.key}: {k.hits} hits of {k.grounded} grounded ({k.asked} asked)"
+            + ("" if k.supported() else ", forecasts held back by before --forecast")
+            for k in record.keys
+        ),
+    ]
+    emit(args, report, "\n".join(lines))
     return EXIT_OK
+
+
+def _track_record(out: Path) -> TrackRecord:
+    """Measure the new index's own track record and keep it beside it."""
+    from worldline.actors.simulator import track
+    from worldline.actors.simulator.index import load
+
+    record = track.evaluate(load(out))
+    track.save(record, out)
+    return record
 
 
 def _assistant(line: str) -> str | dict[str, Any]:

@@ -6,7 +6,7 @@ keeps). Unions and decoders: :mod:`worldline.protocols.messages`.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 import msgspec
 
@@ -230,6 +230,30 @@ class ForecastOutcome(msgspec.Struct, frozen=True, kw_only=True):
     similarity: float = 0.0  # the best neighbour's retrieval score
 
 
+TRACK_MIN_TRIED: Final = 5  # grounded forecasts of a kind before its record counts
+TRACK_MIN_HIT_RATE: Final = 0.3  # share of them that must have hit
+
+
+class ForecastTrack(msgspec.Struct, frozen=True, kw_only=True):
+    """The simulator's track record for one kind of move (``key``: ``tool:<name>``
+    or ``message``), measured on its own index when it was built: forecasts
+    ``asked``, ``grounded`` (not abstained) and ``hits`` (the real outcome among
+    the forecast's). docs/simulator.md, "Track record"."""
+
+    key: str
+    asked: int = 0
+    grounded: int = 0
+    hits: int = 0
+
+    def supported(self) -> bool:
+        """Whether the record supports showing this kind's forecasts: at least
+        :data:`TRACK_MIN_TRIED` grounded forecasts, at least
+        :data:`TRACK_MIN_HIT_RATE` of them hits."""
+        if self.grounded < TRACK_MIN_TRIED:
+            return False
+        return self.hits / self.grounded >= TRACK_MIN_HIT_RATE
+
+
 class SimForecastReply(
     Message, tag="rpc.sim_forecast_reply.v1", kw_only=True, frozen=True
 ):
@@ -245,12 +269,16 @@ class SimForecastReply(
     note: str = ""
     move_kind: Literal["tool", "message"] = "message"  # what the move was read as
     floor: float = 0.0  # a neighbour counts only above this retrieval score
+    # The simulator's record for moves of this kind (None: no record kept).
+    track: ForecastTrack | None = None
 
 
 class SimStatusReply(Message, tag="rpc.sim_status_reply.v1", kw_only=True, frozen=True):
     """How many real transitions the simulator holds for the world."""
 
     transitions: int = 0
+    # The simulator's track record by kind of move (empty: no index or no record).
+    track: tuple[ForecastTrack, ...] = ()
 
 
 class ReadWorld(Message, tag="rpc.read_world.v1", kw_only=True, frozen=True):

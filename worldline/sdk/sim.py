@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from datetime import datetime
 
-    from worldline.protocols.messages import Message
+    from worldline.protocols.messages import ForecastTrack, Message
 
 __all__ = [
     "FORECAST_MOVES",
@@ -253,5 +253,20 @@ class SimMixin(PagingMixin):
                 reply = SimForecastReply(
                     move=asked, grounded=False, note=NO_SIMULATOR_INDEX
                 )
+            elif reply.track is not None and not reply.track.supported():
+                reply = _held_back(reply, reply.track)
             found.append(MoveForecast(move=move, asked=asked, forecast=reply))
         return WorldviewForecasts(view=view, forecasts=tuple(found))
+
+
+def _held_back(reply: SimForecastReply, t: ForecastTrack) -> SimForecastReply:
+    """A forecast whose kind of move the simulator's own track record ``t`` does
+    not support: shown as ungrounded, with the record, never its outcomes."""
+    return msgspec.structs.replace(
+        reply,
+        grounded=False,
+        outcomes=(),
+        note=f"held back: the simulator's record for {t.key} is {t.hits} hits of "
+        f"{t.grounded} grounded forecasts, too few to show one "
+        "(docs/simulator.md, 'Track record')",
+    )
