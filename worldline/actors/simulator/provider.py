@@ -124,6 +124,7 @@ def judged(prediction: Prediction, found: Grounded) -> Prediction:
         observation=prediction.observation,
         terminal=prediction.terminal,
         grounding=prediction.grounding,
+        support=prediction.support,
         grounded=found.grounded,
         similarity=round(found.best, 6),
         note="" if found.grounded else found.why(),
