@@ -38,7 +38,8 @@ SCRAPE_SERIES: Final = {"up"}
 
 
 def _pod(workload: Object) -> Object:
-    return workload["spec"]["template"]
+    template: Object = workload["spec"]["template"]
+    return template
 
 
 def _selects(selector: Object, labels: dict[str, str]) -> bool:
@@ -164,7 +165,8 @@ def _config_env() -> dict[str, str]:
     (config,) = [
         o for o in _objects("ConfigMap") if o["metadata"]["name"] == "worldline-env"
     ]
-    return config["data"]
+    data: dict[str, str] = config["data"]
+    return data
 
 
 def test_every_container_runs_hardened_with_somewhere_to_write() -> None:
@@ -256,7 +258,8 @@ def _policies_for(namespace: str, labels: dict[str, str]) -> list[Object]:
 
 
 def _peer_namespace(peer: Object) -> dict[str, str]:
-    return peer.get("namespaceSelector", {}).get("matchLabels", {})
+    labels: dict[str, str] = peer.get("namespaceSelector", {}).get("matchLabels", {})
+    return labels
 
 
 NS: Final = "kubernetes.io/metadata.name"
