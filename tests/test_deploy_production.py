@@ -327,9 +327,10 @@ def test_nats_takes_clients_from_worldline_and_agents_only() -> None:
 # --- alert rules and dashboard: real metric names ------------------------------------
 
 
-def _exported_names() -> set[str]:
-    """Every series name the actors expose, read from a real rendering of every actor
-    with every family filled (a heartbeat, a lease, a batch, an answer)."""
+def _exported() -> tuple[set[str], set[str]]:
+    """Every series name the actors expose and every label on them, read from a real
+    rendering of every actor with every family filled (a heartbeat, a lease, a batch,
+    an answer)."""
     registry = Registry()
     for name in sorted(ACTORS):
         spec = build(name, replica="a") if name == "materializer" else build(name)
@@ -341,13 +342,41 @@ def _exported_names() -> set[str]:
         metrics.observe_rpc("before", 0.01)
         if spec.lease:
             metrics.lease = LeaseGate(spec.lease, spec.instance)
-    names = {
-        sample.name
+    samples = [
+        sample
         for family in text_string_to_metric_families(render(registry))
         for sample in family.samples
-    }
+    ]
+    names = {sample.name for sample in samples}
     assert "worldline_lease_term" in names  # the materializer's lease is there
-    return names
+    return names, {label for sample in samples for label in sample.labels}
+
+
+# Labels Prometheus adds to every series of a PodMonitor's targets (prometheus-
+# operator), the one monitoring.yaml relabels in, and histograms' bucket bound.
+TARGET_LABELS: Final = {
+    "job",
+    "namespace",
+    "pod",
+    "container",
+    "endpoint",
+    "instance",
+    "component",
+    "le",
+}
+
+
+def label_names(expr: str) -> set[str]:
+    """The label names a PromQL expression groups, joins or matches on."""
+    text = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)
+    found: set[str] = set()
+    for group in re.findall(
+        r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\(([^)]*)\)", text
+    ):
+        found |= {w.strip() for w in group.split(",") if w.strip()}
+    for matchers in re.findall(r"\{([^}]*)\}", text):
+        found |= set(re.findall(r"([a-zA-Z_][a-zA-Z0-9_]*)\s*(?:=~|!~|!=|=)", matchers))
+    return found
 
 
 KEYWORDS: Final = {
@@ -391,6 +420,7 @@ def test_metric_names_reads_what_an_expression_reads() -> None:
         "[$__rate_interval])) > 0.5 and on (actor) up == 0 or vector(1e3)"
     )
     assert metric_names(expr) == {"worldline_apply_seconds_bucket", "up"}
+    assert label_names(expr) == {"actor", "le"}
 
 
 def _rules() -> list[Object]:
@@ -411,7 +441,9 @@ def _dashboard_exprs() -> list[str]:
 
 
 def test_every_alert_and_panel_reads_a_metric_the_actors_export() -> None:
-    exported = _exported_names() | SCRAPE_SERIES
+    exported, labels = _exported()
+    exported |= SCRAPE_SERIES
+    labels |= TARGET_LABELS
     rules = _rules()
     alerts = {r["alert"] for r in rules}
     # What the alerts must watch (issue 28): lag, dead letters, lease changes,
@@ -432,7 +464,24 @@ def test_every_alert_and_panel_reads_a_metric_the_actors_export() -> None:
         assert names, f"{where}: reads no metric? {expr!r}"
         unknown = names - exported
         assert not unknown, f"{where} reads {sorted(unknown)}, which nothing exports"
+        unknown = label_names(expr) - labels
+        assert not unknown, f"{where} uses labels {sorted(unknown)} no series has"
         used |= names
+    # The labels the alerts' text and the panels' legends name exist too.
+    texts = [v for r in rules for v in r.get("annotations", {}).values()] + [
+        t.get("legendFormat", "")
+        for p in json.loads(DASHBOARD.read_text())["panels"]
+        for t in p.get("targets", [])
+    ]
+    named = {
+        label
+        for text in texts
+        for pair in re.findall(r"\$labels\.(\w+)|\{\{\s*(\w+)\s*\}\}", text)
+        for label in pair
+        if label
+    }
+    assert named
+    assert named <= labels, sorted(named - labels)
     # Lag, dead letters, lease, heartbeat, progress: each is charted and alerted on.
     for name in (
         "worldline_consumer_lag",
@@ -609,3 +658,22 @@ def test_promtool_unit_tests_fire_each_alert_on_what_it_watches(tmp_path: Path) 
     done = _run([promtool, "test", "rules", str(test_file)])
     assert done.returncode == 0, done.stdout + done.stderr
     assert "SUCCESS" in done.stdout
+
+
+# --- kustomize -----------------------------------------------------------------------
+
+
+def test_kustomize_renders_the_base_with_the_dashboard() -> None:
+    """``kubectl kustomize`` (kustomize built in) renders every object of the base and
+    the dashboard's ConfigMap, byte for byte the JSON file."""
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl not installed: the manifests are read as YAML above")
+    done = _run([kubectl, "kustomize", str(K8S)])
+    assert done.returncode == 0, done.stderr
+    rendered = [d for d in yaml.safe_load_all(done.stdout) if d]
+    kinds = {(o["kind"], o["metadata"]["name"]) for o in rendered}
+    assert {(o["kind"], o["metadata"]["name"]) for o in _objects()} <= kinds
+    (board,) = [o for o in rendered if o["metadata"]["name"] == "worldline-dashboard"]
+    assert board["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert board["data"]["worldline.json"] == DASHBOARD.read_text()
