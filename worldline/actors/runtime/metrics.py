@@ -7,7 +7,8 @@ each answer, the heartbeat (``heartbeat.py``) adds store size and lag and publis
 same numbers for ``worldline status``. One :class:`Registry` per process (an ``actor``
 label per instance) exposes them through ``prometheus_client`` (a registry of its own,
 so two never mix): the seven families of the first release under their names, the
-count of pre-empted outputs, three histograms, and the library's process collector.
+count of pre-empted outputs, the liveness gauges (last heartbeat, stalled inputs, a
+materializer's lease), three histograms, and the library's process collector.
 
 ``endpoint.py`` serves them over HTTP with the health and readiness checks.
 """
