@@ -1,6 +1,9 @@
 """The Kubernetes manifests and the image they run, read as Kubernetes reads them:
 each StatefulSet's Service exists, each container is probed on a port it exposes and
-serves, the kustomize base holds every manifest, the Dockerfile installs the lock."""
+serves, the kustomize base holds every manifest, the Dockerfile installs the lock.
+
+Production pieces (tests/test_deploy_production.py): disruption budgets, spread,
+hardening, the PodMonitor, the NetworkPolicy, the alert rules and the dashboard."""
 
 from __future__ import annotations
 
@@ -94,6 +97,7 @@ def test_every_container_is_probed_where_it_serves() -> None:
             where = f"{workload['metadata']['name']}/{container['name']}"
             ports = {p["name"]: p["containerPort"] for p in container["ports"]}
             for probe, path in (
+                ("startupProbe", "/healthz"),
                 ("livenessProbe", "/healthz"),
                 ("readinessProbe", "/readyz"),
             ):
