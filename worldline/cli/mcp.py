@@ -1,6 +1,8 @@
 """The ``mcp`` verb: serve an agent's world model as an MCP server, over stdio (one
 agent) or streamable HTTP (``--http``: the agents of a tokens file, each with its own
-bus credentials; :mod:`worldline.mcp`).
+bus credentials; :mod:`worldline.mcp`). Over HTTP it is the whole gateway: the
+console at ``/console/``, ``/healthz``, ``/readyz`` and ``/metrics`` beside ``/mcp``
+(:mod:`worldline.console.gateway`).
 
 The MCP SDK is an extra (``pip install 'worldline[mcp]'``): it is imported only when
 this verb runs, and without it the verb says how to install it and exits 2.
@@ -87,12 +89,20 @@ def add_arguments(verb: argparse.ArgumentParser) -> None:
         help="--http: TOML file mapping each agent's bearer-token sha256 to its "
         "credentials file ([agents.NAME] token_sha256, creds; docs/agents.md)",
     )
+    verb.add_argument(
+        "--log-format",
+        choices=["text", "json"],
+        default=None,
+        help="--http: log lines as text (time, level) or JSON objects (env "
+        "WORLDLINE_LOG_FORMAT; default text)",
+    )
 
 
 def run_mcp(args: argparse.Namespace) -> int:
     """Serve the world model as MCP tools: over stdio (stdout is the protocol; logs go
     to stderr) as ``--agent``, or over HTTP as each authenticated agent."""
     try:  # the MCP SDK is only loaded here
+        from worldline.console.gateway import gateway
         from worldline.mcp.auth import load_tokens
         from worldline.mcp.server import serve, serve_http, transport_security
     except ImportError as exc:
@@ -100,6 +110,7 @@ def run_mcp(args: argparse.Namespace) -> int:
             "mcp",
             "uvicorn",
             "pydantic",
+            "starlette",
         ):
             raise
         sys.stderr.write(
@@ -113,6 +124,7 @@ def run_mcp(args: argparse.Namespace) -> int:
         for flag, given in (
             ("--tokens", tokens_file is not None),
             ("--allowed-hosts", bool(getattr(args, "allowed_hosts", ()))),
+            ("--log-format", getattr(args, "log_format", None) is not None),
         ):
             if given:
                 sys.stderr.write(f"worldline: {flag} is for --http only\n")
@@ -147,6 +159,7 @@ def run_mcp(args: argparse.Namespace) -> int:
             port=args.port,
             allowed_hosts=args.allowed_hosts,
             request_timeout=args.timeout,
+            gateway=gateway,
         ),
         backend="asyncio",
     )
