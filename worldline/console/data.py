@@ -103,7 +103,9 @@ async def _actors(url: str) -> list[dict[str, Any]]:
     return rows
 
 
-async def snapshot(world: World, *, url: str, served: tuple[str, ...]) -> dict[str, Any]:
+async def snapshot(
+    world: World, *, url: str, served: tuple[str, ...]
+) -> dict[str, Any]:
     """Every panel of the console, read at once (``url``: the bus, for the actors'
     status; ``served``: the agents the gateway serves)."""
     out: dict[str, Any] = {

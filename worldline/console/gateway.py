@@ -60,7 +60,11 @@ def route_of(path: str) -> str:
     """The metrics label of a request path: its first segment (bounded: never an
     id)."""
     first = path.strip("/").split("/", 1)[0]
-    return first if first in {"mcp", "console", "healthz", "readyz", "metrics"} else "other"
+    return (
+        first
+        if first in {"mcp", "console", "healthz", "readyz", "metrics"}
+        else "other"
+    )
 
 
 class GatewayMetrics:

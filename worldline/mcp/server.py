@@ -319,7 +319,12 @@ async def serve_http(
                 gateway(agents, app, url=url, tokens=tokens)
             )
         config = uvicorn.Config(
-            app, host=host, port=port, log_level="warning", lifespan="on", log_config=None
+            app,
+            host=host,
+            port=port,
+            log_level="warning",
+            lifespan="on",
+            log_config=None,
         )
         if not loopback(host):
             log.warning(

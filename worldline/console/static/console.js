@@ -121,10 +121,22 @@
     });
   }
 
+  let open = "";
   async function detail(id) {
+    open = id;
     const t = await api("/console/api/beliefs/" + encodeURIComponent(id));
     $("detail").hidden = false;
-    $("detail-text").textContent = t.belief ? t.belief.text : id;
+    const b = t.belief || {};
+    $("detail-text").textContent = b.text || id;
+    $("detail-summary").textContent = [
+      "posterior " + num(b.confidence, 2),
+      "uncertainty " + num(b.uncertainty, 3),
+      "evidence weight " + num(b.evidence_weight, 2) + " (" + (b.evidence_count || 0) + " items)",
+      "fragility " + num(b.fragility, 2),
+      "prior " + num(b.prior, 2),
+      "status " + (b.status || "active") + (b.closed_reason ? ": " + b.closed_reason : ""),
+      "created " + when(b.created_at) + " by " + b.author,
+    ].join(" · ");
     fill("trace", t.steps, (tr, step) => {
       const e = step.evidence || {};
       cell(tr, when(e.observed_at)); cell(tr, e.source); cell(tr, e.kind);
@@ -138,7 +150,10 @@
   async function refresh() {
     if (reading) { again = true; return reading; }
     reading = (async () => {
-      try { render(await api("/console/api/snapshot")); }
+      try {
+        render(await api("/console/api/snapshot"));
+        if (open) await detail(open);
+      }
       catch (err) { if (String(err) !== "Error: 401") $("updated").textContent = String(err); }
     })();
     await reading;
