@@ -27,6 +27,12 @@
   function fill(tableId, rows, render) {
     const body = $(tableId).querySelector("tbody");
     body.replaceChildren();
+    if (!rows || !rows.length) {
+      const tr = document.createElement("tr");
+      const td = cell(tr, "none yet", "none");
+      td.colSpan = $(tableId).querySelectorAll("thead th").length;
+      body.appendChild(tr);
+    }
     for (const item of rows || []) {
       const tr = document.createElement("tr");
       render(tr, item);
@@ -96,8 +102,9 @@
     });
     const cal = s.calibration;
     $("calibration-summary").textContent = cal
-      ? "recalibration: " + cal.method + (cal.fitted_on ? " on " + cal.fitted_on + " resolved" : "") +
-        " (needs " + cal.min_records + ")"
+      ? "recalibration: " + (cal.method || "identity") +
+        (cal.fitted_on ? " fitted on " + cal.fitted_on + " resolved beliefs" : "") +
+        " (fitted from " + (cal.min_records || 0) + " resolved beliefs on)"
       : "";
     const groups = cal ? [cal.world].concat(cal.by_source || [], cal.by_agent || []) : [];
     fill("calibration", groups, (tr, g) => {
