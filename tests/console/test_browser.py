@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 import pytest
+from playwright.async_api import async_playwright
 
 import worldline
 from tests.support import all_actors, running, unique_world
@@ -35,7 +36,6 @@ pytestmark = [pytest.mark.cli, pytest.mark.nats]
 
 WORLDLINE = str(Path(sys.executable).parent / "worldline")
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-playwright = pytest.importorskip("playwright.async_api")
 if CHROMIUM is None:  # .ci/run installs it; say so rather than pass silently
     pytest.fail(
         "no chromium on PATH: `apt-get install -y chromium` (as .ci/run does)",
@@ -142,7 +142,7 @@ async def test_the_console_shows_beliefs_and_follows_the_feed_live(
             assert [b["text"] for b in snap["beliefs"]] == [first.text]
             assert snap["viewer"] == "ada"
             assert {row["actor"] for row in snap["actors"]} >= {"fusion", "projector"}
-            async with playwright.async_playwright() as pw:
+            async with async_playwright() as pw:
                 browser = await pw.chromium.launch(executable_path=CHROMIUM)
                 page = await browser.new_page(viewport={"width": 1200, "height": 800})
                 await page.goto(f"{base}/console/#token={token}")
