@@ -1,0 +1,48 @@
+"""The gateway's parts that need no browser: the metrics labels stay bounded, the
+feed wakes its waiters, and ``--log-format`` belongs to ``--http``."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import anyio
+
+from worldline.cli import main
+from worldline.cli.common import EXIT_USAGE
+from worldline.console.feed import Feed
+from worldline.console.gateway import route_of
+
+if TYPE_CHECKING:
+    import pytest
+
+
+def test_metrics_label_a_request_by_route_never_by_id() -> None:
+    assert route_of("/console/api/beliefs/b-123") == "console"
+    assert route_of("/mcp") == "mcp"
+    assert route_of("/readyz") == "readyz"
+    assert route_of("/wp-admin/x") == "other"
+    assert route_of("/") == "other"
+
+
+async def test_the_feed_wakes_a_waiter_and_times_out_without_a_change() -> None:
+    feed = Feed()
+    assert not await feed.wait_past(0, within=0.05)
+    woke: list[bool] = []
+
+    async def waiter() -> None:
+        woke.append(await feed.wait_past(0, within=5))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(waiter)
+        await anyio.sleep(0.01)
+        feed.bump("belief")
+    assert woke == [True]
+    assert feed.version == 1
+    assert feed.kinds == {"belief"}
+
+
+def test_log_format_is_for_the_http_gateway_only(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["mcp", "--log-format", "json"]) == EXIT_USAGE
+    assert "--log-format is for --http only" in capsys.readouterr().err
