@@ -8,18 +8,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import secrets
 import shutil
-import socket
 import struct
-import subprocess
-import sys
-import urllib.error
-import urllib.request
 import zlib
-from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import anyio
@@ -27,42 +19,20 @@ import pytest
 from playwright.async_api import async_playwright
 
 import worldline
+from tests.console.serving import gateway, get
 from tests.support import all_actors, running, unique_world
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from pathlib import Path
 
 pytestmark = [pytest.mark.cli, pytest.mark.nats]
 
-WORLDLINE = str(Path(sys.executable).parent / "worldline")
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 if CHROMIUM is None:  # .ci/run installs it; say so rather than pass silently
     pytest.fail(
         "no chromium on PATH: `apt-get install -y chromium` (as .ci/run does)",
         pytrace=False,
     )
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def _get(url: str, token: str = "") -> tuple[int, bytes]:
-    request = urllib.request.Request(url)
-    if token:
-        request.add_header("Authorization", f"Bearer {token}")
-    try:
-        with urllib.request.urlopen(request, timeout=5) as reply:
-            return int(reply.status), reply.read()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read()
-
-
-def _text(path: Path) -> str:
-    return path.read_text()
 
 
 def _png_colours(png: bytes) -> tuple[int, int, int]:
@@ -77,35 +47,6 @@ def _png_colours(png: bytes) -> tuple[int, int, int]:
             data += png[at + 8 : at + 8 + length]
         at += 12 + length
     return width, height, len(set(zlib.decompress(data)))
-
-
-@asynccontextmanager
-async def _gateway(url: str, world: str, tokens: Path, log: Path) -> AsyncIterator[str]:
-    port = _free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WORLDLINE_")}
-    command = [WORLDLINE, "mcp", "--http", "--port", str(port), "--tokens", str(tokens)]
-    command += ["--nats", url, "--world", world, "--log-format", "json"]
-    with log.open("w") as errlog:
-        server = await anyio.open_process(
-            command, stdin=subprocess.DEVNULL, stdout=None, stderr=errlog, env=env
-        )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        with anyio.fail_after(30):
-            while True:
-                assert server.returncode is None, _text(log)
-                try:
-                    code, _ = await anyio.to_thread.run_sync(_get, f"{base}/readyz")
-                except OSError:
-                    code = 0
-                if code == 200:
-                    break
-                await anyio.sleep(0.1)
-        yield base
-    finally:
-        server.terminate()
-        with anyio.fail_after(10):
-            await server.wait()
 
 
 @pytest.mark.timeout(90)
@@ -123,19 +64,19 @@ async def test_the_console_shows_beliefs_and_follows_the_feed_live(
         worldline.connect(nats_url, world=world, agent="ada") as ada,
     ):
         first = await ada.add("The deploy window opens at noon", confidence=0.7)
-        async with _gateway(nats_url, world, tokens, log) as base:
+        async with gateway(nats_url, world, tokens, log) as base:
             # The data routes need the token; the static page holds no data.
             for path in ("snapshot", "events", f"beliefs/{first.id}"):
                 code, body = await anyio.to_thread.run_sync(
-                    _get, f"{base}/console/api/{path}"
+                    get, f"{base}/console/api/{path}"
                 )
                 assert code == 401, (path, body)
             code, _ = await anyio.to_thread.run_sync(
-                _get, f"{base}/console/api/snapshot", "not-" + token
+                get, f"{base}/console/api/snapshot", "not-" + token
             )
             assert code == 401
             code, body = await anyio.to_thread.run_sync(
-                _get, f"{base}/console/api/snapshot", token
+                get, f"{base}/console/api/snapshot", token
             )
             assert code == 200
             snap = json.loads(body)
@@ -188,13 +129,13 @@ async def test_the_console_shows_beliefs_and_follows_the_feed_live(
                 summary = await page.locator("#detail-summary").inner_text()
                 assert f"posterior {shown}" in summary
                 await browser.close()
-            code, body = await anyio.to_thread.run_sync(_get, f"{base}/metrics")
+            code, body = await anyio.to_thread.run_sync(get, f"{base}/metrics")
             assert code == 200
             assert (
                 b'worldline_gateway_requests_total{code="401",route="console"}' in body
             )
             assert b"process_resident_memory_bytes" in body
-            code, _ = await anyio.to_thread.run_sync(_get, f"{base}/healthz")
+            code, _ = await anyio.to_thread.run_sync(get, f"{base}/healthz")
             assert code == 200
     lines = log.read_text().splitlines()
     assert lines, "the gateway logged nothing"

@@ -90,6 +90,15 @@ def add_arguments(verb: argparse.ArgumentParser) -> None:
         "credentials file ([agents.NAME] token_sha256, creds; docs/agents.md)",
     )
     verb.add_argument(
+        "--console-creds",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="--http: the credentials the console reads the world with (an "
+        "operator's or a read-only user's; default --creds or WORLDLINE_CREDS); "
+        "refused or missing on a secured bus: MCP still serves, the console says why",
+    )
+    verb.add_argument(
         "--log-format",
         choices=["text", "json"],
         default=None,
@@ -125,6 +134,7 @@ def run_mcp(args: argparse.Namespace) -> int:
             ("--tokens", tokens_file is not None),
             ("--allowed-hosts", bool(getattr(args, "allowed_hosts", ()))),
             ("--log-format", getattr(args, "log_format", None) is not None),
+            ("--console-creds", getattr(args, "console_creds", None) is not None),
         ):
             if given:
                 sys.stderr.write(f"worldline: {flag} is for --http only\n")
@@ -159,7 +169,7 @@ def run_mcp(args: argparse.Namespace) -> int:
             port=args.port,
             allowed_hosts=args.allowed_hosts,
             request_timeout=args.timeout,
-            gateway=gateway,
+            gateway=partial(gateway, creds=args.console_creds),
         ),
         backend="asyncio",
     )

@@ -30,6 +30,7 @@ from worldline.sdk.errors import BadRequest
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
+    from pathlib import Path
 
     from starlette.requests import Request
 
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
     from worldline.mcp.auth import Tokens
     from worldline.sdk.client import World
 
-__all__ = ["DEBOUNCE", "KEEPALIVE", "console_routes"]
+__all__ = ["DEBOUNCE", "KEEPALIVE", "console_off", "console_routes"]
 
 DEBOUNCE = 0.2  # seconds: a burst of changes is one event
 KEEPALIVE = 15.0  # seconds between comments on an idle event stream
@@ -83,11 +84,8 @@ def _agent(request: Request, tokens: Tokens) -> str | None:
     return entry.agent if entry is not None else None
 
 
-def console_routes(
-    world: World, feed: Feed, tokens: Tokens, *, url: str, served: tuple[str, ...]
-) -> list[Route]:
-    """The console's routes, reading through ``world`` (the console's own bus
-    connection) and woken by ``feed``."""
+def _pages() -> list[Route]:
+    """The static page, its script and stylesheet (no data: no token needed)."""
     pages = {name: _static(name) for name in _STATIC}  # read once, at start
 
     async def page(request: Request) -> Response:
@@ -99,10 +97,29 @@ def console_routes(
     async def redirect(request: Request) -> Response:
         return Response(status_code=308, headers={"Location": "/console/"})
 
+    return [
+        Route("/console", redirect),
+        Route("/console/", page),
+        Route("/console/{name}", page),
+    ]
+
+
+def console_routes(
+    world: World,
+    feed: Feed,
+    tokens: Tokens,
+    *,
+    url: str,
+    served: tuple[str, ...],
+    creds: Path | None = None,
+) -> list[Route]:
+    """The console's routes, reading through ``world`` (the console's own bus
+    connection) and woken by ``feed``."""
+
     async def api_snapshot(request: Request) -> Response:
         if _agent(request, tokens) is None:
             return _unauthorized()
-        body = await snapshot(world, url=url, served=served)
+        body = await snapshot(world, url=url, served=served, creds=creds)
         body["viewer"] = _agent(request, tokens)
         body["feed_version"] = feed.version
         return _json(body)
@@ -139,10 +156,23 @@ def console_routes(
         )
 
     return [
-        Route("/console", redirect),
-        Route("/console/", page),
         Route("/console/api/snapshot", api_snapshot),
         Route("/console/api/beliefs/{belief}", api_belief),
         Route("/console/api/events", api_events),
-        Route("/console/{name}", page),
+        *_pages(),
+    ]
+
+
+def console_off(tokens: Tokens, why: str) -> list[Route]:
+    """The console's routes when it has no bus connection: the page, and data
+    routes that answer 503 with ``why`` (401 first, without a token)."""
+
+    async def unavailable(request: Request) -> Response:
+        if _agent(request, tokens) is None:
+            return _unauthorized()
+        return _json({"error": "console unavailable", "detail": why}, status=503)
+
+    return [
+        Route("/console/api/{rest:path}", unavailable),
+        *_pages(),
     ]

@@ -21,6 +21,7 @@ from worldline.protocols.world import agents_named
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
+    from pathlib import Path
 
     from worldline.sdk.client import World
 
@@ -83,9 +84,9 @@ async def _agents(world: World, served: tuple[str, ...]) -> list[dict[str, Any]]
     return rows
 
 
-async def _actors(url: str) -> list[dict[str, Any]]:
+async def _actors(url: str, creds: Path | None) -> list[dict[str, Any]]:
     with anyio.fail_after(_STATUS_WITHIN):
-        report = await gather(url, now=datetime.now(UTC))
+        report = await gather(url, now=datetime.now(UTC), creds=creds)
     rows: list[dict[str, Any]] = []
     for row in report.instances:
         lags = [i.lag for i in row.inputs if i.lag is not None]
@@ -104,10 +105,15 @@ async def _actors(url: str) -> list[dict[str, Any]]:
 
 
 async def snapshot(
-    world: World, *, url: str, served: tuple[str, ...]
+    world: World,
+    *,
+    url: str,
+    served: tuple[str, ...],
+    creds: Path | None = None,
 ) -> dict[str, Any]:
-    """Every panel of the console, read at once (``url``: the bus, for the actors'
-    status; ``served``: the agents the gateway serves)."""
+    """Every panel of the console, read at once (``url`` and ``creds``: the bus and
+    the console's credentials, for the actors' status; ``served``: the agents the
+    gateway serves)."""
     out: dict[str, Any] = {
         "world": world.world,
         "at": _plain(datetime.now(UTC)),
@@ -129,7 +135,7 @@ async def snapshot(
         tg.start_soon(_panel, "sources", sources, out)
         tg.start_soon(_panel, "calibration", calibration, out)
         tg.start_soon(_panel, "agents", lambda: _agents(world, served), out)
-        tg.start_soon(_panel, "actors", lambda: _actors(url), out)
+        tg.start_soon(_panel, "actors", lambda: _actors(url, creds), out)
     return out
 
 

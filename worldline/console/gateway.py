@@ -9,16 +9,16 @@
   changes seen on the feed, the bus connection, and the library's process metrics.
 
 :func:`gateway` is the hook :func:`worldline.mcp.server.serve_http` calls with the
-MCP app: it opens the console's bus connection (the process's credentials,
-``--creds`` or ``$WORLDLINE_CREDS``: an operator's or a reader's, never an agent's),
-starts following the feed, and returns the whole ASGI app.
+MCP app: it opens the console's bus connection (``--console-creds``, else the
+process's ``--creds`` or ``$WORLDLINE_CREDS``: an operator's or a reader's, never an
+agent's), starts following the feed, and returns the whole ASGI app.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -35,13 +35,17 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from worldline.actors.runtime.bus import connect as bus_connect
-from worldline.console.app import console_routes
+from worldline.actors.runtime.errors import ActorError
+from worldline.console.app import console_off, console_routes
 from worldline.console.feed import Feed
 from worldline.sdk.client import connect
+from worldline.sdk.errors import WorldlineError
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
+    from pathlib import Path
 
+    from nats.aio.client import Client as NATS
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -132,45 +136,70 @@ class GatewayMetrics:
         return counted
 
 
+def _ready(nc: NATS | None, feed: Feed, off: str) -> tuple[bool, str]:
+    """Whether the gateway is ready, and why (not)."""
+    if nc is None:  # MCP serves; the console says why it cannot
+        return True, f"ready (console off: {off})"
+    if not nc.is_connected:
+        return False, "the console's bus connection is down"
+    if not feed.following:
+        return False, "the console does not follow the change feed yet"
+    return True, "ready"
+
+
 @asynccontextmanager
 async def gateway(
-    agents: Agents, mcp_app: Starlette, *, url: str, tokens: Tokens
+    agents: Agents,
+    mcp_app: Starlette,
+    *,
+    url: str,
+    tokens: Tokens,
+    creds: Path | None = None,
 ) -> AsyncIterator[ASGIApp]:
-    """The whole gateway around ``mcp_app``, for as long as the block runs."""
+    """The whole gateway around ``mcp_app``, for as long as the block runs. The
+    console reads with ``creds`` (default ``$WORLDLINE_CREDS``); when the bus
+    refuses them (or there are none on a secured bus), MCP still serves and the
+    console's data routes answer 503 naming the cause and the fix."""
     metrics = GatewayMetrics()
     feed = Feed()
-    async with (
-        connect(url, world=agents.world, agent=CONSOLE_AGENT) as world,
-        anyio.create_task_group() as tg,
-    ):
-        nc = await bus_connect(url, name="worldline-console-feed")
+    async with AsyncExitStack() as stack:
+        nc: NATS | None = None
+        off = ""
+        try:
+            world = await stack.enter_async_context(
+                connect(url, world=agents.world, agent=CONSOLE_AGENT, creds=creds)
+            )
+            nc = await bus_connect(url, name="worldline-console-feed", creds=creds)
+        except (WorldlineError, ActorError) as exc:
+            off = (
+                f"{exc}; give the console an operator's or a reader's credentials "
+                "(--console-creds FILE, or --creds / WORLDLINE_CREDS)"
+            )
+            log.warning("console off: %s", off)
+        if nc is not None:
+            stack.push_async_callback(_close, nc)
+        tg = await stack.enter_async_context(anyio.create_task_group())
 
-        async def follow() -> None:
+        async def follow(bus: NATS) -> None:
             while True:
                 try:
-                    await feed.follow(nc, agents.world)
+                    await feed.follow(bus, agents.world)
                 except Exception as exc:  # the bus refused or lost the consumer
                     log.warning("console: change feed: %s; again in 2s", exc)
                 await anyio.sleep(2)
-
-        def ready() -> tuple[bool, str]:
-            if not nc.is_connected:
-                return False, "the console's bus connection is down"
-            if not feed.following:
-                return False, "not following the change feed yet"
-            return True, "ready"
 
         async def healthz(request: Request) -> Response:
             return Response("ok\n", media_type="text/plain")
 
         async def readyz(request: Request) -> Response:
-            ok, why = ready()
+            ok, why = _ready(nc, feed, off)
             return Response(
                 f"{why}\n", status_code=200 if ok else 503, media_type="text/plain"
             )
 
         async def scrape(request: Request) -> Response:
-            metrics.connected.set(1 if nc.is_connected else 0)
+            up = nc is not None and nc.is_connected
+            metrics.connected.set(1 if up else 0)
             metrics.changes.set(feed.version)
             return Response(
                 generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST
@@ -180,13 +209,19 @@ async def gateway(
             Route("/healthz", healthz),
             Route("/readyz", readyz),
             Route("/metrics", scrape),
-            *console_routes(world, feed, tokens, url=url, served=agents.names),
         ]
+        if nc is not None:
+            routes += console_routes(
+                world, feed, tokens, url=url, served=agents.names, creds=creds
+            )
+            tg.start_soon(follow, nc)
+        else:
+            routes += console_off(tokens, off)
         mcp_app.router.routes[:0] = routes  # before the MCP app's own
-        tg.start_soon(follow)
-        try:
-            yield metrics.wrap(mcp_app)
-        finally:
-            tg.cancel_scope.cancel()
-            with anyio.CancelScope(shield=True), anyio.move_on_after(2):
-                await nc.close()
+        yield metrics.wrap(mcp_app)
+        tg.cancel_scope.cancel()
+
+
+async def _close(nc: NATS) -> None:
+    with anyio.CancelScope(shield=True), anyio.move_on_after(2):
+        await nc.close()
