@@ -46,12 +46,18 @@ def _text(path: Path) -> str:
 
 @asynccontextmanager
 async def gateway(
-    url: str, world: str, tokens: Path, log: Path, *extra: str
+    url: str,
+    world: str,
+    tokens: Path,
+    log: Path,
+    *extra: str,
+    verb: tuple[str, ...] = ("mcp", "--http"),
 ) -> AsyncIterator[str]:
-    """The gateway serving ``world``; yields its base URL once /readyz says 200."""
+    """The gateway (``verb``: ``mcp --http`` or ``console``) serving ``world``;
+    yields its base URL once /readyz says 200."""
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("WORLDLINE_")}
-    command = [WORLDLINE, "mcp", "--http", "--port", str(port), "--tokens", str(tokens)]
+    command = [WORLDLINE, *verb, "--port", str(port), "--tokens", str(tokens)]
     command += ["--nats", url, "--world", world, "--log-format", "json", *extra]
     with log.open("w") as errlog:
         server = await anyio.open_process(

@@ -46,3 +46,10 @@ def test_log_format_is_for_the_http_gateway_only(
 ) -> None:
     assert main(["mcp", "--log-format", "json"]) == EXIT_USAGE
     assert "--log-format is for --http only" in capsys.readouterr().err
+
+
+def test_the_console_verb_needs_a_tokens_file(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["console"]) == EXIT_USAGE
+    assert "worldline: console needs --tokens FILE" in capsys.readouterr().err

@@ -67,7 +67,13 @@ async def test_the_console_reads_with_its_own_credentials_or_says_why_not(
         operator = str(secured.creds(OPERATOR))
         log = tmp_path / "on.log"
         async with gateway(
-            secured.url, secured.world, tokens, log, "--console-creds", operator
+            secured.url,
+            secured.world,
+            tokens,
+            log,
+            "--console-creds",
+            operator,
+            verb=("console",),  # the same gateway, by the console's own verb
         ) as base:
             code, body = await anyio.to_thread.run_sync(
                 get, f"{base}/console/api/snapshot", token

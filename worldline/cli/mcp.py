@@ -52,14 +52,16 @@ def _hosts(text: str) -> tuple[str, ...]:
     return entries
 
 
-def add_arguments(verb: argparse.ArgumentParser) -> None:
-    """The ``mcp`` verb's own options (the client options come from its parent)."""
-    verb.add_argument(
-        "--http",
-        action="store_true",
-        help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio "
-        "(needs --tokens)",
-    )
+def add_arguments(verb: argparse.ArgumentParser, *, http: bool = False) -> None:
+    """The ``mcp`` verb's own options (the client options come from its parent);
+    ``http``: the ``console`` verb's, always over HTTP."""
+    if not http:
+        verb.add_argument(
+            "--http",
+            action="store_true",
+            help="serve streamable HTTP at http://HOST:PORT/mcp, with the console "
+            "at /console/, instead of stdio (needs --tokens)",
+        )
     verb.add_argument(
         "--host",
         default="127.0.0.1",
@@ -151,8 +153,9 @@ def run_mcp(args: argparse.Namespace) -> int:
         )
         return EXIT_OK
     if tokens_file is None:
+        verb = "console" if args.verb == "console" else "--http"
         sys.stderr.write(
-            "worldline: --http needs --tokens FILE: who may call, as which agent "
+            f"worldline: {verb} needs --tokens FILE: who may call, as which agent "
             "(docs/agents.md, 'Over HTTP'); unauthenticated HTTP is not served\n"
         )
         return EXIT_USAGE
