@@ -102,6 +102,8 @@ async def test_the_console_shows_beliefs_and_follows_the_feed_live(
                 (tmp_path / "console.png").write_bytes(shot)
 
                 await page.evaluate("window.__same_page = true")
+                changes = page.locator("#live")
+                before = int(await changes.get_attribute("data-changes") or 0)
                 second = await ada.add(
                     "The cache is cold after deploys", confidence=0.4
                 )
@@ -109,6 +111,8 @@ async def test_the_console_shows_beliefs_and_follows_the_feed_live(
                     timeout=10_000
                 )
                 assert await page.evaluate("window.__same_page === true")  # no reload
+                # ... brought by the change feed's events, not the 10 s poll
+                assert int(await changes.get_attribute("data-changes") or 0) > before
                 assert await rows.count() == 2
 
                 # Evidence moves the posterior on the page, live; a click shows the

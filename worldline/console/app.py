@@ -21,6 +21,7 @@ import json
 from importlib.resources import files
 from typing import TYPE_CHECKING, Any
 
+import anyio
 import msgspec
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -38,10 +39,11 @@ if TYPE_CHECKING:
     from worldline.mcp.auth import Tokens
     from worldline.sdk.client import World
 
-__all__ = ["DEBOUNCE", "KEEPALIVE", "console_off", "console_routes"]
+__all__ = ["DEBOUNCE", "KEEPALIVE", "SHARED", "console_off", "console_routes"]
 
 DEBOUNCE = 0.2  # seconds: a burst of changes is one event
 KEEPALIVE = 15.0  # seconds between comments on an idle event stream
+SHARED = 0.5  # seconds one read of the panels serves every viewer (feed unchanged)
 _STATIC = {
     "index.html": "text/html; charset=utf-8",
     "console.js": "text/javascript; charset=utf-8",
@@ -116,11 +118,26 @@ def console_routes(
     """The console's routes, reading through ``world`` (the console's own bus
     connection) and woken by ``feed``."""
 
+    lock = anyio.Lock()
+    last: dict[str, Any] = {"version": -1, "read": -SHARED, "body": {}}
+
+    async def shared() -> dict[str, Any]:
+        """One read of every panel for every viewer asking within ``SHARED``
+        seconds while the feed stands still."""
+        async with lock:
+            now = anyio.current_time()
+            if last["version"] != feed.version or now - last["read"] >= SHARED:
+                version = feed.version
+                body = await snapshot(world, url=url, served=served, creds=creds)
+                last.update(version=version, read=now, body=body)
+            return dict(last["body"])
+
     async def api_snapshot(request: Request) -> Response:
-        if _agent(request, tokens) is None:
+        viewer = _agent(request, tokens)
+        if viewer is None:
             return _unauthorized()
-        body = await snapshot(world, url=url, served=served, creds=creds)
-        body["viewer"] = _agent(request, tokens)
+        body = await shared()
+        body["viewer"] = viewer
         body["feed_version"] = feed.version
         return _json(body)
 

@@ -9,6 +9,7 @@ how the confidence moved: its history). Both return plain JSON-ready dicts
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -29,7 +30,7 @@ __all__ = ["BELIEF_LIMIT", "belief_detail", "snapshot"]
 
 log = logging.getLogger("worldline.console")
 
-BELIEF_LIMIT = 500  # beliefs on the page, the newest changes first
+BELIEF_LIMIT = 500  # beliefs on the page: the first the projector lists
 _STATUS_WITHIN = 5.0  # seconds the actors' status read may take
 
 
@@ -63,9 +64,10 @@ async def _agents(world: World, served: tuple[str, ...]) -> list[dict[str, Any]]
     names = set(present) | set(served)
     if crew.declaration is not None:
         names |= agents_named(crew.declaration)
+    ordered = sorted(names)
+    views = await asyncio.gather(*(world.view(name) for name in ordered))
     rows: list[dict[str, Any]] = []
-    for name in sorted(names):
-        view = await world.view(name)
+    for name, view in zip(ordered, views, strict=True):
         presence = present.get(name)
         standing = view.worldview if view is not None else None
         rows.append(

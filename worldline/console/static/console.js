@@ -187,6 +187,11 @@
           while ((end = buffer.indexOf("\n\n")) >= 0) {
             const block = buffer.slice(0, end);
             buffer = buffer.slice(end + 2);
+            if (/^event: change$/m.test(block)) {
+              const live = $("live");
+              live.dataset.changes = String(Number(live.dataset.changes || 0) + 1);
+              live.title = live.dataset.changes + " changes on the feed since the page opened";
+            }
             if (/^event: (change|hello)$/m.test(block)) {
               refresh();
               setTimeout(refresh, 1000); // the projector may apply a moment later
