@@ -333,10 +333,11 @@ async def serve_http(
                 host,
             )
         log.warning(
-            "serving world %r for %s at %s/mcp (nats %s)",
+            "serving world %r for %s at %s/mcp%s (nats %s)",
             world,
             ", ".join(worlds),
             address,
+            f", the console at {address}/console/" if gateway is not None else "",
             url,
         )
         async with anyio.create_task_group() as tg:
