@@ -1,11 +1,13 @@
 """The gateway's parts that need no browser: the metrics labels stay bounded, the
-feed wakes its waiters, and ``--log-format`` belongs to ``--http``."""
+feed wakes its waiters, and the options of the `console` verb and `mcp --http` are
+checked before anything starts."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 import anyio
+import pytest
 
 from worldline.cli import main
 from worldline.cli.common import EXIT_USAGE
@@ -13,7 +15,7 @@ from worldline.console.feed import Feed
 from worldline.console.gateway import route_of
 
 if TYPE_CHECKING:
-    import pytest
+    from pathlib import Path
 
 
 def test_metrics_label_a_request_by_route_never_by_id() -> None:
@@ -53,3 +55,18 @@ def test_the_console_verb_needs_a_tokens_file(
 ) -> None:
     assert main(["console"]) == EXIT_USAGE
     assert "worldline: console needs --tokens FILE" in capsys.readouterr().err
+
+
+def test_console_credentials_that_cannot_be_read_stop_the_start(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tokens = tmp_path / "tokens.toml"
+    tokens.write_text(f'[agents.ada]\ntoken_sha256 = "{"0" * 64}"\n')
+    missing = tmp_path / "nowhere.creds"
+    argv = ["console", "--tokens", str(tokens), "--console-creds", str(missing)]
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == EXIT_USAGE
+    said = capsys.readouterr().err
+    assert said.startswith("worldline: --console-creds: cannot read credentials")
+    assert str(missing) in said

@@ -18,7 +18,11 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from worldline.actors.runtime.auth import CREDS_ENV
+from worldline.actors.runtime.auth import (
+    CREDS_ENV,
+    CredentialsError,
+    load_credentials,
+)
 from worldline.cli.common import EXIT_OK, EXIT_USAGE, default_url
 
 if TYPE_CHECKING:
@@ -162,6 +166,11 @@ def run_mcp(args: argparse.Namespace) -> int:
     # Refuse a non-loopback bind without --allowed-hosts before reading anything.
     transport_security(args.host, args.allowed_hosts)
     tokens = load_tokens(tokens_file, env_creds=bool(os.environ.get(CREDS_ENV)))
+    if args.console_creds is not None:  # named, so it must be readable: say so now
+        try:
+            load_credentials(args.console_creds)
+        except CredentialsError as exc:
+            raise CredentialsError(f"--console-creds: {exc}") from exc
     anyio.run(
         partial(
             serve_http,

@@ -218,8 +218,10 @@ async def gateway(
         else:
             routes += console_off(tokens, off)
         mcp_app.router.routes[:0] = routes  # before the MCP app's own
-        yield metrics.wrap(mcp_app)
-        tg.cancel_scope.cancel()
+        try:
+            yield metrics.wrap(mcp_app)
+        finally:  # the follower stops with the server, however it stopped
+            tg.cancel_scope.cancel()
 
 
 async def _close(nc: NATS) -> None:
