@@ -132,6 +132,9 @@ async def test_the_console_shows_beliefs_and_follows_the_feed_live(
                 assert first.text in await page.locator("#detail-text").inner_text()
                 summary = await page.locator("#detail-summary").inner_text()
                 assert f"posterior {shown}" in summary
+                # kept beside the test's other files, for a person to look at
+                detail = await page.screenshot(full_page=True)
+                (tmp_path / "console-detail.png").write_bytes(detail)
                 await browser.close()
             code, body = await anyio.to_thread.run_sync(get, f"{base}/metrics")
             assert code == 200

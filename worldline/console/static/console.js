@@ -103,8 +103,9 @@
     const cal = s.calibration;
     $("calibration-summary").textContent = cal
       ? "recalibration: " + (cal.method || "identity") +
-        (cal.fitted_on ? " fitted on " + cal.fitted_on + " resolved beliefs" : "") +
-        " (fitted from " + (cal.min_records || 0) + " resolved beliefs on)"
+        (cal.fitted_on
+          ? ", fitted on " + cal.fitted_on + " resolved beliefs"
+          : " (a fit starts at " + (cal.min_records || 0) + " resolved beliefs)")
       : "";
     const groups = cal ? [cal.world].concat(cal.by_source || [], cal.by_agent || []) : [];
     fill("calibration", groups, (tr, g) => {
