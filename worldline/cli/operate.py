@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import logging
 import os
 import signal
 import sys
@@ -21,6 +22,7 @@ from worldline.actors.runtime.auth import CREDS_ENV
 from worldline.actors.runtime.declare import REPLICAS_ENV
 from worldline.actors.runtime.embedded import EmbeddedNats, keep_writable
 from worldline.actors.runtime.lock import FolderLock
+from worldline.actors.runtime.logs import log_format
 from worldline.actors.runtime.metrics import Registry
 from worldline.actors.runtime.patience import CONNECT_WAIT_ENV
 from worldline.actors.runtime.supervise import run_actors
@@ -154,7 +156,7 @@ def _up_locked(args: argparse.Namespace, data: Path, lock: FolderLock) -> int:
         lock.update(url=url)
         print(f"nats: {url}", flush=True)
         if server is not None:  # on stderr: stdout's lines are what scripts parse
-            print(_reach(url, args.server_config), file=sys.stderr, flush=True)
+            _notice(_reach(url, args.server_config), args.log_format)
 
         async def ready() -> None:
             if declaration is not None:
@@ -189,6 +191,15 @@ def _remove_url_file(url_file: Path, url: str) -> None:
     with contextlib.suppress(OSError):
         if url and url_file.read_text().strip() == url:
             url_file.unlink()
+
+
+def _notice(line: str, fmt: str | None) -> None:
+    """A notice for the operator on stderr: a log record when logs are JSON (so
+    every stderr line parses), else the line as it is."""
+    if log_format(fmt) == "json":
+        logging.getLogger("worldline.up").warning("%s", line)
+    else:
+        print(line, file=sys.stderr, flush=True)
 
 
 def _reach(url: str, config: Path | None) -> str:

@@ -454,6 +454,14 @@ def parser() -> argparse.ArgumentParser:
     )
     mcp_verb.add_arguments(mcp)
     mcp.set_defaults(run=mcp_verb.run_mcp)
+    console = verbs.add_parser(
+        "console",
+        parents=[client],
+        help="serve the web console and MCP over HTTP (as `mcp --http`; "
+        "docs/console.md)",
+    )
+    mcp_verb.add_arguments(console, http=True)
+    console.set_defaults(run=mcp_verb.run_mcp, http=True)
 
     who = verbs.add_parser(
         "who",
