@@ -95,9 +95,27 @@ def _server_side(modules: set[str], server: Sequence[str] = SERVER_SIDE) -> list
 
 
 def test_import_worldline_loads_no_server_code() -> None:
-    result, modules = _imported(["-c", "import worldline, worldline.sync"])
+    result, modules = _imported(["-c", "import worldline"])
     assert result.returncode == 0, result.stderr[-2000:]
-    assert {"worldline", "worldline.sdk.client", "worldline.hooks"} <= modules
+    assert "worldline" in modules
+    assert _server_side(modules) == []
+
+
+# Every name the package exports, and its two submodules, as an agent reaches them.
+EVERY_NAME = (
+    "import worldline, worldline.sync, worldline.hooks\n"
+    "for name in worldline.__all__: getattr(worldline, name)\n"
+    "from worldline.sync import connect\n"
+    "from worldline.hooks import agent_step\n"
+)
+
+
+def test_the_whole_sdk_loads_no_server_code() -> None:
+    """``import worldline`` defers its names (PEP 562); reaching every one of them
+    still loads no server code."""
+    result, modules = _imported(["-c", EVERY_NAME])
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert {"worldline.sdk.client", "worldline.sdk.hooks", "nats"} <= modules
     assert _server_side(modules) == []
 
 
