@@ -21,10 +21,16 @@ from pathlib import Path
 __all__ = ["main"]
 
 ROOT = Path(__file__).resolve().parent.parent
+DEPENDENCIES = "import nats, nats.js, msgspec, anyio"
+EVERY_NAME = (
+    "import worldline, worldline.sync, worldline.hooks\n"
+    "for name in worldline.__all__: getattr(worldline, name)"
+)
 CASES = {
     "python -c pass": ["-c", "pass"],
-    "import nats, nats.js, msgspec, anyio": ["-c", "import nats, nats.js, msgspec, anyio"],
+    "the client's dependencies": ["-c", DEPENDENCIES],
     "import worldline": ["-c", "import worldline"],
+    "every name worldline exports": ["-c", EVERY_NAME],
     "worldline --help": ["-m", "worldline.cli", "--help"],
 }
 

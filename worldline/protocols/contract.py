@@ -182,7 +182,7 @@ def _types() -> list[Any]:
     return found
 
 
-def _components() -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def _components() -> tuple[tuple[dict[str, Any], ...], dict[str, Any]]:
     return msgspec.json.schema_components(_types(), ref_template=_REF)
 
 
