@@ -63,9 +63,9 @@ def _tag(schema: dict[str, Any]) -> str | None:
     return values[0] if len(values) == 1 else None
 
 
-def _tags_of(cls: type) -> set[str]:
+def _tags_of(cls: type[msgspec.Struct]) -> set[str]:
     found = set()
-    subclasses: list[type] = cls.__subclasses__()
+    subclasses: list[type[msgspec.Struct]] = cls.__subclasses__()
     for sub in subclasses:
         tag = sub.__struct_config__.tag
         if isinstance(tag, str):
