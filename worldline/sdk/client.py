@@ -23,9 +23,7 @@ import nats.errors
 import nats.js.errors
 from nats.js import api
 
-from worldline.actors.runtime.auth import CredentialsError, load_credentials
-from worldline.actors.runtime.bus import connect as bus_connect
-from worldline.actors.runtime.errors import BusUnavailable as RuntimeBusUnavailable
+from worldline.protocols.errors import BusUnavailable as RuntimeBusUnavailable
 from worldline.protocols.messages import (
     FUSION_REPLY,
     MATERIALIZER_REPLY,
@@ -136,6 +134,8 @@ class _Violations:
 def _js_api(creds: str | os.PathLike[str] | None) -> str:
     """The JetStream API prefix these credentials reach JetStream through (an
     agent's own account: ``$JS.worldline.API``), or "" for the default."""
+    from worldline.actors.runtime.auth import CredentialsError, load_credentials
+
     try:
         auth = load_credentials(creds)
     except CredentialsError:
@@ -145,6 +145,8 @@ def _js_api(creds: str | os.PathLike[str] | None) -> str:
 
 def _credentials_label(creds: str | os.PathLike[str] | None) -> str:
     """Whose credentials these are, from the comment `worldline creds` writes."""
+    from worldline.actors.runtime.auth import CredentialsError, load_credentials
+
     try:
         auth = load_credentials(creds)
     except CredentialsError:
@@ -368,6 +370,11 @@ async def connect(
         check_name("agent", agent)
     except ValueError as exc:
         raise BadRequest(str(exc)) from exc
+    # The connection and credentials load here, not with ``import worldline``: they
+    # are light (nats-py, nkeys), and the rest of the runtime never loads in an agent.
+    from worldline.actors.runtime.auth import CredentialsError
+    from worldline.actors.runtime.bus import connect as bus_connect
+
     violations = _Violations(_credentials_label(creds))
     js_api = _js_api(creds)
     url = bus_url(url)

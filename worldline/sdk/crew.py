@@ -15,7 +15,6 @@ import msgspec
 import nats.errors
 import nats.js.errors
 
-from worldline.actors.runtime.declare import ensure_consumer
 from worldline.protocols.beliefs import Direction, Evidence, EvidenceKind
 from worldline.protocols.messages import (
     AckInbox,
@@ -405,6 +404,8 @@ class CrewMixin(ViewsMixin, ExportMixin):
         credentials (an agent's own account) may not create it: the materializer
         opens it before the first message, so there is nothing to read yet."""
         if not self._agent_account:
+            from worldline.actors.runtime.declare import ensure_consumer
+
             await ensure_consumer(self._js, spec)
             return True
         try:

@@ -3,8 +3,7 @@ translates nats-py's errors into them (:func:`bus_errors`).
 
 Every error the SDK raises on purpose is a :class:`WorldlineError`, so ``except
 WorldlineError`` catches them all; :class:`BusUnavailable` is also the runtime's
-``worldline.actors.runtime.errors.BusUnavailable`` (code catching that one still catches
-it).
+``worldline.protocols.errors.BusUnavailable`` (code catching that one still catches it).
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ from typing import TYPE_CHECKING
 import nats.errors
 import nats.js.errors
 
-from worldline.actors.runtime.errors import BusUnavailable as _RuntimeBusUnavailable
+from worldline.protocols.errors import BusUnavailable as _RuntimeBusUnavailable
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -156,6 +156,7 @@ class SyncWorld:
     sources = _Blocking(World.sources)
     load = _Blocking(World.load)  # worldline.sdk.batch: many adds and evidence
     relate = _Blocking(World.relate)
+    unrelate = _Blocking(World.unrelate)
     edge_evidence = _Blocking(World.edge_evidence)
     observe = _Blocking(World.observe)
     after = _Blocking(World.after)
@@ -170,6 +171,7 @@ class SyncWorld:
     resolve_contradiction = _Blocking(World.resolve_contradiction)
     settle_slot = _Blocking(World.settle_slot)
     calibration = _Blocking(World.calibration)
+    record_forecast = _Blocking(World.record_forecast)
     before = _Blocking(World.before)
     trace = _Blocking(World.trace)
     trace_edge = _Blocking(World.trace_edge)
