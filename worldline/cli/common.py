@@ -5,16 +5,13 @@ on one connection."""
 
 from __future__ import annotations
 
-import getpass
-import os
-import re
 import sys
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from worldline.sdk.client import World, connect
-from worldline.sdk.discovery import URL_FILE, bus_url, default_data
+from worldline.sdk.discovery import URL_FILE, bus_url, default_agent, default_data
 
 if TYPE_CHECKING:
     import argparse
@@ -46,17 +43,6 @@ def default_url() -> str:
     """``$WORLDLINE_NATS``, else the URL a local ``worldline up`` wrote, else :4222
     (the SDK's rule: :func:`worldline.sdk.discovery.bus_url`)."""
     return bus_url()
-
-
-def default_agent() -> str:
-    env = os.environ.get("WORLDLINE_AGENT")
-    if env:
-        return env
-    try:
-        user = re.sub(r"[^A-Za-z0-9_-]", "-", getpass.getuser())[:64]
-    except (KeyError, OSError):
-        user = ""
-    return user or "cli"
 
 
 def every_key(value: Any) -> Any:

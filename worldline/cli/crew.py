@@ -192,8 +192,10 @@ def view_text(view: AgentView) -> str:
     for title, items in sections:
         lines.append(f"{title} ({len(items)}):")
         lines += [f"  {item}" for item in items]
-    lines.append(f"inbox: {view.inbox_pending} pending")
-    lines += [f"  {line}" for line in view.inbox_recent]
+    lines.append(f"inbox: {view.inbox_pending} pending (`worldline inbox` reads them)")
+    if view.inbox_recent:  # the last messages, read or not: said as such
+        lines.append(f"latest messages, read or not ({len(view.inbox_recent)}):")
+        lines += [f"  {line}" for line in view.inbox_recent]
     if view.worldview is not None:
         lines += ["", view.worldview.prompt.rstrip("\n")]
     return "\n".join(lines)

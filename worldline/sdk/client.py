@@ -39,7 +39,7 @@ from worldline.protocols.subjects import OPS, PRESENCE, RpcVerb, check_name, rpc
 from worldline.protocols.world import agents_named
 from worldline.sdk.batch import LoadMixin
 from worldline.sdk.crew import validated
-from worldline.sdk.discovery import DEFAULT_URL, bus_url
+from worldline.sdk.discovery import DEFAULT_URL, bus_url, default_agent
 from worldline.sdk.errors import (
     BadRequest,
     BusUnavailable,
@@ -341,11 +341,14 @@ async def connect(
     url: str | None = None,
     *,
     world: str = "default",
-    agent: str = "cli",
+    agent: str | None = None,
     request_timeout: float = 10.0,
     creds: str | os.PathLike[str] | None = None,
 ) -> AsyncIterator[World]:
     """Connect to a worldline deployment as ``agent`` in ``world``.
+
+    ``agent`` defaults as the CLI's ``--agent`` does: ``$WORLDLINE_AGENT``, else the
+    login name, else ``cli`` (:func:`worldline.sdk.discovery.default_agent`).
 
     ``url`` is the NATS server; without it, ``$WORLDLINE_NATS``, else the URL a local
     ``worldline up`` recorded in its data folder (``$WORLDLINE_DATA``), else
@@ -363,6 +366,7 @@ async def connect(
     refuses these credentials a subject the call needs (another agent's, say), and
     :class:`~worldline.sdk.errors.NoWorldline` when it holds no worldline streams.
     """
+    agent = default_agent() if agent is None else agent
     try:
         check_name("world", world)
         check_name("agent", agent)

@@ -258,7 +258,7 @@ def connect(
     url: str | None = None,
     *,
     world: str = "default",
-    agent: str = "cli",
+    agent: str | None = None,
     request_timeout: float = 10.0,
     creds: str | os.PathLike[str] | None = None,
 ) -> Iterator[SyncWorld]:

@@ -1,0 +1,135 @@
+"""The last manners (issue 28, part 6), each failing before its fix: a usage error is
+one line, an empty belief text says what to do, one rule for the default agent, the
+startup view says what its inbox lines are and what its standing worldview is about
+(against one real ``worldline up``; each test in its own world)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import anyio
+import pytest
+
+import worldline
+from tests.cli.test_cli import Up, _reap, _start_up
+from tests.support import unique_world
+from worldline.cli.parsing import parser
+from worldline.sdk import discovery
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+pytestmark = pytest.mark.cli
+
+WORLDLINE = str(Path(sys.executable).parent / "worldline")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [WORLDLINE, *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env=env,
+        check=False,
+    )
+
+
+def _declare(up: Up, tmp_path: Path) -> str:
+    """A fresh world declared from examples/crew.toml under its own name."""
+    world = unique_world()
+    text = (ROOT / "examples" / "crew.toml").read_text()
+    crew = tmp_path / "crew.toml"
+    crew.write_text(text.replace('id = "enterprise"', f'id = "{world}"', 1))
+    declared = up.run("world", "load", str(crew), "--agent", "henry", world=world)
+    assert declared.returncode == 0, declared.stderr
+    return world
+
+
+@pytest.fixture(scope="module")
+def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Up]:
+    running = _start_up(tmp_path_factory.mktemp("up") / "data")
+    yield running
+    _reap(running)
+
+
+def test_a_usage_error_is_one_line_naming_the_error_and_the_help() -> None:
+    for words, prog in ((["add"], "worldline add"), (["frob"], "worldline")):
+        result = _cli(*words, env=dict(os.environ))
+        assert result.returncode == 2
+        lines = result.stderr.splitlines()
+        assert len(lines) == 1, result.stderr
+        assert lines[0].startswith(f"{prog}: error: ")
+        assert lines[0].endswith(f"(see `{prog} --help`)")
+        assert "usage:" not in result.stderr
+
+
+def test_an_empty_belief_text_names_the_fix_not_msgspec(up: Up) -> None:
+    result = up.run("add", "", world=unique_world())
+    assert result.returncode == 2
+    assert "Expected `str`" not in result.stderr
+    assert "$.text" not in result.stderr
+    assert result.stderr.strip() == (
+        "worldline: the text of AddBelief is empty: give a non-empty text"
+    )
+
+
+def test_the_sdk_and_the_cli_default_to_the_same_agent(
+    up: Up, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("WORLDLINE_AGENT", raising=False)
+    assert discovery.default_agent() not in ("", None)
+    cli_default = parser().parse_args(["add", "x"]).agent
+    assert cli_default == discovery.default_agent()
+
+    async def sdk_default() -> str:
+        async with worldline.connect(up.url, world=unique_world()) as world:
+            return world.agent
+
+    assert anyio.run(sdk_default) == cli_default
+    monkeypatch.setenv("WORLDLINE_AGENT", "ada")
+    assert anyio.run(sdk_default) == "ada"
+    assert parser().parse_args(["add", "x"]).agent == "ada"
+
+
+def test_a_standing_view_without_beliefs_has_no_1970_date_and_a_readable_move(
+    up: Up, tmp_path: Path
+) -> None:
+    world = _declare(up, tmp_path)
+    spock = up.run("view", "spock", world=world)
+    assert spock.returncode == 0, spock.stderr
+    assert "1970" not in spock.stdout
+    header = next(
+        line for line in spock.stdout.splitlines() if line.startswith("# Worldview")
+    )
+    assert header == f"# Worldview for spock in {world} before any belief"
+    move = next(line for line in spock.stdout.splitlines() if line.startswith("Move:"))
+    assert move.startswith(
+        "Move: goals: Convert Soteria pilots into signed SLAs; "
+        "Ship OpenClaw v1 to design partners"
+    ), move
+
+
+def test_view_says_its_inbox_lines_are_the_latest_read_or_not(
+    up: Up, tmp_path: Path
+) -> None:
+    world = _declare(up, tmp_path)
+    # A write spock may not make lands a rejection in spock's inbox.
+    refused = up.run(
+        "write", "company:acme", "secret", "x", "--agent", "spock", world=world
+    )
+    assert refused.returncode == 3, refused.stderr
+    acked = up.run("inbox", "--agent", "spock", "--ack", world=world)
+    assert acked.returncode == 0, acked.stderr
+    spock = up.run("view", "spock", world=world)
+    assert spock.returncode == 0, spock.stderr
+    lines = spock.stdout.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("inbox: "))
+    assert lines[at].startswith("inbox: 0 pending")
+    assert lines[at + 1] == "latest messages, read or not (1):", lines[at:]
+    assert lines[at + 2].startswith("  ")
