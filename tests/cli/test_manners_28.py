@@ -19,6 +19,7 @@ from tests.cli.test_cli import Up, _reap, _start_up
 from tests.support import unique_world
 from worldline.cli.parsing import parser
 from worldline.sdk import discovery
+from worldline.sdk.worlds import NewWorldWarning
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -133,3 +134,59 @@ def test_view_says_its_inbox_lines_are_the_latest_read_or_not(
     assert lines[at].startswith("inbox: 0 pending")
     assert lines[at + 1] == "latest messages, read or not (1):", lines[at:]
     assert lines[at + 2].startswith("  ")
+
+
+def test_a_typo_in_a_world_name_asks_did_you_mean(up: Up) -> None:
+    known = f"{unique_world()}-enterprise"
+    typo = known.replace("enterprise", "enterprse")
+    first = up.run("add", "The warp core holds", world=known)
+    assert first.returncode == 0, first.stderr
+    assert "new world" not in first.stderr  # nothing close: a new world is fine
+    typoed = up.run("add", "The warp core holds", world=typo)
+    assert typoed.returncode == 0, typoed.stderr
+    assert (
+        f"worldline: warning: new world '{typo}' — did you mean '{known}'?"
+        in typoed.stderr
+    )
+    again = up.run("add", "Another", world=typo)  # it has ops now: a world
+    assert again.returncode == 0, again.stderr
+    assert "did you mean" not in again.stderr
+
+
+def test_the_sdk_warns_of_a_new_world_named_like_a_known_one(up: Up) -> None:
+    known = f"{unique_world()}-voyager"
+    typo = known.replace("voyager", "voyagr")
+
+    async def add(world: str) -> None:
+        async with worldline.connect(up.url, world=world, agent="ada") as handle:
+            await handle.add("Shields at 40%")
+
+    anyio.run(add, known)
+    with pytest.warns(NewWorldWarning, match=f"did you mean '{known}'"):
+        anyio.run(add, typo)
+
+
+def test_require_declared_refuses_an_undeclared_world_and_lets_a_declared_one(
+    up: Up, tmp_path: Path
+) -> None:
+    declared = _declare(up, tmp_path)
+    known = f"{declared}x"  # a world with ops but no declaration
+    assert up.run("add", "Ad hoc", world=known).returncode == 0
+    for world in (known, f"{unique_world()}-new"):
+        refused = up.run("add", "Nope", "--require-declared", world=world)
+        assert refused.returncode == 2, refused.stderr
+        assert f"world '{world}' is not declared" in refused.stderr
+        assert "worldline world load FILE" in refused.stderr
+    env = {**os.environ, "WORLDLINE_NATS": up.url, "WORLDLINE_REQUIRE_DECLARED": "1"}
+    by_env = _cli("--world", known, "add", "Nope", env=env)
+    assert by_env.returncode == 2, by_env.stderr
+    allowed = _cli("--world", declared, "add", "Yes", "--agent", "henry", env=env)
+    assert allowed.returncode == 0, allowed.stderr
+    # The declaration itself is let through: it is what makes a world declared.
+    fresh = unique_world()
+    text = (ROOT / "examples" / "crew.toml").read_text()
+    crew = tmp_path / "fresh.toml"
+    crew.write_text(text.replace('id = "enterprise"', f'id = "{fresh}"', 1))
+    loaded = _cli("--world", fresh, "world", "load", str(crew), "--agent", "henry",
+                  env=env)  # fmt: skip
+    assert loaded.returncode == 0, loaded.stderr

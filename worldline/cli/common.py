@@ -6,12 +6,14 @@ on one connection."""
 from __future__ import annotations
 
 import sys
+import warnings
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from worldline.sdk.client import World, connect
 from worldline.sdk.discovery import URL_FILE, bus_url, default_agent, default_data
+from worldline.sdk.worlds import NewWorldWarning
 
 if TYPE_CHECKING:
     import argparse
@@ -75,13 +77,22 @@ def emit(args: argparse.Namespace, value: Any, human: str) -> None:
         print(human)
 
 
+def _say(message: Warning | str, *_: object, **__: object) -> None:
+    """A warning the SDK gives (a new world named like a known one): one line."""
+    sys.stderr.write(f"worldline: warning: {message}\n")
+
+
 async def with_world(
     args: argparse.Namespace, verb: Callable[[World], Awaitable[None]]
 ) -> None:
-    async with connect(
-        args.nats or default_url(),
-        world=args.world,
-        agent=args.agent,
-        request_timeout=args.timeout,
-    ) as world:
-        await verb(world)
+    with warnings.catch_warnings():  # restores showwarning after
+        warnings.simplefilter("always", NewWorldWarning)
+        warnings.showwarning = _say
+        async with connect(
+            args.nats or default_url(),
+            world=args.world,
+            agent=args.agent,
+            request_timeout=args.timeout,
+            require_declared=True if getattr(args, "require_declared", False) else None,
+        ) as world:
+            await verb(world)

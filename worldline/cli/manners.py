@@ -38,7 +38,7 @@ MEANINGS = {
 # Options every client verb takes, given before the verb or after it (those with a
 # value, then the flags). `-v` stays where it is: the root and every verb take it.
 VALUED = frozenset({"--nats", "--world", "--agent", "--creds", "--timeout"})
-FLAGS = frozenset({"--json"})
+FLAGS = frozenset({"--json", "--require-declared"})
 GROUPS = frozenset({"world", "sim"})  # verbs whose sub-verb follows them
 
 

@@ -50,6 +50,7 @@ from worldline.sdk.errors import (
 from worldline.sdk.judgment import JudgmentMixin
 from worldline.sdk.sim import SimMixin
 from worldline.sdk.undecodable import decode_presence, decode_reply
+from worldline.sdk.worlds import check_world, require_declared_default
 
 if TYPE_CHECKING:
     import os
@@ -170,6 +171,7 @@ class World(SimMixin, LoadMixin, JudgmentMixin):
         timeout: float,
         violations: _Violations | None = None,
         js_api: str = "",
+        require_declared: bool = False,
     ) -> None:
         self._nc = nc
         # An agent's own account reaches the actors' JetStream under its prefix
@@ -182,6 +184,29 @@ class World(SimMixin, LoadMixin, JudgmentMixin):
         self._violations = violations or _Violations("this connection's user")
         url = nc.connected_url
         self._url = url.geturl() if url is not None else "the server"
+        # Checked before the first write (worldline.sdk.worlds): a typo'd world.
+        self.require_declared = require_declared
+        self._world_checked = False
+
+    async def _check_world(self, *, declaring: bool = False) -> None:
+        """Warn of a new world named like a known one, or refuse an undeclared one
+        under ``require_declared``; once per handle (:mod:`worldline.sdk.worlds`)."""
+        if self._world_checked or self._agent_account:
+            return
+        await check_world(
+            self._js,
+            self.world,
+            require_declared=self.require_declared,
+            declaring=declaring,
+            declared=self._declared,
+        )
+        self._world_checked = True
+
+    async def _declared(self) -> bool:
+        """Whether a projector holds a declaration of this world (no entity has
+        type ``-``: the reply is the declaration and the edges only)."""
+        reply = await self.read_world(entity_type="-", beliefs=False)
+        return reply.declaration is not None
 
     def _permitted(
         self, wanted: str | Callable[[str], bool]
@@ -200,6 +225,7 @@ class World(SimMixin, LoadMixin, JudgmentMixin):
         """Publish to the log and return its stream sequence, or raise an error
         naming the cause: a permissions violation, no worldline streams, a JetStream
         API error (storage full...), no answer."""
+        await self._check_world()
         with (
             self._permitted(subject),
             bus_errors(self._url, f"publishing to {subject}"),
@@ -344,6 +370,7 @@ async def connect(
     agent: str | None = None,
     request_timeout: float = 10.0,
     creds: str | os.PathLike[str] | None = None,
+    require_declared: bool | None = None,
 ) -> AsyncIterator[World]:
     """Connect to a worldline deployment as ``agent`` in ``world``.
 
@@ -356,6 +383,11 @@ async def connect(
 
     ``creds`` is the agent's credentials file from ``worldline creds`` (default:
     ``$WORLDLINE_CREDS``, if set), for a server that requires them.
+
+    The first write to a world with no ops warns (:class:`~worldline.sdk.worlds.
+    NewWorldWarning`) when a known world has a close name; ``require_declared``
+    (default: ``$WORLDLINE_REQUIRE_DECLARED``) refuses writes to a world no
+    declaration names instead (:mod:`worldline.sdk.worlds`).
 
     Raises:
         BadRequest: the world or agent name is not a valid subject token, or the
@@ -394,6 +426,11 @@ async def connect(
             timeout=request_timeout,
             violations=violations,
             js_api=js_api,
+            require_declared=(
+                require_declared_default()
+                if require_declared is None
+                else require_declared
+            ),
         )
     finally:
         with anyio.CancelScope(shield=True), anyio.move_on_after(5):

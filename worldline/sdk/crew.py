@@ -151,6 +151,9 @@ class CrewMixin(ViewsMixin, ExportMixin):
     ) -> contextlib.AbstractContextManager[None]:
         raise NotImplementedError
 
+    async def _check_world(self, *, declaring: bool = False) -> None:
+        raise NotImplementedError
+
     async def _publish_op(self, message: Any) -> int:
         """Record ``message`` in the log; return its OPS sequence.
 
@@ -206,6 +209,7 @@ class CrewMixin(ViewsMixin, ExportMixin):
         op = DeclareWorld(
             op_id=new_id("op"), author=self.agent, at=utc_now(), declaration=declaration
         )
+        await self._check_world(declaring=True)  # a declaration needs none before it
         return await self._submit(op)
 
     async def write(
