@@ -5,9 +5,12 @@ startup view says what its inbox lines are and what its standing worldview is ab
 
 from __future__ import annotations
 
+import asyncio
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,6 +20,7 @@ import pytest
 import worldline
 from tests.cli.test_cli import Up, _reap, _start_up
 from tests.support import unique_world
+from worldline.cli.common import until_interrupted
 from worldline.cli.parsing import parser
 from worldline.sdk import discovery
 from worldline.sdk.worlds import NewWorldWarning
@@ -190,3 +194,59 @@ def test_require_declared_refuses_an_undeclared_world_and_lets_a_declared_one(
     loaded = _cli("--world", fresh, "world", "load", str(crew), "--agent", "henry",
                   env=env)  # fmt: skip
     assert loaded.returncode == 0, loaded.stderr
+
+
+# --- Ctrl-C stops `watch` however loaded the machine (issue 28, part 7) ------------
+
+
+def test_an_interrupt_stops_work_that_swallows_one_cancellation() -> None:
+    """nats-py's fetch can swallow the one cancellation asyncio's Ctrl-C handling
+    sends (``asyncio.wait_for`` returns a message that arrived as it was cancelled):
+    ``until_interrupted`` cancels again at every await, so the work still stops."""
+    swallowed = []
+
+    async def stubborn() -> None:
+        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C, once
+        while True:
+            try:
+                await asyncio.sleep(0.05)
+            except asyncio.CancelledError:
+                if swallowed:
+                    raise
+                swallowed.append(True)  # the lost cancellation: carry on
+
+    async def main() -> None:
+        with anyio.fail_after(10):
+            await until_interrupted(stubborn)
+
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        anyio.run(main)
+    assert swallowed == [True]
+    assert time.monotonic() - started < 5
+
+
+def test_watch_exits_130_soon_after_ctrl_c(up: Up, tmp_path: Path) -> None:
+    world = _declare(up, tmp_path)
+    env = {**os.environ, "WORLDLINE_NATS": up.url, "WORLDLINE_WORLD": world}
+    for delay in (0.0, 0.5, 1.0):  # around the 1 s fetch expiry, where it was lost
+        proc = subprocess.Popen(
+            [WORLDLINE, "watch", "--agent", "spock"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        try:
+            assert proc.stdout is not None
+            assert proc.stdout.readline().strip()
+            time.sleep(delay)
+            proc.send_signal(signal.SIGINT)
+            assert proc.wait(timeout=10) == 130
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            for pipe in (proc.stdout, proc.stderr):
+                if pipe is not None:
+                    pipe.close()

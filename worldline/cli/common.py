@@ -5,10 +5,12 @@ on one connection."""
 
 from __future__ import annotations
 
+import signal
 import sys
 import warnings
 from typing import TYPE_CHECKING, Any
 
+import anyio
 import msgspec
 
 from worldline.sdk.client import World, connect
@@ -33,6 +35,7 @@ __all__ = [
     "default_url",
     "emit",
     "every_key",
+    "until_interrupted",
     "with_world",
 ]
 
@@ -75,6 +78,33 @@ def emit(args: argparse.Namespace, value: Any, human: str) -> None:
         sys.stdout.write(msgspec.json.encode(every_key(value)).decode() + "\n")
     else:
         print(human)
+
+
+async def until_interrupted(work: Callable[[], Awaitable[None]]) -> None:
+    """Run ``work`` until it ends or SIGINT/SIGTERM arrives, then raise
+    :class:`KeyboardInterrupt` (exit 130).
+
+    The event loop's own Ctrl-C handling cancels the main task once; a library
+    that swallows that one cancellation (asyncio.wait_for in nats-py's fetch
+    returns the message that arrived as it was cancelled, which a loaded machine
+    makes likely) keeps ``work`` running for good. An anyio cancel scope delivers
+    the cancellation again at every await until ``work`` has left it."""
+    heard = False
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with anyio.create_task_group() as tg:
+
+            async def stop_on_signal() -> None:
+                nonlocal heard
+                async for _ in signals:
+                    heard = True
+                    break
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(stop_on_signal)
+            await work()
+            tg.cancel_scope.cancel()
+    if heard:
+        raise KeyboardInterrupt
 
 
 def _say(message: Warning | str, *_: object, **__: object) -> None:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from worldline.cli.common import emit
+from worldline.cli.common import emit, until_interrupted
 from worldline.protocols.messages import (
     InboxMessage,
     Notification,
@@ -36,13 +36,17 @@ __all__ = ["VERBS"]
 def _watch(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
     async def run(world: World) -> None:
         await _declared_view(world, args.of, "watch")  # else it would wait forever
-        async for view in world.watch(args.of):
-            if args.json:
-                sys.stdout.write(msgspec.json.encode(view, order="sorted").decode())
-                sys.stdout.write("\n")
-            elif view.worldview is not None:
-                sys.stdout.write(view.worldview.prompt + "\n")
-            sys.stdout.flush()
+
+        async def follow() -> None:
+            async for view in world.watch(args.of):
+                if args.json:
+                    encoded = msgspec.json.encode(view, order="sorted").decode()
+                    sys.stdout.write(encoded + "\n")
+                elif view.worldview is not None:
+                    sys.stdout.write(view.worldview.prompt + "\n")
+                sys.stdout.flush()
+
+        await until_interrupted(follow)  # Ctrl-C stops it at once, however loaded
 
     return run
 
