@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -250,3 +251,62 @@ def test_watch_exits_130_soon_after_ctrl_c(up: Up, tmp_path: Path) -> None:
             for pipe in (proc.stdout, proc.stderr):
                 if pipe is not None:
                     pipe.close()
+
+
+# --- fish completion ----------------------------------------------------------------
+
+
+def _fish_complete(script: Path, line: str) -> list[str]:
+    """What fish offers for ``line`` (each candidate without its description)."""
+    done = subprocess.run(
+        ["fish", "--no-config", "-c", f"source {script}; complete -C {line!r}"],
+        capture_output=True,
+        text=True,
+        timeout=20,
+        check=True,
+    )
+    return [row.split("\t", 1)[0] for row in done.stdout.splitlines()]
+
+
+@pytest.mark.skipif(shutil.which("fish") is None, reason="fish is not installed "
+                    "(.ci/run installs it)")  # fmt: skip
+def test_fish_completion_knows_verbs_sub_verbs_options_and_choices(
+    tmp_path: Path,
+) -> None:
+    printed = _cli("completion", "fish", env=dict(os.environ))
+    assert printed.returncode == 0, printed.stderr
+    script = tmp_path / "worldline.fish"
+    script.write_text(printed.stdout)
+    assert {"add", "who", "world", "completion"} <= set(
+        _fish_complete(script, "worldline ")
+    )
+    assert _fish_complete(script, "worldline wor") == ["world"]
+    assert sorted(_fish_complete(script, "worldline world ")) == ["load", "show"]
+    assert "--confidence" in _fish_complete(script, "worldline add --")
+    assert _fish_complete(script, "worldline add x --type ga") == ["gap"]
+    # An option value is not taken for a verb: `--world w` then `world`'s sub-verbs.
+    assert sorted(_fish_complete(script, "worldline --world w world ")) == [
+        "load",
+        "show",
+    ]
+    assert _fish_complete(script, "worldline completion ") == ["bash", "fish", "zsh"]
+    # Each verb's help line comes along as its description.
+    described = subprocess.run(
+        ["fish", "--no-config", "-c", f"source {script}; complete -C 'worldline wor'"],
+        capture_output=True,
+        text=True,
+        timeout=20,
+        check=True,
+    )
+    assert described.stdout.strip() == "world\tdeclare a world, or show it"
+
+
+def test_the_tours_sim_index_folder_is_not_left_untracked_in_a_checkout() -> None:
+    """README's tour runs `sim index ... --out sim-index` where you stand; in the
+    checkout that folder is ignored, so it never shows as untracked."""
+    ignored = subprocess.run(
+        ["git", "-C", str(ROOT), "check-ignore", "-q", "sim-index/manifest.json"],
+        check=False,
+    )
+    assert ignored.returncode == 0
+    assert "--out sim-index" in (ROOT / "README.md").read_text()

@@ -462,10 +462,11 @@ def parser() -> argparse.ArgumentParser:
 
     shell = verbs.add_parser(
         "completion",
-        help="print a shell completion script (bash or zsh)",
+        help="print a shell completion script (bash, zsh or fish)",
         description="Print a completion script for SHELL on stdout: "
-        '`eval "$(worldline completion bash)"` in ~/.bashrc, or '
-        '`eval "$(worldline completion zsh)"` in ~/.zshrc.',
+        '`eval "$(worldline completion bash)"` in ~/.bashrc, '
+        '`eval "$(worldline completion zsh)"` in ~/.zshrc, or '
+        "`worldline completion fish > ~/.config/fish/completions/worldline.fish`.",
     )
     shell.add_argument("shell", choices=sorted(completion.SHELLS))
     shell.set_defaults(run=completion.run)
