@@ -6,6 +6,7 @@ startup view says what its inbox lines are and what its standing worldview is ab
 from __future__ import annotations
 
 import asyncio
+import io
 import os
 import shutil
 import signal
@@ -21,6 +22,7 @@ import pytest
 import worldline
 from tests.cli.test_cli import Up, _reap, _start_up
 from tests.support import unique_world
+from worldline.cli import progress
 from worldline.cli.common import until_interrupted
 from worldline.cli.parsing import parser
 from worldline.sdk import discovery
@@ -310,3 +312,43 @@ def test_the_tours_sim_index_folder_is_not_left_untracked_in_a_checkout() -> Non
     )
     assert ignored.returncode == 0
     assert "--out sim-index" in (ROOT / "README.md").read_text()
+
+
+# --- progress: rate and time left -----------------------------------------------------
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_shows_the_rate_and_the_time_left(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = [100.0]
+    monkeypatch.setattr(progress.time, "monotonic", lambda: clock[0])
+    terminal = _Terminal()
+    bar = progress.Progress("load", total=1000, stream=terminal)
+    clock[0] = 102.0
+    bar.advance(200)  # 100/s, 800 left: 8 s
+    shown = terminal.getvalue().rsplit("\r", 1)[-1]
+    assert "200/1000 100/s ETA 8s" in shown, shown
+    clock[0] = 190.0
+    bar.advance(600)  # 800 in 90 s: 8.9/s, 200 left: 22 s
+    shown = terminal.getvalue().rsplit("\r", 1)[-1]
+    assert "800/1000 8.9/s ETA 22s" in shown, shown
+    clock[0] = 200.0
+    bar.advance(200)
+    bar.close()
+    assert (
+        terminal.getvalue()
+        .rsplit("\r", 1)[-1]
+        .strip()
+        .endswith("1000/1000 10/s in 1m40s")
+    )
+    count = _Terminal()
+    counted = progress.Progress("export w", stream=count)  # no total: no ETA
+    clock[0] = 250.0
+    counted.advance(5000)
+    assert "export w: 5000 100/s" in count.getvalue()
+    assert "ETA" not in count.getvalue()
