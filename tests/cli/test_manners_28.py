@@ -352,3 +352,15 @@ def test_progress_shows_the_rate_and_the_time_left(
     counted.advance(5000)
     assert "export w: 5000 100/s" in count.getvalue()
     assert "ETA" not in count.getvalue()
+
+
+def test_the_readme_maps_the_designs_top_level_names_to_the_package() -> None:
+    """Issue 28, part 8: the design's `actors` and `protocols` live under
+    `worldline/`, so an install claims one name; the README says so, and says
+    where."""
+    layout = (ROOT / "README.md").read_text().split("## Layout", 1)[1]
+    assert "claims one import name, `worldline`" in layout
+    for name in ("protocols", "actors"):
+        assert f"| `{name}/`" in layout
+        assert f"`worldline/{name}/` | `worldline.{name}" in layout
+        assert (ROOT / "worldline" / name / "__init__.py").is_file()
