@@ -206,7 +206,7 @@ def test_an_interrupt_stops_work_that_swallows_one_cancellation() -> None:
     """nats-py's fetch can swallow the one cancellation asyncio's Ctrl-C handling
     sends (``asyncio.wait_for`` returns a message that arrived as it was cancelled):
     ``until_interrupted`` cancels again at every await, so the work still stops."""
-    swallowed = []
+    swallowed: list[bool] = []
 
     async def stubborn() -> None:
         os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C, once
@@ -326,7 +326,7 @@ def test_progress_shows_the_rate_and_the_time_left(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     clock = [100.0]
-    monkeypatch.setattr(progress.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
     terminal = _Terminal()
     bar = progress.Progress("load", total=1000, stream=terminal)
     clock[0] = 102.0
