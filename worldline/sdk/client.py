@@ -193,13 +193,17 @@ class World(SimMixin, LoadMixin, JudgmentMixin):
         under ``require_declared``; once per handle (:mod:`worldline.sdk.worlds`)."""
         if self._world_checked or self._agent_account:
             return
-        await check_world(
-            self._js,
-            self.world,
-            require_declared=self.require_declared,
-            declaring=declaring,
-            declared=self._declared,
-        )
+        try:  # credentials that may not read the stream's state: no check
+            with self._permitted(lambda subject: ".stream.info." in subject):
+                await check_world(
+                    self._js,
+                    self.world,
+                    require_declared=self.require_declared,
+                    declaring=declaring,
+                    declared=self._declared,
+                )
+        except PermissionDenied:
+            pass
         self._world_checked = True
 
     async def _declared(self) -> bool:
