@@ -83,7 +83,7 @@ def test_an_empty_belief_text_names_the_fix_not_msgspec(up: Up) -> None:
     assert "Expected `str`" not in result.stderr
     assert "$.text" not in result.stderr
     assert result.stderr.strip() == (
-        "worldline: the text of AddBelief is empty: give a non-empty text"
+        "worldline: the text of the belief is empty: give a non-empty text"
     )
 
 

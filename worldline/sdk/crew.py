@@ -61,7 +61,7 @@ from worldline.sdk.errors import (
 from worldline.sdk.export import ExportMixin
 from worldline.sdk.undecodable import decode_presence, readable_inbox
 from worldline.sdk.views import ViewsMixin
-from worldline.sdk.wording import explain
+from worldline.sdk.wording import explain, named
 
 if TYPE_CHECKING:
     import contextlib
@@ -104,7 +104,7 @@ def validated(message: T) -> T:
     try:
         return msgspec.msgpack.decode(encode(message), type=type(message))
     except msgspec.ValidationError as exc:
-        raise BadRequest(explain(str(exc), type(message).__name__)) from exc
+        raise BadRequest(explain(str(exc), named(type(message).__name__))) from exc
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,32 @@
 """msgspec's validation errors in words a person can act on: which field, what is
 wrong with it, and what to do ("Expected `str` of length >= 1 - at `$.text`" becomes
-"the text of AddBelief is empty: give a non-empty text")."""
+"the text of the belief is empty: give a non-empty text")."""
 
 from __future__ import annotations
 
 import re
 
-__all__ = ["explain"]
+__all__ = ["explain", "named"]
+
+# What a person calls each message the SDK validates (else its class name).
+_NAMES = {
+    "AddBelief": "the belief",
+    "AddEvidence": "the evidence",
+    "Observe": "the observation",
+    "SetTrust": "the trust setting",
+    "LinkBeliefs": "the belief edge",
+    "CloseBelief": "the retraction or resolution",
+    "SetField": "the field write",
+    "UpsertEntity": "the entity",
+    "AddEdge": "the edge",
+    "PutWork": "the work item",
+}
+
+
+def named(type_name: str) -> str:
+    """``AddBelief`` -> ``the belief``; a name not listed comes back as it is."""
+    return _NAMES.get(type_name, type_name)
+
 
 _ERROR = re.compile(r"^(?P<what>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.DOTALL)
 _LENGTH = re.compile(r"^Expected `(?P<kind>\w+)` of length (?P<op>[<>]=) (?P<n>\d+)$")
