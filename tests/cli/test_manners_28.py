@@ -232,7 +232,10 @@ def test_an_interrupt_stops_work_that_swallows_one_cancellation() -> None:
 def test_watch_exits_130_soon_after_ctrl_c(up: Up, tmp_path: Path) -> None:
     world = _declare(up, tmp_path)
     env = {**os.environ, "WORLDLINE_NATS": up.url, "WORLDLINE_WORLD": world}
-    for delay in (0.0, 0.5, 1.0):  # around the 1 s fetch expiry, where it was lost
+    # Around the 1 s fetch expiry, where the cancellation was lost; SIGTERM too (it
+    # used to kill the process outright: exit -15 instead of a clean 130).
+    for delay, stop in ((0.0, signal.SIGINT), (0.5, signal.SIGINT),
+                        (1.0, signal.SIGINT), (0.2, signal.SIGTERM)):  # fmt: skip
         proc = subprocess.Popen(
             [WORLDLINE, "watch", "--agent", "spock"],
             stdout=subprocess.PIPE,
@@ -244,7 +247,7 @@ def test_watch_exits_130_soon_after_ctrl_c(up: Up, tmp_path: Path) -> None:
             assert proc.stdout is not None
             assert proc.stdout.readline().strip()
             time.sleep(delay)
-            proc.send_signal(signal.SIGINT)
+            proc.send_signal(stop)
             assert proc.wait(timeout=10) == 130
         finally:
             if proc.poll() is None:
