@@ -7,6 +7,7 @@ import contextlib
 import gc
 import logging
 import os
+import shlex
 import signal
 import sys
 import tempfile
@@ -25,6 +26,7 @@ from worldline.cli.common import (
     EXIT_OK,
     LOCK_FILE,
     URL_FILE,
+    default_data,
     default_url,
     emit,
 )
@@ -160,7 +162,10 @@ def _up_locked(args: argparse.Namespace, data: Path, lock: FolderLock) -> int:
         lock.update(url=url)
         print(f"nats: {url}", flush=True)
         if server is not None:  # on stderr: stdout's lines are what scripts parse
-            _notice(_reach(url, args.server_config), args.log_format)
+            _notice(_reach(args.server_config), args.log_format)
+            hint = _discovery_hint(data, url)
+            if hint:
+                _notice(hint, args.log_format)
 
         async def ready() -> None:
             if declaration is not None:
@@ -208,13 +213,28 @@ def _notice(line: str, fmt: str | None) -> None:
         print(line, file=sys.stderr, flush=True)
 
 
-def _reach(url: str, config: Path | None) -> str:
-    """Who can reach the embedded server ``up`` started (it binds 127.0.0.1)."""
+def _reach(config: Path | None) -> str:
+    """Who can reach the embedded server ``up`` started (it binds 127.0.0.1); the
+    URL itself is stdout's ``nats:`` line, said once."""
     if config is not None:
-        return f"nats: {url} (loopback only; clients authenticate as {config} says)"
+        return f"access: loopback only; clients authenticate as {config} says"
     return (
-        f"nats: {url} (loopback only: every local process can act as any agent; "
-        "see deploy/credentials.md for a secured server)"
+        "access: loopback only: every local process can act as any agent; "
+        "see deploy/credentials.md for a secured server"
+    )
+
+
+def _discovery_hint(data: Path, url: str) -> str:
+    """What clients in another shell need to find this server: nothing when ``data``
+    is the folder they read ``nats.url`` from (``$WORLDLINE_DATA``, else the
+    default), else the variable to export."""
+    with contextlib.suppress(OSError):
+        if data.resolve() == default_data().resolve():
+            return ""
+    return (
+        f"clients: export WORLDLINE_DATA={shlex.quote(str(data.resolve()))} (or "
+        f"WORLDLINE_NATS={url}) so that clients in other shells find this server; "
+        "they look in the default data folder otherwise"
     )
 
 

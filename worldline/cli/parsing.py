@@ -102,6 +102,13 @@ def parser() -> argparse.ArgumentParser:
         default=None,
         help=f"this agent's credentials file from `worldline creds` (env {CREDS_ENV})",
     )
+    client.add_argument(
+        "--require-declared",
+        action="store_true",
+        help="refuse to write to a world no declaration names (env "
+        "WORLDLINE_REQUIRE_DECLARED=1); without it, a new world named like a known "
+        "one is only warned of",
+    )
     client.add_argument("--json", action="store_true", help="machine-readable output")
     client.add_argument("--timeout", type=float, default=10.0, help="seconds to wait")
 
@@ -475,10 +482,11 @@ def parser() -> argparse.ArgumentParser:
 
     shell = verbs.add_parser(
         "completion",
-        help="print a shell completion script (bash or zsh)",
+        help="print a shell completion script (bash, zsh or fish)",
         description="Print a completion script for SHELL on stdout: "
-        '`eval "$(worldline completion bash)"` in ~/.bashrc, or '
-        '`eval "$(worldline completion zsh)"` in ~/.zshrc.',
+        '`eval "$(worldline completion bash)"` in ~/.bashrc, '
+        '`eval "$(worldline completion zsh)"` in ~/.zshrc, or '
+        "`worldline completion fish > ~/.config/fish/completions/worldline.fish`.",
     )
     shell.add_argument("shell", choices=sorted(completion.SHELLS))
     shell.set_defaults(run=completion.run)

@@ -60,6 +60,7 @@ from worldline.sdk.errors import (
 from worldline.sdk.export import ExportMixin
 from worldline.sdk.undecodable import decode_presence, readable_inbox
 from worldline.sdk.views import ViewsMixin
+from worldline.sdk.wording import explain, named
 
 if TYPE_CHECKING:
     import contextlib
@@ -102,7 +103,7 @@ def validated(message: T) -> T:
     try:
         return msgspec.msgpack.decode(encode(message), type=type(message))
     except msgspec.ValidationError as exc:
-        raise BadRequest(str(exc)) from exc
+        raise BadRequest(explain(str(exc), named(type(message).__name__))) from exc
 
 
 @dataclass(frozen=True)
@@ -147,6 +148,9 @@ class CrewMixin(ViewsMixin, ExportMixin):
     def _permitted(
         self, wanted: str | Callable[[str], bool]
     ) -> contextlib.AbstractContextManager[None]:
+        raise NotImplementedError
+
+    async def _check_world(self, *, declaring: bool = False) -> None:
         raise NotImplementedError
 
     async def _publish_op(self, message: Any) -> int:
@@ -204,6 +208,7 @@ class CrewMixin(ViewsMixin, ExportMixin):
         op = DeclareWorld(
             op_id=new_id("op"), author=self.agent, at=utc_now(), declaration=declaration
         )
+        await self._check_world(declaring=True)  # a declaration needs none before it
         return await self._submit(op)
 
     async def write(
