@@ -43,4 +43,4 @@ def test_up_with_json_logs_writes_only_json_on_stderr(tmp_path: Path) -> None:
     notices = [e for e in entries if "loopback only" in e["message"]]
     assert len(notices) == 1, entries
     assert notices[0]["level"] == "WARNING"
-    assert notices[0]["message"].startswith("nats: nats://127.0.0.1:")
+    assert notices[0]["message"].startswith("access: loopback only")
