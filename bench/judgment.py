@@ -4,7 +4,7 @@ reliability core (``worldline.actors.belief_model.reliability``), in one run, th
 same with K copies of one bad source added.
 
     python bench/judgment.py [--data bench/data/population] [--copies 20]
-                             [--rounds 50] [--copy-prior P]
+                             [--rounds 200] [--tolerance 1e-6] [--copy-prior P]
 
 Offline: the claims never go through the bus. "worldline posterior" is the belief math
 fusion applies (``posterior.read``), run here directly: one belief per (question,
@@ -155,17 +155,29 @@ def _scenario(
             msgspec.structs.replace(base, detect_copies=False),
         ),
         ("reliability core (with copy detection)", base),
+        (
+            "  the same, constant copy prior 1 / pairs",
+            msgspec.structs.replace(base, copy_prior=_constant_prior(claims)),
+        ),
     ):
 
         def run(params: Params = params) -> Mapping[str, str]:
             result = reliability.estimate(claims, params)
             print(
                 f"    rounds {result.rounds}, converged {result.converged}, "
-                f"dependent pairs {len(result.dependence)}"
+                f"last change {result.change:.1e}, "
+                f"dependent pairs {len(result.dependence)}, "
+                f"copy prior {result.copy_prior:.2e}"
             )
             return reliability.best_answers(result)
 
         _row(label, run, gold)
+
+
+def _constant_prior(claims: Sequence[Claim]) -> float:
+    """The copy prior before it was learned: 1 / (source pairs)."""
+    sources = len({c.source for c in claims})
+    return 1.0 / max(sources * (sources - 1) // 2, 1)
 
 
 def main() -> None:
@@ -174,10 +186,16 @@ def main() -> None:
     parser.add_argument("--copies", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=Params().max_rounds)
     parser.add_argument(
-        "--copy-prior", type=float, default=None, help="default: 1 / source pairs"
+        "--copy-prior",
+        type=float,
+        default=None,
+        help="default: learned from the data (reliability.copy_prior)",
     )
+    parser.add_argument("--tolerance", type=float, default=Params().tolerance)
     args = parser.parse_args()
-    base = Params(max_rounds=args.rounds, copy_prior=args.copy_prior)
+    base = Params(
+        max_rounds=args.rounds, copy_prior=args.copy_prior, tolerance=args.tolerance
+    )
     claims, gold = load(args.data)
     missing = sorted(q for q in gold if q not in {c.question for c in claims})
     if missing:

@@ -235,8 +235,9 @@ def _dependence(
     params: Params,
     prior: float,
     total: int,
-) -> tuple[float, int, int]:
-    """Posterior probability that the pair is dependent; its shared, differing counts.
+) -> tuple[float, int, int, float]:
+    """Posterior probability that the pair is dependent; its shared, differing counts;
+    and the posterior from its answers alone, coverage left out (:func:`copy_prior`).
 
     For a shared answer whose outside confidence is ``p``, with ``f = (1 - a) / n``,
     independent sources both give it with probability ``p a1 a2 + (1 - p) f1 f2``; if
@@ -267,6 +268,7 @@ def _dependence(
         log_rest = differing * math.log(1.0 - c)
         copy_ab += log_rest
         copy_ba += log_rest
+    agreeing = _posterior(prior, copy_ab, copy_ba, ind)
     # Coverage: a copier answers the questions its original answers. Over the original's
     # questions, the copier answers each with probability c + (1 - c) r (r: the copier's
     # share of all questions), an independent source with probability r.
@@ -281,7 +283,12 @@ def _dependence(
             copy_ab += gain
         else:
             copy_ba += gain
-    alpha = prior
+    probability = _posterior(prior, copy_ab, copy_ba, ind)
+    return probability, len(rows) - differing, differing, agreeing
+
+
+def _posterior(alpha: float, copy_ab: float, copy_ba: float, ind: float) -> float:
+    """P(a copies b or b copies a), from the log-likelihoods and the prior."""
     terms = (
         math.log(alpha) + copy_ab,
         math.log(alpha) + copy_ba,
@@ -289,8 +296,7 @@ def _dependence(
     )
     top = max(terms)
     weights = [math.exp(t - top) for t in terms]
-    probability = (weights[0] + weights[1]) / math.fsum(weights)
-    return probability, len(rows) - differing, differing
+    return (weights[0] + weights[1]) / math.fsum(weights)
 
 
 def _split(tables: Mapping[str, _Table]) -> tuple[dict[str, _Table], dict[str, int]]:
@@ -307,13 +313,15 @@ def _split(tables: Mapping[str, _Table]) -> tuple[dict[str, _Table], dict[str, i
     return contested, dict(sorted(alone.items()))
 
 
-def copy_prior(dependence: Iterable[float], sources: int) -> float:
+def copy_prior(agreeing: Iterable[float], sources: int) -> float:
     """The prior that a given source copies another, from the data (empirical Bayes):
-    one copying pair a priori plus the expected number of dependent pairs (the sum of
-    their posteriors), shared over the two directions of every pair of ``sources``,
-    at most ``COPY_PRIOR_CAP``."""
+    one copying pair a priori plus the expected number of pairs whose answers agree
+    more than independent sources of their accuracies would (the sum of each pair's
+    posterior from its shared and differing answers, coverage left out), shared over
+    the two directions of every pair of ``sources``, at most ``COPY_PRIOR_CAP``. Each
+    round re-estimates it from the last (an EM step on the prior)."""
     pairs = max(sources * (sources - 1) // 2, 1)
-    expected = 1.0 + math.fsum(dependence)  # exact: any order
+    expected = 1.0 + math.fsum(agreeing)  # exact: any order
     return min(expected / (2 * pairs), COPY_PRIOR_CAP)
 
 
@@ -340,33 +348,41 @@ def estimate(claims: Iterable[Claim], params: Params | None = None) -> Estimate:
         max_step=p.max_step,
     )
     dep: dict[tuple[str, str], float] = {}
+    moves = update.Moves(accuracy=accuracy)
     rounds, converged, change = 0, False, 0.0
     while rounds < p.max_rounds:
         rounds += 1
-        run = _confidences(contested, accuracy, dep, p)
-        updated = update.update(
-            contested, run.conf, run.independence, accuracy, counts, alone, shrink
+        run = _confidences(contested, accuracy, counts, dep, p)
+        moves = update.update(
+            contested, run.conf, accuracy, counts, alone, shrink, moves
         )
-        change = max((abs(updated[s] - accuracy[s]) for s in counts), default=0.0)
-        accuracy = updated
+        change = max((abs(moves.step[s]) for s in counts), default=0.0)
+        accuracy = moves.accuracy
         if pairs:
-            run = _confidences(contested, accuracy, dep, p)
+            run = _confidences(contested, accuracy, counts, dep, p)
             found = {
                 k: _dependence(k, rows, accuracy, run, counts, p, prior, len(tables))
                 for k, rows in pairs.items()
             }
+            # Damped as the accuracies are: discounts coupled through the
+            # confidences would otherwise alternate between two values.
             moved = {
-                k: prob * min(shared / (shared + differing), _COPY_CEIL)
-                for k, (prob, shared, differing) in found.items()
+                k: dep.get(k, 0.0)
+                + p.damping
+                * (
+                    prob * min(shared / (shared + differing), _COPY_CEIL)
+                    - dep.get(k, 0.0)
+                )
+                for k, (prob, shared, differing, _) in found.items()
             }
             change = max(change, *(abs(moved[k] - dep.get(k, 0.0)) for k in moved))
             dep = moved
             if learned:
-                prior = copy_prior((f[0] for f in found.values()), len(counts))
+                prior = copy_prior((f[3] for f in found.values()), len(counts))
         if change <= p.tolerance:
             converged = True
             break
-    run = _confidences(tables, accuracy, dep, p)
+    run = _confidences(tables, accuracy, counts, dep, p)
     answers = tuple(
         AnswerScore(q, a, run.conf[q][a], run.witnesses[(q, a)], len(table[a]))
         for q, table in tables.items()
@@ -387,7 +403,7 @@ def estimate(claims: Iterable[Claim], params: Params | None = None) -> Estimate:
     dependence = tuple(
         Dependence(k[0], k[1], prob, shared, differing)
         for k, rows in pairs.items()
-        for prob, shared, differing in (
+        for prob, shared, differing, _ in (
             _dependence(k, rows, accuracy, run, counts, p, prior, len(tables)),
         )
         if prob > 0.5
@@ -400,14 +416,19 @@ def estimate(claims: Iterable[Claim], params: Params | None = None) -> Estimate:
 def _confidences(
     tables: Mapping[str, _Table],
     accuracy: Mapping[str, float],
+    counts: Mapping[str, int],
     dep: Mapping[tuple[str, str], float],
     p: Params,
 ) -> _Round:
+    """Confidences at fixed accuracies and discounts. An answer's providers are
+    ordered by (questions answered desc, source), the likely original first: a copier
+    answers a subset of its original's questions. (Not by accuracy, which moves each
+    round: two sources whose accuracies cross would swap discounts every round.)"""
     run = _Round({}, {}, {}, {})
     for question, table in tables.items():
         scores: dict[str, float] = {}
         for answer, providers in table.items():
-            order = sorted(providers, key=lambda sw: (-accuracy[sw[0]], sw[0]))
+            order = sorted(providers, key=lambda sw: (-counts[sw[0]], sw[0]))
             votes: list[float] = []
             factors: list[float] = []
             for i, (source, weight) in enumerate(order):
