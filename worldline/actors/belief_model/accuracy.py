@@ -53,7 +53,7 @@ FLOOR: Final = 1e-3  # accuracies are clamped to [FLOOR, CEIL]
 CEIL: Final = 1.0 - 1e-3
 DAMPING: Final = 0.7  # share of the Newton step taken each round
 MAX_STEP: Final = 1.0  # largest change of one accuracy's log-odds in a round
-MIN_SLOPE: Final = 0.5  # the Newton denominator's floor: a step is at most 2x plain
+MIN_SLOPE: Final = 0.1  # the Newton denominator's floor: a step is at most 10x plain
 MIN_PACE: Final = 1.0 / 64  # the least share of its step an overshooting source takes
 
 # A question's table: answer -> ((source, weight), ...) with sources sorted.
