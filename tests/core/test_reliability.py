@@ -204,13 +204,14 @@ def test_the_converged_accuracy_is_the_fixed_point_of_the_plain_update() -> None
 
 
 def test_the_copy_prior_is_learned_from_the_data_unless_set() -> None:
-    """With copy detection the prior that a pair copies is estimated from the data
-    (one pair a priori plus the expected number of dependent pairs, over every pair
-    of sources): clones raise it; a set prior is used as given."""
+    """With copy detection the prior that a pair copies is estimated from the data:
+    one pair a priori plus the expected number of sources whose answers agree with
+    another's beyond independence, over both directions of every pair of sources. The
+    bad source and its ten clones are 11 such sources (not the 55 pairs among them);
+    with no clone, none; a set prior is used as given."""
     none = estimate(_world(0))
     clones = estimate(_world(10))
-    pairs_none, pairs_clones = 4 * 3 // 2, 14 * 13 // 2
-    assert none.copy_prior == pytest.approx(1.0 / (2 * pairs_none), rel=0.5)
-    assert clones.copy_prior > 10.0 / (2 * pairs_clones)
+    assert none.copy_prior == pytest.approx(1.0 / (2 * (4 * 3 // 2)), rel=1e-6)
+    assert clones.copy_prior == pytest.approx((1 + 11) / (2 * (14 * 13 // 2)), rel=1e-6)
     assert estimate(_world(10), Params(copy_prior=1e-3)).copy_prior == 1e-3
     assert estimate(_world(10), Params(detect_copies=False)).copy_prior == 0.0

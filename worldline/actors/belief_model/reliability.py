@@ -313,15 +313,22 @@ def _split(tables: Mapping[str, _Table]) -> tuple[dict[str, _Table], dict[str, i
     return contested, dict(sorted(alone.items()))
 
 
-def copy_prior(agreeing: Iterable[float], sources: int) -> float:
+def copy_prior(agreeing: Mapping[tuple[str, str], float], sources: int) -> float:
     """The prior that a given source copies another, from the data (empirical Bayes):
-    one copying pair a priori plus the expected number of pairs whose answers agree
-    more than independent sources of their accuracies would (the sum of each pair's
-    posterior from its shared and differing answers, coverage left out), shared over
-    the two directions of every pair of ``sources``, at most ``COPY_PRIOR_CAP``. Each
-    round re-estimates it from the last (an EM step on the prior)."""
+    one copying pair a priori plus the expected number of sources whose answers agree
+    with another's more than independent sources of their accuracies would (per
+    source, the largest posterior of a pair it is in, from the pair's shared and
+    differing answers alone, coverage left out), shared over the two directions of
+    every pair of ``sources``, at most ``COPY_PRIOR_CAP``. By source, not by pair: a
+    copier copies one source, so twenty clones of one source are some twenty copying
+    relations, not the 210 pairs among them. Each round re-estimates it from the last
+    (an EM step on the prior)."""
     pairs = max(sources * (sources - 1) // 2, 1)
-    expected = 1.0 + math.fsum(agreeing)  # exact: any order
+    most: dict[str, float] = {}
+    for (a, b), probability in agreeing.items():
+        for source in (a, b):
+            most[source] = max(most.get(source, 0.0), probability)
+    expected = 1.0 + math.fsum(most.values())  # exact: any order
     return min(expected / (2 * pairs), COPY_PRIOR_CAP)
 
 
@@ -336,7 +343,7 @@ def estimate(claims: Iterable[Claim], params: Params | None = None) -> Estimate:
     pairs = _pairs(tables) if p.detect_copies else {}
     learned = p.copy_prior is None
     prior = (
-        copy_prior((), len(counts))
+        copy_prior({}, len(counts))
         if p.copy_prior is None
         else min(p.copy_prior, COPY_PRIOR_CAP)
     )
@@ -378,7 +385,8 @@ def estimate(claims: Iterable[Claim], params: Params | None = None) -> Estimate:
             change = max(change, *(abs(moved[k] - dep.get(k, 0.0)) for k in moved))
             dep = moved
             if learned:
-                prior = copy_prior((f[3] for f in found.values()), len(counts))
+                agreeing = {k: f[3] for k, f in found.items()}
+                prior = copy_prior(agreeing, len(counts))
         if change <= p.tolerance:
             converged = True
             break
