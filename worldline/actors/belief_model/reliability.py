@@ -24,9 +24,10 @@ reasons for each default):
   the other. Sharing false answers is strong evidence of copying; sharing true ones is
   weak (accurate sources agree anyway); differing is evidence against. The prior that
   a pair copies is learned from the data (:func:`copy_prior`). The providers of
-  one answer are ordered by (accuracy desc, source) and each later provider's vote is
-  multiplied by ``prod (1 - dep(s, earlier) * agree(s, earlier))``, ``agree`` being the
-  share of co-answered questions the two answer alike (the copy rate as observed).
+  one answer are ordered by (questions answered desc, source), and each later
+  provider's vote is multiplied by ``prod (1 - dep(s, earlier) * agree(s, earlier))``,
+  ``agree`` being the share of co-answered questions the two answer alike (the copy
+  rate as observed).
 - The steps alternate until no accuracy and no pair's discount moves by more than
   ``tolerance`` in a round (converged) or ``max_rounds`` pass. Inputs are
   deduplicated and sorted before any sum, so any permutation (or repetition) of the
