@@ -566,6 +566,8 @@ SAMPLES: Final[tuple[Message, ...]] = (
             )
         ],
         total=1,
+        rounds=23,
+        change=4.5e-7,
     ),
     OpStatus(seq=43),
     OpStatusReply(

@@ -442,3 +442,7 @@ class SourceStanding(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tr
 class SourcesReply(Message, tag="rpc.sources_reply.v1", kw_only=True, frozen=True):
     sources: list[SourceStanding] = msgspec.field(default_factory=list)
     total: int = 0  # sources that matched, before the limit
+    # The last assessment's fixed point (0: none yet): rounds run, and the largest
+    # move of an accuracy or copy discount in its last round.
+    rounds: int = 0
+    change: float = 0.0
