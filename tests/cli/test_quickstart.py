@@ -338,9 +338,13 @@ class Example:
     text: str
 
 
-# docs/agents.md's sections the tour leaves out: the install, and the MCP server (its
-# own tests).
-AGENTS_SKIP: Final = ("## Client-only install", "## The MCP server: `worldline mcp`")
+# docs/agents.md's sections the tour leaves out: the install, the MCP server and the
+# contract (each has its own tests).
+AGENTS_SKIP: Final = (
+    "## Client-only install",
+    "## The MCP server: `worldline mcp`",
+    "## The contract for agents in any language",
+)
 
 
 def examples(
@@ -515,7 +519,7 @@ def test_the_page_examples_are_found() -> None:
     assert len([e for e in tour if e.kind == "python"]) == 1
     assert not any("pip install" in c for c in commands)  # the install is not the tour
     assert len([e for e in agents if e.kind == "python"]) >= 4
-    # Only the install and MCP sections have shell (neither is part of the tour).
+    # Only the install, MCP and contract sections have shell (not part of the tour).
     assert not any(e.kind == "sh" for e in agents)
 
 
