@@ -107,8 +107,7 @@ def apply_belief(
     # A belief change writes no edge: the edges touching it are still ``touching``.
     _reindex(reader, ctx.world, change.belief, writes, edges=touching)
     # Last, so the index's reads through ``writes`` need not step over them.
-    clock_was = None if held_clock is None else _CLOCK.decode(held_clock)
-    writes.update(history_writes(ctx.world, change, held, clock_was))  # ``as_of``
+    writes.update(history_writes(ctx.world, change, held))  # for ``as_of`` reads
     return writes
 
 

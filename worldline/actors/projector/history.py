@@ -106,9 +106,7 @@ def _hour_and_rest(t: datetime) -> tuple[str, str]:
     return text[:13], text[14:]  # one C call: strftime twice cost 3x as much
 
 
-def writes(
-    world: str, change: BeliefChanged, held: int, clock: datetime | None = None
-) -> dict[bytes, bytes | None]:
+def writes(world: str, change: BeliefChanged, held: int) -> dict[bytes, bytes | None]:
     """What to keep of an applied change for ``as_of`` reads (:class:`Kept`), and
     its time among the world's change times, with the times of the changes since
     version ``held`` (-1: none held) the feed coalesced into it: its creation, and
@@ -132,15 +130,10 @@ def writes(
     found: dict[bytes, bytes | None] = {
         version_key(world, belief.id, belief.version): _encode(kept)
     }
-    # ``clock``: the world's clock before this change, whose hour (and time) the
-    # change that set it already wrote: a put less per change, most of the time.
-    clock_hour = None if clock is None else _hour_and_rest(clock)[0]
     for t in times:
         hour, rest = _hour_and_rest(t)
-        if hour != clock_hour:
-            found[f"bclkd/{_w(world)}/{hour}".encode()] = b""
-        if t != clock:
-            found[f"bclkt/{_w(world)}/{hour}/{rest}".encode()] = _encode(t)
+        found[f"bclkd/{_w(world)}/{hour}".encode()] = b""
+        found[f"bclkt/{_w(world)}/{hour}/{rest}".encode()] = _encode(t)
     if belief.status != "active":
         closed = (belief.valid_until or belief.updated_at, belief.id)
         key = f"bclosed/{_w(world)}/{key_part(belief.id, ID_BYTES)}"
