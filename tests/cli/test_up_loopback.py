@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from worldline.cli.operate import _discovery_hint, _reach
+from worldline.cli.notices import discovery_hint, reach
 
 pytestmark = pytest.mark.cli
 
@@ -67,14 +67,14 @@ def test_up_in_the_folder_clients_read_needs_no_hint(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("WORLDLINE_DATA", str(tmp_path))
-    assert _discovery_hint(tmp_path, "nats://127.0.0.1:4222") == ""
-    assert _discovery_hint(tmp_path / "other", "nats://127.0.0.1:4222").startswith(
+    assert discovery_hint(tmp_path, "nats://127.0.0.1:4222") == ""
+    assert discovery_hint(tmp_path / "other", "nats://127.0.0.1:4222").startswith(
         "clients: export WORLDLINE_DATA="
     )
 
 
 def test_up_with_a_server_config_points_at_it_instead(tmp_path: Path) -> None:
     config = tmp_path / "auth.conf"
-    line = _reach(config)
+    line = reach(config)
     assert line == f"access: loopback only; clients authenticate as {config} says"
     assert "any agent" not in line

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import logging
 import os
-import shlex
 import signal
 import sys
 import tempfile
@@ -26,10 +24,10 @@ from worldline.cli.common import (
     EXIT_OK,
     LOCK_FILE,
     URL_FILE,
-    default_data,
     default_url,
     emit,
 )
+from worldline.cli.notices import discovery_hint, notice, reach
 from worldline.cli.progress import Progress
 from worldline.cli.server_parts import require_server
 from worldline.sdk.client import World, connect
@@ -162,10 +160,10 @@ def _up_locked(args: argparse.Namespace, data: Path, lock: FolderLock) -> int:
         lock.update(url=url)
         print(f"nats: {url}", flush=True)
         if server is not None:  # on stderr: stdout's lines are what scripts parse
-            _notice(_reach(args.server_config), args.log_format)
-            hint = _discovery_hint(data, url)
+            notice(reach(args.server_config), args.log_format)
+            hint = discovery_hint(data, url)
             if hint:
-                _notice(hint, args.log_format)
+                notice(hint, args.log_format)
 
         async def ready() -> None:
             if declaration is not None:
@@ -200,42 +198,6 @@ def _remove_url_file(url_file: Path, url: str) -> None:
     with contextlib.suppress(OSError):
         if url and url_file.read_text().strip() == url:
             url_file.unlink()
-
-
-def _notice(line: str, fmt: str | None) -> None:
-    """A notice for the operator on stderr: a log record when logs are JSON (so
-    every stderr line parses), else the line as it is."""
-    from worldline.actors.runtime.logs import log_format
-
-    if log_format(fmt) == "json":
-        logging.getLogger("worldline.up").warning("%s", line)
-    else:
-        print(line, file=sys.stderr, flush=True)
-
-
-def _reach(config: Path | None) -> str:
-    """Who can reach the embedded server ``up`` started (it binds 127.0.0.1); the
-    URL itself is stdout's ``nats:`` line, said once."""
-    if config is not None:
-        return f"access: loopback only; clients authenticate as {config} says"
-    return (
-        "access: loopback only: every local process can act as any agent; "
-        "see deploy/credentials.md for a secured server"
-    )
-
-
-def _discovery_hint(data: Path, url: str) -> str:
-    """What clients in another shell need to find this server: nothing when ``data``
-    is the folder they read ``nats.url`` from (``$WORLDLINE_DATA``, else the
-    default), else the variable to export."""
-    with contextlib.suppress(OSError):
-        if data.resolve() == default_data().resolve():
-            return ""
-    return (
-        f"clients: export WORLDLINE_DATA={shlex.quote(str(data.resolve()))} (or "
-        f"WORLDLINE_NATS={url}) so that clients in other shells find this server; "
-        "they look in the default data folder otherwise"
-    )
 
 
 async def _declare_once(url: str, declaration: WorldDecl) -> None:
