@@ -295,11 +295,35 @@ def _tag(schema: dict[str, Any]) -> str | None:
     return values[0] if len(values) == 1 else None
 
 
+_BOUNDS: Final = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
+
+
+def _bounds_typed(node: Any) -> Any:
+    """``node`` with each numeric bound written as its schema's type says: a float
+    for a ``number``, an int for an ``integer``. ``Annotated`` types are cached by
+    equality, so ``Meta(ge=0)`` and ``Meta(ge=0.0)`` share one object and which one
+    msgspec sees depends on import order; the file must not."""
+    if isinstance(node, list):
+        return [_bounds_typed(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out = {key: _bounds_typed(value) for key, value in node.items()}
+    kind = out.get("type")  # a property may be named "type": only a name counts
+    cast = (
+        {"number": float, "integer": int}.get(kind) if isinstance(kind, str) else None
+    )
+    if cast is not None:
+        for key in _BOUNDS:
+            if isinstance(out.get(key), int | float):
+                out[key] = cast(out[key])
+    return out
+
+
 def render() -> dict[str, str]:
     """Each file of docs/contract/ and its text."""
     return {
-        ASYNCAPI_FILE: json.dumps(asyncapi(), indent=2, sort_keys=False) + "\n",
-        SCHEMA_FILE: json.dumps(message_schemas(), indent=2) + "\n",
+        ASYNCAPI_FILE: json.dumps(_bounds_typed(asyncapi()), indent=2) + "\n",
+        SCHEMA_FILE: json.dumps(_bounds_typed(message_schemas()), indent=2) + "\n",
     }
 
 
