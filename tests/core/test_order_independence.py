@@ -295,7 +295,7 @@ SEQ_FIELDS: Final = frozenset(
         "cause",
     }
 )
-_SEQ_PART = re.compile(rb"(?<=/)(?:\d{20}|\d{12})(?=/|$)")
+_SEQ_PART = re.compile(rb"(?<=/)\d{12}(?=/|$)")
 # The materializer's keys whose value is a bare OPS sequence (the last op applied,
 # the last that changed the world, the version an unchanging write kept; the
 # projector's last change applied; fusion's last change to a slot answer).
