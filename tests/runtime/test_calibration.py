@@ -127,6 +127,9 @@ async def test_resolutions_build_the_record_the_report_reads(
         drawn = ET.parse(svg).getroot()
         circles = drawn.findall(f"{SVG}circle")
         assert len(circles) == len(report["world"]["bins"]) > 0
+        code, out, err = await cli("calibration", "--svg", "/proc/no/such/dir/d.svg")
+        assert code == 2
+        assert "cannot write the diagram" in err
         code, out, err = await cli("calibration")
         assert code == 0, err
         assert f"resolved beliefs: {MIN + 4}" in out

@@ -95,7 +95,13 @@ def _calibration(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]
         reply = await world.calibration(bins=args.bins, limit=args.limit)
         lines = report_lines(reply)
         if args.svg is not None:
-            args.svg.write_text(diagram(reply.world, title=f"world {world.world}"))
+            try:
+                args.svg.write_text(diagram(reply.world, title=f"world {world.world}"))
+            except OSError as exc:
+                raise BadRequest(
+                    f"cannot write the diagram to {args.svg}: {exc.strerror or exc}; "
+                    "give --svg a path in a folder you can write"
+                ) from exc
             lines.append(f"reliability diagram: {args.svg}")
         emit(args, reply, "\n".join(lines))
 
