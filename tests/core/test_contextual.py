@@ -9,8 +9,7 @@ import os
 import subprocess
 import sys
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import anyio
 import numpy as np
@@ -21,6 +20,9 @@ from worldline.actors.projector import index, vectors
 from worldline.actors.projector.relevance import Relevance
 from worldline.actors.runtime.memory import MemoryState
 from worldline.protocols.messages import Belief, BeliefChanged, encode
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 HAS_MODEL: Final = contextual.available()
 needs_model = pytest.mark.skipif(
@@ -59,7 +61,11 @@ def test_it_computes_the_published_model() -> None:
     # all-MiniLM-L6-v2 (torch): the numpy forward pass is that model.
     found = embedding.select("contextual")
     a, b, c = found.embed_many(
-        ["The new movie is awesome", "The new movie is so great", "The cat sits outside"]
+        [
+            "The new movie is awesome",
+            "The new movie is so great",
+            "The cat sits outside",
+        ]
     )
     assert float(a @ b) == pytest.approx(0.8939, abs=5e-4)
     assert float(a @ c) < 0.1
@@ -108,16 +114,27 @@ def test_a_text_gives_the_same_bytes_in_any_batch() -> None:
 def test_a_paraphrase_ranks_above_a_lexical_decoy(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv(embedding.ENV_EMBEDDER, "contextual")
     query = "Who is paying for the wedding?"
     paraphrase = "Her father covers the costs of the ceremony and the reception."
-    decoy = "The wedding dress was white and the wedding cake had three tiers."
+    # shares two of the query's words, and means something else
+    decoy = "The wedding singer kept paying attention to the cake."
+    found = embedding.select("contextual")
+    q, p, d = found.embed_many([query, paraphrase, decoy])
+    assert float(q @ p) > float(q @ d)
+    # In the ranking: both share one stem with the query (pay), the decoy in fewer
+    # words, so BM25 ranks it first; with the channel the paraphrase comes first.
+    monkeypatch.setenv(embedding.ENV_EMBEDDER, "contextual")
+    paraphrase = "Her father pays for everything: the ceremony and the reception."
+    decoy = "Paying attention is hard."
     pool = [paraphrase, decoy, "The train to Boston leaves at noon."]
     relevance = Relevance(query, "")
     relevance.calibrate(pool)
-    assert relevance(paraphrase) > relevance(decoy)
-    # and the lexical channel alone ranks the decoy first: the channel is what lifts it
     assert relevance.scores(decoy)["lexical"] > relevance.scores(paraphrase)["lexical"]
+    assert relevance(paraphrase) > relevance(decoy)
+    monkeypatch.setenv(embedding.ENV_EMBEDDER, "hashing")
+    without = Relevance(query, "")
+    without.calibrate(pool)
+    assert without(decoy) > without(paraphrase)
 
 
 @needs_model
