@@ -55,7 +55,7 @@ LIFT: Final = 0.25  # the most the priors lift a belief with query evidence
 # counts as much as BM25; a sentence encoder's (the contextual channel) more
 # (measured on the dev sets, docs/benchmarks.md "The contextual channel").
 SHARE: Final = 0.5
-CONTEXTUAL_SHARE: Final = 0.7
+CONTEXTUAL_SHARE: Final = 0.6
 CONTEXTUAL: Final = ("all-minilm-l6-v2",)  # embedder ids of sentence encoders
 EPSILON: Final = 0.01  # what a belief without query evidence is worth per prior
 
