@@ -43,6 +43,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gzip
+import hashlib
 import json
 import lzma
 import math
@@ -250,6 +251,42 @@ def bm25_top(bm25: BM25, ids: Sequence[str], query: str, k: int) -> list[str]:
     return [ids[i] for i in order.tolist() if scores[i] > 0]
 
 
+def dense_rankings(
+    bm25: tuple[BM25, list[str]], dense: tuple[Any, np.ndarray], query: str
+) -> tuple[list[str], list[str]]:
+    """The belief ids by cosine to ``query``, and BM25 + dense fused by RRF (each
+    list :data:`RRF_DEPTH` deep, BM25's only its matches), best first."""
+    ids = bm25[1]
+    cosines = dense[1] @ dense[0].embed(query).astype(np.float32)
+    depth = min(RRF_DEPTH, len(ids))
+    if depth <= 0:
+        return [], []
+    if depth == len(ids):
+        by_cosine = np.lexsort((np.arange(len(ids)), -cosines))
+    else:
+        by_cosine = top(cosines, depth)
+    position = {belief: n for n, belief in enumerate(ids)}
+    lexical = np.asarray(
+        [position[i] for i in bm25_top(*bm25, query, depth)], dtype=np.int64
+    )
+    fused = rrf(lexical, by_cosine)
+    return [ids[i] for i in by_cosine.tolist()], [ids[i] for i in fused.tolist()]
+
+
+def dense_matrix(embedder: Any, texts: list[str]) -> np.ndarray:
+    """``[len(texts), dimensions]`` float32 vectors of ``texts``, kept in the temp
+    folder by embedder and texts (a rerun on the same beliefs reads them back)."""
+    digest = hashlib.sha256("\n".join([embedder.id, *texts]).encode()).hexdigest()
+    cached = Path(tempfile.gettempdir()) / f"wl-relevance-dense-{digest[:16]}.npy"
+    if cached.exists():
+        return np.load(cached)
+    rows = [embedder.embed_many(texts[i : i + 64]) for i in range(0, len(texts), 64)]
+    matrix = np.concatenate(rows or [np.zeros((0, embedder.dimensions))])
+    matrix = matrix.astype(np.float32)
+    np.save(cached, matrix)
+    return matrix
+
+
 # --- the stack ----------------------------------------------------------------------
 
 
@@ -432,20 +469,14 @@ async def judge(
     k = len(ids)
     found = None
     if not results.search_note:
-        top = (await search_ids(nc, reader.world, text, min(k, 200)))[0] if k else []
-        found = hit(top)
+        best = (await search_ids(nc, reader.world, text, min(k, 200)))[0] if k else []
+        found = hit(best)
     ranked = bm25_top(*bm25, text, max(k, 10))
     dense_hit = fused_hit = None
     if dense is not None:
-        ids_all = bm25[1]
-        cosines = dense[1] @ dense[0].embed(text).astype(np.float32)
-        depth = min(RRF_DEPTH, len(ids_all))
-        by_cosine = top(cosines, depth)
-        position = {belief: n for n, belief in enumerate(ids_all)}
-        lexical = [position[i] for i in bm25_top(*bm25, text, depth)]
-        order = rrf(np.asarray(lexical, dtype=np.int64), by_cosine)
-        dense_hit = hit(ids_all[i] for i in by_cosine[:k].tolist())
-        fused_hit = hit(ids_all[i] for i in order[:k].tolist())
+        by_cosine, fused = dense_rankings(bm25, dense, text)
+        dense_hit = hit(by_cosine[:k])
+        fused_hit = hit(fused[:k])
     return Question(
         id=question["id"],
         budget=k,
@@ -490,9 +521,9 @@ async def quality(running: Stack, config: Config, results: Results) -> None:
         dense = None
         if config.dense:
             embedder = embedding.select(config.dense)
-            texts_in_order = [texts[i] for i in ids]
-            matrix = await anyio.to_thread.run_sync(embedder.embed_many, texts_in_order)
-            dense = (embedder, np.asarray(matrix, dtype=np.float32))
+            in_order = [texts[i] for i in ids]
+            matrix = await anyio.to_thread.run_sync(dense_matrix, embedder, in_order)
+            dense = (embedder, matrix)
             results.dense = embedder.id
         try:
             _, results.search_embedder = await search_ids(nc, world, "probe", 1)
