@@ -279,7 +279,8 @@ def dense_matrix(embedder: Any, texts: list[str]) -> np.ndarray:
     digest = hashlib.sha256("\n".join([embedder.id, *texts]).encode()).hexdigest()
     cached = Path(tempfile.gettempdir()) / f"wl-relevance-dense-{digest[:16]}.npy"
     if cached.exists():
-        return np.load(cached)
+        held: np.ndarray = np.load(cached)
+        return held
     rows = [embedder.embed_many(texts[i : i + 64]) for i in range(0, len(texts), 64)]
     matrix = np.concatenate(rows or [np.zeros((0, embedder.dimensions))])
     matrix = matrix.astype(np.float32)

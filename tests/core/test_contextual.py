@@ -157,20 +157,12 @@ def test_a_batch_is_embedded_before_its_cards_are_written(
     index.index_writes(
         MemoryState(), "w", _belief("b0", texts[0]), 1.0, writes, sentinel
     )
-    card = index.card(_Writes(writes), "w", "b0")
+    written = MemoryState()
+    written.data.update((k, v) for k, v in writes.items() if v is not None)
+    card = index.card(written, "w", "b0")
     assert card is not None
     assert card.vector == sentinel[texts[0]]
     assert card.embedder == embedding.select("contextual").id
-
-
-class _Writes:
-    """A reader over a dict of writes."""
-
-    def __init__(self, writes: dict[bytes, bytes | None]) -> None:
-        self.writes = writes
-
-    def get(self, key: bytes) -> bytes | None:
-        return self.writes.get(key)
 
 
 def test_the_hashing_embedder_prepares_nothing(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -230,7 +230,8 @@ class ContextualEmbedder:
 
     def embed(self, text: str) -> np.ndarray:
         """The text's unit vector (float32 values, as float64)."""
-        return self.embed_many([text])[0]
+        row: np.ndarray = self.embed_many([text])[0]
+        return row
 
     def embed_many(self, texts: Sequence[str]) -> np.ndarray:
         """``[len(texts), 384]``; row i embeds ``texts[i]`` (zeros for a text with

@@ -43,7 +43,7 @@ def embedded(texts: list[str]) -> dict[str, bytes]:
 
 
 async def prepare(
-    js: JetStreamContext, payloads: list[bytes]
+    js: JetStreamContext | None, payloads: list[bytes]
 ) -> dict[str, bytes] | None:
     """The vectors of the belief texts in ``payloads`` (None with the hashing
     embedder, or when the batch changes no belief)."""
