@@ -24,7 +24,8 @@ folder.
     same run, plain BM25 over the same belief texts (``bench/embedders.py``'s:
     lower-cased word tokens, k1 1.2, b 0.75, no stemming; ties by belief id) takes its
     top k, and its top 5 and 10; the projector's ``search`` RPC, when it answers, its
-    top k.
+    top k; with a dense embedder (``--dense``, default the stack's when semantic),
+    the dense ranking alone and BM25 + dense fused by RRF, each its top k.
 (2) latency: lines of the ``--load`` file observed into a second world until
     it holds each of ``--sizes`` beliefs; at each size ``--samples`` ``before`` calls
     with dev questions (after 20 untimed ones), timed client side around the SDK call,
