@@ -146,7 +146,8 @@ def test_a_batch_is_embedded_before_its_cards_are_written(
     payloads = [
         encode(BeliefChanged(belief=_belief(f"b{i}", t))) for i, t in enumerate(texts)
     ]
-    found = anyio.run(vectors.prepare, None, [*payloads, b"not a message"])
+    junk = [b"not a message", b"\x91" * 100_000]  # the store dead-letters them
+    found = anyio.run(vectors.prepare, None, [*payloads, *junk])
     assert found is not None
     assert set(found) == set(texts)
     for text in texts:  # the bytes a card embeds by itself

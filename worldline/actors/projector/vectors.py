@@ -54,7 +54,7 @@ async def prepare(
     for payload in payloads:
         try:
             change = PROJECTOR_INBOX.decode(payload)
-        except (msgspec.DecodeError, msgspec.ValidationError):
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
             continue  # the store dead-letters it
         if isinstance(change, BeliefChanged) and change.belief.text.strip():
             texts.setdefault(change.belief.text)
