@@ -31,7 +31,6 @@ import importlib
 import importlib.util
 import math
 import os
-import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -168,7 +167,8 @@ class ContextualEmbedder:
         if width != self.dimensions:
             raise ValueError(f"{weights_file}: {width} wide, not {self.dimensions}")
         self._layers = [self._layer(i) for i in range(LAYERS)]
-        self._lock = threading.Lock()
+        for key in [k for k in self._w if k.startswith("encoder.")]:
+            del self._w[key]  # held by the layers, fused
 
     def _layer(self, i: int) -> dict[str, np.ndarray]:
         p = f"encoder.layer.{i}."
@@ -244,11 +244,11 @@ class ContextualEmbedder:
         for i, (text, encoding) in enumerate(zip(texts, encoded, strict=True)):
             if text.strip():
                 by_length.setdefault(len(encoding.ids), []).append(i)
-        with self._lock:  # one forward pass at a time: the cores are few
-            for rows in by_length.values():
-                ids = np.asarray([encoded[i].ids for i in rows], dtype=np.int64)
-                vectors = self._run(ids).astype(np.float32)
-                out[rows] = vectors
+        # No lock: the weights are read-only, so a query's pass (a read) never
+        # waits behind a batch of cards being embedded.
+        for rows in by_length.values():
+            ids = np.asarray([encoded[i].ids for i in rows], dtype=np.int64)
+            out[rows] = self._run(ids).astype(np.float32)
         return out
 
 
