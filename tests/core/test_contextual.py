@@ -15,7 +15,7 @@ import anyio
 import numpy as np
 import pytest
 
-from worldline.actors.belief_model import contextual, embedding
+from worldline.actors.belief_model import contextual, contextual_onnx, embedding
 from worldline.actors.projector import index, vectors
 from worldline.actors.projector.relevance import Relevance
 from worldline.actors.runtime.memory import MemoryState
@@ -51,7 +51,10 @@ def test_the_id_pins_the_shipped_weights_by_hash() -> None:
     weights = contextual.model_dir() / "model.safetensors"
     digest = hashlib.sha256(weights.read_bytes()).hexdigest()
     assert digest == contextual.PINNED  # the published all-MiniLM-L6-v2 weights
-    assert found.id == f"all-minilm-l6-v2-384-numpy:{digest[:12]}"
+    assert isinstance(found, contextual.ContextualEmbedder)
+    runtime = "onnx" if contextual_onnx.available() else "numpy"
+    assert found.runtime == runtime  # onnxruntime whenever it is there
+    assert found.id == f"all-minilm-l6-v2-384-{runtime}:{digest[:12]}"
     assert found.dimensions == 384
 
 
@@ -70,6 +73,18 @@ def test_it_computes_the_published_model() -> None:
     assert float(a @ b) == pytest.approx(0.8939, abs=5e-4)
     assert float(a @ c) < 0.1
     assert np.linalg.norm(a) == pytest.approx(1.0, abs=1e-6)
+
+
+@needs_model
+@pytest.mark.skipif(not contextual_onnx.available(), reason="onnxruntime is missing")
+def test_both_runtimes_compute_the_same_vectors_in_their_own_spaces() -> None:
+    onnx = contextual.ContextualEmbedder(runtime="onnx")
+    plain = contextual.ContextualEmbedder(runtime="numpy")
+    texts = ["Joey: How you doin'?", "Where did Ross go after the wedding?"]
+    assert np.abs(onnx.embed_many(texts) - plain.embed_many(texts)).max() < 1e-5
+    assert onnx.id != plain.id  # not the same bits: never mixed in one index
+    with pytest.raises(ValueError, match="onnx or numpy"):
+        contextual.ContextualEmbedder(runtime="torch")
 
 
 @needs_model

@@ -19,6 +19,11 @@ The id names the model and the first 12 hex digits of the weights file's sha256,
 so every card and index that records it pins the weights; a folder whose weights
 are not the bundled ones gets another id (and its vectors another space).
 
+Runtime: onnxruntime when it is installed (the ``semantic`` extra brings it; the
+graph is built from the weights, :mod:`.contextual_onnx`), else numpy's matrix
+products; the id names which (``...-onnx:`` or ``...-numpy:``), as the two agree to
+about 1e-7 and not to the bit.
+
 Determinism: one text's vector never depends on the rest of its batch. A batch is
 split into runs of texts of one token length (no padding), and each run is one
 matrix product per layer; the vector is rounded to float32, as cards store it.
@@ -35,6 +40,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
+
+from worldline.actors.belief_model import contextual_onnx
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -140,8 +147,13 @@ class ContextualEmbedder:
 
     dimensions = 384
 
-    def __init__(self, folder: Path | None = None) -> None:
+    def __init__(self, folder: Path | None = None, runtime: str | None = None) -> None:
         folder = folder or model_dir()
+        if runtime is None:
+            runtime = "onnx" if contextual_onnx.available() else "numpy"
+        if runtime not in ("onnx", "numpy"):
+            raise ValueError(f"runtime {runtime!r}: onnx or numpy")
+        self.runtime = runtime
         try:
             tokenizers: Any = importlib.import_module("tokenizers")
             safetensors: Any = importlib.import_module("safetensors.numpy")
@@ -153,7 +165,8 @@ class ContextualEmbedder:
         weights_file = folder / "model.safetensors"
         digest = hashlib.sha256(weights_file.read_bytes()).hexdigest()
         self.digest = digest
-        self.id = f"all-minilm-l6-v2-384-numpy:{digest[:12]}"
+        # Two runtimes agree to about 1e-7, not to the bit: each is its own space.
+        self.id = f"all-minilm-l6-v2-384-{runtime}:{digest[:12]}"
         tokenizer = tokenizers.Tokenizer.from_file(str(folder / "tokenizer.json"))
         tokenizer.no_padding()
         tokenizer.enable_truncation(max_length=MAX_TOKENS)
@@ -166,6 +179,7 @@ class ContextualEmbedder:
         width = self._w["embeddings.word_embeddings.weight"].shape[1]
         if width != self.dimensions:
             raise ValueError(f"{weights_file}: {width} wide, not {self.dimensions}")
+        self._session = contextual_onnx.Session(self._w) if runtime == "onnx" else None
         self._layers = [self._layer(i) for i in range(LAYERS)]
         for key in [k for k in self._w if k.startswith("encoder.")]:
             del self._w[key]  # held by the layers, fused
@@ -244,6 +258,13 @@ class ContextualEmbedder:
         for i, (text, encoding) in enumerate(zip(texts, encoded, strict=True)):
             if text.strip():
                 by_length.setdefault(len(encoding.ids), []).append(i)
+        if self._session is not None:  # a text at a time: the same bytes in any batch
+            for rows in by_length.values():
+                for i in rows:
+                    ids = np.asarray([encoded[i].ids], dtype=np.int64)
+                    pooled = self._session.pooled(ids).astype(np.float64)
+                    out[i] = (pooled / np.linalg.norm(pooled)).astype(np.float32)[0]
+            return out
         # No lock: the weights are read-only, so a query's pass (a read) never
         # waits behind a batch of cards being embedded.
         for rows in by_length.values():
