@@ -7,7 +7,7 @@ accuracy, mean confidence, Brier and ECE, uncalibrated and recalibrated by
 cross-validation over questions, against the targets.
 
     python bench/judgment.py [--data bench/data/population] [--copies 20]
-                             [--rounds 50] [--copy-prior P]
+                             [--rounds 200] [--tolerance 1e-6] [--copy-prior P]
                              [--calibrate-on winners|answers] [--json]
 
 ``--json``: the progress goes to stderr and stdout gets the calibration blocks as JSON.
@@ -166,6 +166,10 @@ def _scenario(
             msgspec.structs.replace(base, detect_copies=False),
         ),
         ("reliability core (with copy detection)", base),
+        (
+            "  the same, constant copy prior 1 / pairs",
+            msgspec.structs.replace(base, copy_prior=_constant_prior(claims)),
+        ),
     ):
 
         def run(params: Params = params) -> Mapping[str, str]:
@@ -173,12 +177,20 @@ def _scenario(
             estimates.append(result)
             print(
                 f"    rounds {result.rounds}, converged {result.converged}, "
-                f"dependent pairs {len(result.dependence)}"
+                f"last change {result.change:.1e}, "
+                f"dependent pairs {len(result.dependence)}, "
+                f"copy prior {result.copy_prior:.2e}"
             )
             return reliability.best_answers(result)
 
         _row(label, run, gold)
-    return estimates[-1]
+    return estimates[1]  # the core with copy detection, the copy prior as ``base``
+
+
+def _constant_prior(claims: Sequence[Claim]) -> float:
+    """The copy prior before it was learned: 1 / (source pairs)."""
+    sources = len({c.source for c in claims})
+    return 1.0 / max(sources * (sources - 1) // 2, 1)
 
 
 def _calibration(
@@ -201,8 +213,12 @@ def main(argv: Sequence[str] | None = None) -> list[judgment_calibration.Block]:
     parser.add_argument("--copies", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=Params().max_rounds)
     parser.add_argument(
-        "--copy-prior", type=float, default=None, help="default: 1 / source pairs"
+        "--copy-prior",
+        type=float,
+        default=None,
+        help="default: learned from the data (reliability.copy_prior)",
     )
+    parser.add_argument("--tolerance", type=float, default=Params().tolerance)
     parser.add_argument(
         "--calibrate-on",
         choices=judgment_calibration.RECORDS,
@@ -222,7 +238,9 @@ def main(argv: Sequence[str] | None = None) -> list[judgment_calibration.Block]:
 
 
 def _main(args: argparse.Namespace) -> list[judgment_calibration.Block]:
-    base = Params(max_rounds=args.rounds, copy_prior=args.copy_prior)
+    base = Params(
+        max_rounds=args.rounds, copy_prior=args.copy_prior, tolerance=args.tolerance
+    )
     claims, gold = load(args.data)
     missing = sorted(q for q in gold if q not in {c.question for c in claims})
     if missing:

@@ -152,6 +152,7 @@ async def scenario(
         started = time.perf_counter()
         await world.assess_sources()
         assessed = time.perf_counter() - started
+        fixed = await world.sources(limit=1)  # how the fixed point ended
         learned = accuracy(await picks(world, claims, gold), gold)
     result = Scenario(
         title=title,
@@ -171,7 +172,8 @@ async def scenario(
         f"  worldline, rival answers           {rivals:.3f}\n"
         f"  worldline, learned reliability     {learned:.3f}\n"
         f"  load {loaded:.0f} s ({result.failed} items not applied), "
-        f"assess {assessed:.0f} s",
+        f"assess {assessed:.0f} s ({fixed.rounds} rounds, last change "
+        f"{fixed.change:.1e})",
         flush=True,
     )
     return result

@@ -20,7 +20,11 @@ Run: a real stack, an embedded nats-server on a free loopback port and every act
 one ``worldline up --nats URL --sim-index DIR`` process, with the local provider
 (``WORLDLINE_LLM_URL`` unset). Every held-out transition is asked through a session:
 ``sim_start(task, context=<its context>)``, ``sim_step(<its real action>)``, and the
-answer is compared with the real observation. A tool call is sent as an OpenAI-style
+answer is compared with the real observation. Every step asks for a best guess
+(``best_guess``), as the baselines always answer: a step below the similarity floor
+is answered by the nearest transition, flagged ``grounded=False``, and counted in
+the report's "below floor" column (a step refused is scored 0). A tool call is sent
+as an OpenAI-style
 assistant message with ``tool_calls``; while sessions refuse those
 (``tool_calls_unsupported``) it is sent as its text, ``name(arguments)``, and the
 report says how each was sent.
@@ -56,7 +60,6 @@ import json
 import math
 import os
 import random
-import re
 import subprocess
 import sys
 import tempfile
@@ -76,6 +79,7 @@ import worldline
 from worldline.actors.extractor.traces import UnknownTraceFormat, parse_trace
 from worldline.actors.runtime.embedded import EmbeddedNats
 from worldline.actors.simulator import index as transition_index
+from worldline.actors.simulator import track
 from worldline.protocols.simulator import TraceIssue
 
 if TYPE_CHECKING:
@@ -237,20 +241,8 @@ def call_message(t: Transition, call_id: str) -> dict[str, Any]:
 
 # --- metrics --------------------------------------------------------------------
 
-_TOKEN = re.compile(r"\w+")
-
-
-def token_f1(predicted: str, real: str) -> float:
-    """Token-F1 (lower-cased ``\\w+`` tokens, multiset overlap); two texts without
-    tokens score 1, one without scores 0."""
-    a, b = _TOKEN.findall(predicted.lower()), _TOKEN.findall(real.lower())
-    if not a or not b:
-        return float(a == b)
-    common = sum((Counter(a) & Counter(b)).values())
-    if common == 0:
-        return 0.0
-    precision, recall = common / len(a), common / len(b)
-    return 2 * precision * recall / (precision + recall)
+# The simulator's own track record scores hits the same way (one definition).
+token_f1 = track.token_f1
 
 
 @dataclass(frozen=True)
@@ -262,6 +254,7 @@ class Answer:
     kind: Kind | None  # None: no answer (a refused step)
     tool: str = ""
     error: str = ""  # the simulator's refusal, by name
+    grounded: bool = True  # False: a best guess below the similarity floor
 
 
 @dataclass(frozen=True)
@@ -278,6 +271,7 @@ class Scored:
     kind_ok: float
     terminal: float
     error: str = ""
+    grounded: bool = True
 
 
 def _metric(r: Scored, metric: str) -> float | None:
@@ -298,6 +292,7 @@ def score(t: Transition, system: str, answer: Answer) -> Scored:
         kind_ok=float(answer.kind == kind),
         terminal=float(answered and answer.terminal == t.final),
         error=answer.error,
+        grounded=answer.grounded,
     )
 
 
@@ -380,10 +375,12 @@ class Asker:
 
     async def step(self, session: str, t: Transition, n: int) -> SimStepReply:
         if kind_of(t) == "message":
-            return await self.world.sim_step(session, t.action)
+            return await self.world.sim_step(session, t.action, best_guess=True)
         if self.tool_calls:
             try:
-                reply = await self.world.sim_step(session, call_message(t, f"call_{n}"))
+                reply = await self.world.sim_step(
+                    session, call_message(t, f"call_{n}"), best_guess=True
+                )
             except worldline.SimulationError as exc:
                 if exc.name != "tool_calls_unsupported":
                     raise
@@ -392,7 +389,7 @@ class Asker:
                 self.sent["tool_calls"] += 1
                 return reply
         self.sent["text"] += 1
-        return await self.world.sim_step(session, t.action)
+        return await self.world.sim_step(session, t.action, best_guess=True)
 
     async def ask(self, t: Transition, n: int) -> Answer:
         try:
@@ -409,10 +406,13 @@ class Asker:
         message = _answering(reply, f"call_{n}")
         content = message.get("content") or ""
         nearest = self.fit.get(reply.grounding[0]) if reply.grounding else None
+        grounded = reply.grounded
         if nearest is not None and nearest.observation == content:
-            return Answer(content, reply.terminal, kind_of(nearest), tool_of(nearest))
+            kind_tool = (kind_of(nearest), tool_of(nearest))
+            return Answer(content, reply.terminal, *kind_tool, grounded=grounded)
         kind: Kind = "tool" if message.get("role") == "tool" else "message"
-        return Answer(content, reply.terminal, kind, message.get("name", ""))
+        tool = message.get("name", "")
+        return Answer(content, reply.terminal, kind, tool, grounded=grounded)
 
 
 def _answering(reply: SimStepReply, call_id: str) -> dict[str, Any]:
@@ -451,6 +451,7 @@ class Results:
                 rows = [r for r in self.records if (r.kind, r.system) == (kind, system)]
                 values: dict[str, float] = {"n": len(rows)}
                 values["refused"] = sum(bool(r.error) for r in rows)
+                values["below_floor"] = sum(not r.grounded for r in rows)
                 for metric in METRICS:
                     got = [m for r in rows if (m := _metric(r, metric)) is not None]
                     values[metric] = sum(got) / len(got) if got else float("nan")
@@ -539,7 +540,8 @@ def report(r: Results) -> None:
         f"{r.fallbacks} held-out transitions of a tool no fit transition has",
         "",
         f"{'kind':<14}{'n':>5}  {'system':<10}{'token-F1':>9}{'exact':>8}"
-        f"{'same tool':>11}{'kind ok':>9}{'terminal':>10}{'refused':>9}",
+        f"{'same tool':>11}{'kind ok':>9}{'terminal':>10}{'refused':>9}"
+        f"{'below floor':>13}",
     ]
     s = r.summary()
     labels = {"tool": "tool result", "message": "next message"}
@@ -550,11 +552,13 @@ def report(r: Results) -> None:
         for system in SYSTEMS:
             v = s[kind][system]
             same = "" if kind == "message" else f"{v['same_tool']:.3f}"
+            below = f"{v['below_floor']:.0f}"
             head = f"{labels[kind]:<14}{v['n']:>5.0f}"
             lines.append(
                 f"{head if system == 'simulator' else '':<19}  {system:<10}"
                 f"{v['f1']:>9.3f}{v['exact']:>8.3f}{same:>11}{v['kind']:>9.3f}"
                 f"{v['terminal']:>10.3f}{v['refused']:>9.0f}"
+                f"{below if system == 'simulator' else '':>13}"
             )
     print("\n".join(lines))
     print()

@@ -2,8 +2,24 @@
 disk, load time and ``retrieve()`` latency at 1k, 10k and 100k transitions, beside the
 raw cost of embedding one query, measured in the same run.
 
-Run: ``python bench/simulator.py [--sizes 1000 10000 100000] [--samples 200]``
-(``--json``: one JSON object).
+Run: ``python bench/simulator.py [--sizes 1000 10000 100000] [--samples 200]
+[--messages SHARE] [--bus] [--kernel 1000000]`` (``--json``: one JSON object).
+
+``--messages SHARE`` makes that share of the replicas message turns (every transition
+of the replica paired as a ``turn``, its texts unchanged, so the rows keep their real
+size): real agent traces are message-heavy (53% turns in tau-bench's), and a message
+query scores the whole message block, the largest a query reads. ``--bus`` also times
+session steps over the bus: an embedded nats-server and ``worldline actor simulator
+--index`` in its own process (BLAS pinned as it pins it), one ``sim_start`` with the
+query's task and context (its group excluded) and one timed ``sim_step`` (its action:
+``tool_calls`` for a call, text for a message; ``best_guess`` so every step answers),
+each beside a raw core-NATS request-reply round trip to a trivial responder on the
+same server, with a reply as large as the step's, interleaved in the same run so the
+machine's load falls on both. ``--kernel N`` times, in process, what grows with the
+index: scoring the candidate blocks of an index of ``N`` random unit rows (the same
+message share, 40 tools) and picking the best 5, through retrieval's own functions;
+embedding the query and reading the 5 transitions back do not grow with ``N`` (the
+100k rows above measure them).
 
 The transitions are the real traces in ``tests/data/traces/`` (ToolBench answers and
 SWE-agent trajectories, licenses beside them) replicated until there are enough:
@@ -28,20 +44,40 @@ resident memory printed is that size's (``ru_maxrss``, the whole process).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import inspect
 import json
+import os
 import random
+import re
 import resource
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
+
+import anyio
+import msgspec
+import numpy as np
 
 from worldline.actors.belief_model.embedding import active
 from worldline.actors.extractor.traces import parse_trace
+from worldline.actors.simulator import retrieval
 from worldline.actors.simulator.builder import IndexBuilder
 from worldline.actors.simulator.index import load, query_vector, retrieve, save
+from worldline.actors.simulator.storage import call_tool
+
+try:
+    from worldline.actors.simulator.threads import pin_blas_threads
+except ImportError:  # a worldline before issue 26 (measured for comparison)
+
+    def pin_blas_threads(threads: int | None = None) -> int | None:
+        del threads
+        return None
+
 
 TRACES = Path(__file__).resolve().parent.parent / "tests" / "data" / "traces"
 MB = 1024 * 1024
@@ -88,7 +124,14 @@ def rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
-def measure(n: int, samples: int) -> dict[str, float]:
+def as_turn(t: Any) -> Any:
+    """The same transition paired as a message turn (its texts unchanged)."""
+    return msgspec.structs.replace(t, id=f"{t.id}-turn", pairing="turn")
+
+
+def measure(
+    n: int, samples: int, messages: float = 0.0, bus: bool = False
+) -> dict[str, float]:
     """Build an index of ``n`` replicated real transitions and query it."""
     docs = originals()
     before = rss_mb()
@@ -100,8 +143,9 @@ def measure(n: int, samples: int) -> dict[str, float]:
         for name, doc in docs:
             parsed = parse_trace(f"r{r}-{name}", replica(name, doc, r))
             sources.append(f"r{r}-{name}")
+            turns = (r * 7919 % 100) < messages * 100  # this replica's kind
             for t in parsed.transitions[: n - added]:
-                builder.add(t, parsed.groups.get(t.lineage))
+                builder.add(as_turn(t) if turns else t, parsed.groups.get(t.lineage))
                 whole += len(t.context.encode())
                 added += 1
             if added >= n:
@@ -112,13 +156,18 @@ def measure(n: int, samples: int) -> dict[str, float]:
     peak = rss_mb()
     if index.manifest.transitions != n:
         raise SystemExit(f"the index holds {index.manifest.transitions}, not {n}")
+    over_bus: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "ix"
         save(index, out)
+        del builder, index
         files = {p.name: p.stat().st_size for p in out.iterdir()}
         start = time.perf_counter()
         loaded = load(out)
         loading = time.perf_counter() - start
+        if bus:
+            over_bus = bus_steps(out, loaded, samples)
+    pin_blas_threads()  # as the simulator pins it where it starts
     rng = random.Random(11)
     embedder = active()
     timings, raw, prefix = [], [], []
@@ -132,6 +181,7 @@ def measure(n: int, samples: int) -> dict[str, float]:
             context=t.context,
             action=t.action,
             exclude_groups=[group],
+            kind="message" if t.pairing == "turn" else "tool",
         )
         timings.append(time.perf_counter() - start)
         if any(loaded.group_of(f.lineage) == group for f, _ in found):
@@ -155,27 +205,236 @@ def measure(n: int, samples: int) -> dict[str, float]:
         "p95_ms": pct(timings, 0.95) * 1e3,
         "raw_ms": pct(raw, 0.5) * 1e3,
         "prefix_ms": pct(prefix, 0.5) * 1e3,
+        "message_share": sum(r.pairing == "turn" for r in loaded.rows) / n,
+        **over_bus,
     }
+
+
+# --- over the bus ----------------------------------------------------------------
+
+WARMUP = 10
+_CALL = re.compile(r"\s*([A-Za-z_][\w.\-]*)\((.*)\)\s*\Z", re.DOTALL)
+
+
+def step_message(t: Any, n: int) -> str | dict[str, Any]:
+    """A transition's action as a session step: ``tool_calls`` for a tool result's
+    call (when its arguments are JSON), else assistant text."""
+    match = _CALL.match(t.action) if t.pairing != "turn" else None
+    if match and call_tool(t.action):
+        try:
+            json.loads(match.group(2))
+        except ValueError:
+            return str(t.action)
+        function = {"name": match.group(1), "arguments": match.group(2)}
+        call = {"id": f"call_{n}", "type": "function", "function": function}
+        return {"role": "assistant", "content": None, "tool_calls": [call]}
+    return str(t.action)
+
+
+async def _bus(url: str, index: Any, samples: int) -> dict[str, float]:
+    """Session steps and raw round trips, interleaved (see the module docstring)."""
+    import nats
+
+    import worldline
+    from worldline.protocols.messages import encode
+
+    rng = random.Random(12)
+    picks = [
+        index.transitions[rng.randrange(len(index.rows))]
+        for _ in range(WARMUP + samples)
+    ]
+    steps: list[float] = []
+    rtts: list[float] = []
+    sizes: list[int] = []
+    ungrounded = 0
+    async with worldline.connect(url, world="bench", agent="bench") as w:
+        # A worldline before issue 26 has no best guesses: it always answers.
+        guess = (
+            {"best_guess": True}
+            if "best_guess" in inspect.signature(w.sim_step).parameters
+            else {}
+        )
+        for _ in range(600):  # the simulator loads its index, then answers
+            try:
+                await w.sim_end((await w.sim_start("ready?")).session_id)
+                break
+            except Exception:  # not answering yet
+                await anyio.sleep(0.2)
+        nc = await nats.connect(url, name="bench-simulator-echo")
+        reply = b"x"
+
+        async def answer(msg: Any) -> None:
+            await msg.respond(reply)
+
+        subject = f"bench.echo.{os.getpid()}"
+        await nc.subscribe(subject, cb=answer)
+        try:
+            for n, t in enumerate(picks):
+                group = index.group_of(t.lineage)
+                started = await w.sim_start(
+                    t.task, context=t.context, exclude_lineages=[group]
+                )
+                message = step_message(t, n)
+                if n == WARMUP:  # the raw reply as large as a step's
+                    reply = os.urandom(int(pct([float(x) for x in sizes], 0.5)))
+                start = time.perf_counter()
+                got = await w.sim_step(started.session_id, message, **guess)
+                took = time.perf_counter() - start
+                with contextlib.suppress(worldline.SimulationError):  # ended
+                    await w.sim_end(started.session_id)
+                sizes.append(len(encode(got)))
+                asked = os.urandom(len(json.dumps(message)))  # about the step's size
+                start = time.perf_counter()
+                await nc.request(subject, asked, timeout=5)
+                rtt = time.perf_counter() - start
+                if n >= WARMUP:
+                    steps.append(took)
+                    rtts.append(rtt)
+                    ungrounded += not getattr(got, "grounded", True)
+        finally:
+            await nc.close()
+    return {
+        "bus_p50_ms": pct(steps, 0.5) * 1e3,
+        "bus_p95_ms": pct(steps, 0.95) * 1e3,
+        "rtt_p50_ms": pct(rtts, 0.5) * 1e3,
+        "rtt_p95_ms": pct(rtts, 0.95) * 1e3,
+        "reply_bytes": pct([float(x) for x in sizes], 0.5),
+        "ungrounded": ungrounded / max(1, len(steps)),
+    }
+
+
+def bus_steps(out: Path, index: Any, samples: int) -> dict[str, float]:
+    """The simulator in its own process on an embedded nats-server, asked."""
+    from pipeline import stop_actor_processes  # bench/ scripts import by name
+
+    from worldline.actors.runtime.embedded import EmbeddedNats
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WORLDLINE_LLM_")}
+    with (
+        tempfile.TemporaryDirectory(prefix="wl-simbench-") as tmp,
+        EmbeddedNats(Path(tmp) / "nats") as server,
+    ):
+        cmd = [sys.executable, "-m", "worldline.cli", "actor", "simulator"]
+        cmd += ["--nats", server.url, "--data", str(Path(tmp) / "data")]
+        cmd += ["--index", str(out)]
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
+        )
+        try:
+            return anyio.run(_bus, server.url, index, samples)
+        finally:
+            stop_actor_processes([proc])
+
+
+# --- the kernel at 1M, in process ------------------------------------------------
+
+
+def kernel(n: int, samples: int, messages: float) -> dict[str, float]:
+    """Score and pick through retrieval's own functions on ``n`` random unit rows
+    laid out as an index is (tools first, 40 of them, then the message turns)."""
+    rng = np.random.default_rng(5)
+    dims = active().dimensions
+    vectors = np.empty((n, dims), dtype=np.float32)
+    for a in range(0, n, 65536):  # filled and normalised in chunks
+        block = rng.standard_normal((min(n, a + 65536) - a, dims), dtype=np.float32)
+        vectors[a : a + len(block)] = block / np.linalg.norm(
+            block, axis=1, keepdims=True
+        )
+    first_turn = int(n * (1 - messages))
+    edges = np.linspace(0, first_turn, 41).astype(int)
+    index = SimpleNamespace(
+        vectors=vectors,
+        _spans={"tool": (0, first_turn), "message": (first_turn, n)},
+        _tools={f"tool{i}": (int(edges[i]), int(edges[i + 1])) for i in range(40)},
+        _commands={},
+        _row_lineage=(np.arange(n) // 8).astype(np.int32),
+        _rank=np.arange(n, dtype=np.int64),
+    )
+    ok = np.ones(n // 8 + 1, dtype=bool)
+    ok[: n // 800] = False  # a few lineages excluded, as an episode's own are
+    out: dict[str, float] = {"kernel_n": n, "kernel_message_share": messages}
+    for threads in (1, os.cpu_count() or 1):
+        pin_blas_threads(threads)
+        timings = []
+        for k in range(samples):
+            query = vectors[rng.integers(n)] + 0.1
+            query = (query / np.linalg.norm(query)).astype(np.float32)
+            message = rng.random() < messages
+            action = "" if message else f"tool{k % 40}({{}})"
+            start = time.perf_counter()
+            retrieval._ranked(
+                index,  # type: ignore[arg-type]
+                query,
+                ok,
+                "message" if message else "tool",
+                action,
+                5,
+            )
+            timings.append(time.perf_counter() - start)
+        out[f"kernel_p50_ms_{threads}t"] = pct(timings, 0.5) * 1e3
+        out[f"kernel_p95_ms_{threads}t"] = pct(timings, 0.95) * 1e3
+    pin_blas_threads()
+    return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 100000])
     parser.add_argument("--samples", type=int, default=200)
+    parser.add_argument(
+        "--messages", type=float, default=0.0, help="share of replicas as turns"
+    )
+    parser.add_argument(
+        "--bus", action="store_true", help="also session steps over the bus"
+    )
+    parser.add_argument(
+        "--kernel", type=int, nargs="*", default=[], help="scoring alone at N rows"
+    )
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--one-kernel", type=int, help=argparse.SUPPRESS)
     parser.add_argument(
         "--json", action="store_true", help="print one JSON object (times in s, ms)"
     )
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(measure(args.one, args.samples)))
+        print(json.dumps(measure(args.one, args.samples, args.messages, args.bus)))
+        return
+    if args.one_kernel:
+        print(json.dumps(kernel(args.one_kernel, args.samples, args.messages)))
         return
     if not args.json:
-        print(f"embedder {active().id}, {args.samples} queries per size")
+        print(
+            f"embedder {active().id}, {args.samples} queries per size, "
+            f"{args.messages:.0%} of replicas message turns"
+        )
     rows = []
-    for n in args.sizes:
+    options = ["--samples", str(args.samples), "--messages", str(args.messages)]
+    for n in args.kernel:
         child = subprocess.run(
-            [sys.executable, __file__, "--one", str(n), "--samples", str(args.samples)],
+            [sys.executable, __file__, "--one-kernel", str(n), *options],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        m = json.loads(child.stdout)
+        rows.append(m)
+        if not args.json:
+            print(
+                f"{n:>7} rows, scoring and picking alone (in process):"
+                f"  1 BLAS thread p50 {m['kernel_p50_ms_1t']:6.2f} ms"
+                f" p95 {m['kernel_p95_ms_1t']:6.2f} ms",
+                *(
+                    f"  {t} threads p50 {m[f'kernel_p50_ms_{t}t']:6.2f} ms"
+                    f" p95 {m[f'kernel_p95_ms_{t}t']:6.2f} ms"
+                    for t in [os.cpu_count() or 1]
+                    if t > 1
+                ),
+                flush=True,
+            )
+    for n in args.sizes:
+        bus = ["--bus"] if args.bus else []
+        child = subprocess.run(
+            [sys.executable, __file__, "--one", str(n), *options, *bus],
             check=True,
             capture_output=True,
             text=True,
@@ -193,11 +452,27 @@ def main() -> None:
             f"  load {m['load_s']:5.2f} s"
             f"  retrieve p50 {m['p50_ms']:5.2f} ms p95 {m['p95_ms']:5.2f} ms"
             f"  raw embed p50 {m['raw_ms']:5.2f} ms"
-            f" (whole prefix {m['prefix_ms']:5.2f} ms)",
+            f" (whole prefix {m['prefix_ms']:5.2f} ms)"
+            f"  messages {m['message_share']:.0%}",
             flush=True,
         )
+        if "bus_p50_ms" in m:
+            print(
+                f"{'':>7} over the bus: sim_step p50 {m['bus_p50_ms']:5.2f} ms"
+                f" p95 {m['bus_p95_ms']:5.2f} ms; raw request-reply"
+                f" ({m['reply_bytes']:,.0f} B replies) p50 {m['rtt_p50_ms']:5.2f} ms"
+                f" p95 {m['rtt_p95_ms']:5.2f} ms; step / raw"
+                f" p50 {m['bus_p50_ms'] / m['rtt_p50_ms']:4.1f}x"
+                f" p95 {m['bus_p95_ms'] / m['rtt_p95_ms']:4.1f}x;"
+                f" best guesses below the floor {m['ungrounded']:.0%}",
+                flush=True,
+            )
     if args.json:
-        out = {"embedder": active().id, "samples": args.samples, "sizes": rows}
+        sizes = [r for r in rows if "n" in r]
+        kernels = [r for r in rows if "kernel_n" in r]
+        out = {"embedder": active().id, "samples": args.samples, "sizes": sizes}
+        if kernels:
+            out["kernels"] = kernels
         print(json.dumps(out))
 
 

@@ -16,7 +16,8 @@ MAY_IMPORT = {
     "sdk": {"sdk"},
     "ops": {"ops", "sdk"},
     "mcp": {"mcp", "sdk"},
-    "cli": {"cli", "sdk", "ops", "mcp"},
+    "console": {"console", "sdk", "ops", "mcp"},  # the gateway: MCP and the console
+    "cli": {"cli", "sdk", "ops", "mcp", "console"},
 }
 
 

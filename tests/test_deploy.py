@@ -1,6 +1,9 @@
 """The Kubernetes manifests and the image they run, read as Kubernetes reads them:
 each StatefulSet's Service exists, each container is probed on a port it exposes and
-serves, the kustomize base holds every manifest, the Dockerfile installs the lock."""
+serves, the kustomize base holds every manifest, the Dockerfile installs the lock.
+
+Production pieces (tests/test_deploy_production.py): disruption budgets, spread,
+hardening, the PodMonitor, the NetworkPolicy, the alert rules and the dashboard."""
 
 from __future__ import annotations
 
@@ -55,6 +58,7 @@ def test_the_manifests_hold_every_actor() -> None:
         "materializer",
         "projector",
         "simulator",
+        "gateway",  # MCP over HTTP and the console
     }
 
 
@@ -86,6 +90,14 @@ def _command_line(container: Object) -> str:
     return " ".join(container.get("command", []) + container.get("args", []))
 
 
+def _probe_flags(words: list[str]) -> tuple[str, str]:
+    """The options that place a container's /healthz: the gateway (``mcp --http``)
+    serves it on its HTTP port, an actor on its metrics port."""
+    if words[:1] == ["mcp"] and "--http" in words:
+        return "--port", "--host"
+    return "--metrics-port", "--metrics-host"
+
+
 def test_every_container_is_probed_where_it_serves() -> None:
     workloads = _workloads()
     assert workloads
@@ -94,6 +106,7 @@ def test_every_container_is_probed_where_it_serves() -> None:
             where = f"{workload['metadata']['name']}/{container['name']}"
             ports = {p["name"]: p["containerPort"] for p in container["ports"]}
             for probe, path in (
+                ("startupProbe", "/healthz"),
                 ("livenessProbe", "/healthz"),
                 ("readinessProbe", "/readyz"),
             ):
@@ -103,11 +116,12 @@ def test_every_container_is_probed_where_it_serves() -> None:
                 port = get["port"]
                 number = ports[port] if isinstance(port, str) else port
                 assert number in ports.values(), f"{where}: {probe} port not exposed"
-                # The actor serves the probes there, on every address.
+                # The actor (or the gateway) serves the probes there, everywhere.
                 words = shlex.split(_command_line(container))
-                assert "--metrics-port" in words, where
-                assert words[words.index("--metrics-port") + 1] == str(number), where
-                assert words[words.index("--metrics-host") + 1] == "0.0.0.0", where
+                port_flag, host_flag = _probe_flags(words)
+                assert port_flag in words, where
+                assert words[words.index(port_flag) + 1] == str(number), where
+                assert words[words.index(host_flag) + 1] == "0.0.0.0", where
 
 
 def test_the_kustomize_base_lists_every_manifest() -> None:
@@ -125,8 +139,11 @@ def test_the_kustomize_base_lists_every_manifest() -> None:
 
 
 def _pyproject_dependencies() -> list[Requirement]:
+    """The runtime dependencies and the mcp extra's (the image installs it)."""
     with (ROOT / "pyproject.toml").open("rb") as f:
-        return [Requirement(r) for r in tomllib.load(f)["project"]["dependencies"]]
+        project = tomllib.load(f)["project"]
+    extra = project["optional-dependencies"]["mcp"]
+    return [Requirement(r) for r in [*project["dependencies"], *extra]]
 
 
 def test_the_lock_pins_every_runtime_dependency_within_its_range() -> None:
@@ -158,3 +175,37 @@ def test_the_image_installs_the_lock() -> None:
     for line in installs:
         assert "-c constraints.txt" in line, line
     assert "COPY deploy/k8s/constraints.txt ./" in text
+
+
+def test_the_image_carries_the_gateway() -> None:
+    text = (K8S / "Dockerfile").read_text()
+    assert "-c constraints.txt '.[mcp]'" in text  # `mcp --http` needs the extra
+
+
+def test_the_gateway_is_deployed_with_its_service() -> None:
+    (deployment,) = [o for o in _workloads() if o["metadata"]["name"] == "gateway"]
+    assert deployment["kind"] == "Deployment"
+    pod = deployment["spec"]["template"]
+    (container,) = pod["spec"]["containers"]
+    words = shlex.split(_command_line(container))
+    assert words[:2] == ["mcp", "--http"]
+    # the tokens file lives on a mounted Secret, read-only
+    tokens = words[words.index("--tokens") + 1]
+    mounts = {m["name"]: m for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    (mount,) = [m for m in mounts.values() if tokens.startswith(m["mountPath"] + "/")]
+    assert mount["readOnly"] is True
+    assert "secret" in volumes[mount["name"]]
+    # a non-loopback bind needs the names clients use (the Service's among them)
+    (service,) = [s for s in _objects("Service") if s["metadata"]["name"] == "gateway"]
+    allowed = words[words.index("--allowed-hosts") + 1].split(",")
+    namespace = service["metadata"]["namespace"]
+    assert f"gateway.{namespace}.svc.cluster.local" in allowed
+    assert service["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
+    ports = {p["name"] for p in container["ports"]}
+    assert {p["targetPort"] for p in service["spec"]["ports"]} <= ports
+    assert "startupProbe" in container
+    hardened = container["securityContext"]
+    assert hardened["readOnlyRootFilesystem"] is True
+    assert hardened["allowPrivilegeEscalation"] is False
+    assert hardened["capabilities"]["drop"] == ["ALL"]

@@ -1,6 +1,7 @@
 """Print the lock the Dockerfile installs worldline with: ``pip freeze
 --exclude-editable`` of this environment, kept to worldline's runtime dependencies and
-theirs (the ``dependencies`` of pyproject.toml, followed through each installed
+theirs (the ``dependencies`` of pyproject.toml and of the extras the image installs,
+followed through each installed
 distribution's own requirements; no extras, no test tools). From the repository root,
 in the project's virtual environment (``pip install -e '.[test]'`` first):
 
@@ -30,10 +31,16 @@ HEADER = (
 )
 
 
+IMAGE_EXTRAS = ("mcp",)  # the extras the image installs (the gateway: `mcp --http`)
+
+
 def runtime_requirements(pyproject: Path = ROOT / "pyproject.toml") -> list[str]:
-    """The ``[project].dependencies`` of ``pyproject``, as written."""
+    """The ``[project].dependencies`` of ``pyproject`` and those of the extras the
+    image installs, as written."""
     with pyproject.open("rb") as f:
-        return list(tomllib.load(f)["project"]["dependencies"])
+        project = tomllib.load(f)["project"]
+    extras = project.get("optional-dependencies", {})
+    return [*project["dependencies"], *(r for e in IMAGE_EXTRAS for r in extras[e])]
 
 
 def closure(requirements: list[str]) -> set[str]:

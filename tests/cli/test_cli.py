@@ -399,6 +399,11 @@ def test_sim_index_then_a_session_through_up(tmp_path: Path) -> None:
     manifest = json.loads(built.stdout)
     assert manifest["transitions"] == 28  # by hand: 2+3+3+4+0 toolbench, 5+11 swe-agent
     assert len(manifest["issues"]) == 1
+    # The index's own track record, kept beside it and printed by key.
+    kept = json.loads((index / "track.json").read_text())
+    assert kept["index"] == manifest["id"]
+    assert manifest["track"] == kept["keys"]
+    assert sum(k["asked"] for k in kept["keys"]) == min(28, kept["sample"])
     again = subprocess.run(
         [WORLDLINE, "sim", "index", *_traces(), "--out", str(index)],
         capture_output=True,
@@ -450,6 +455,26 @@ def test_sim_index_then_a_session_through_up(tmp_path: Path) -> None:
         assert reply["messages"][0]["tool_call_id"] == "call_9"
         assert reply["message"]["content"]
         assert reply["grounding"]
+        assert reply["grounded"] is True  # --json prints every key
+        # A tool the index does not hold: refused, or with --best-guess, flagged.
+        call["tool_calls"][0]["function"]["name"] = "book_hotel"  # type: ignore[index]
+        refused, guessed = (
+            subprocess.run(
+                [WORLDLINE, "sim", "session", "fix the failing test", *flags],
+                input=json.dumps(call) + "\n",
+                capture_output=True,
+                text=True,
+                timeout=30,
+                env=env,
+                check=False,
+            )
+            for flags in ([], ["--best-guess"])
+        )
+        assert refused.returncode == 3
+        assert "no_grounding" in refused.stderr
+        assert guessed.returncode == 0, guessed.stderr
+        assert guessed.stdout.startswith("tool[call_9]: ")
+        assert "best guess, call_9: no grounding:" in guessed.stderr
     finally:
         assert _stop(running) == 0
 

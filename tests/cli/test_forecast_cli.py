@@ -54,6 +54,7 @@ async def test_the_forecast_verb_and_before_forecast(
         said = await _cli(nats_url, world, "forecast", ASK)
         as_json = await _cli(nats_url, world, "forecast", SEARCH, "--k", "3", "--json")
         far = await _cli(nats_url, world, "forecast", FAR)
+        far_json = await _cli(nats_url, world, "forecast", FAR, "--json")
         excluded = await _cli(
             nats_url, world, "forecast", "--exclude", "lin-a", ASK, "--json"
         )
@@ -75,6 +76,11 @@ async def test_the_forecast_verb_and_before_forecast(
     assert far.returncode == 0, far.stderr  # no grounding is an answer, not a failure
     assert "no grounding:" in far.stdout
     assert "x  " not in far.stdout  # and no outcome is shown
+    # --json keeps every key, defaults too (issue 26.5): no outcomes, a message.
+    ungrounded = json.loads(far_json.stdout)
+    assert ungrounded["grounded"] is False
+    assert ungrounded["outcomes"] == []
+    assert ungrounded["move_kind"] == "message"
     kept = json.loads(excluded.stdout)  # --exclude did not swallow the move
     assert kept["move"] == ASK
     assert all("lin-a" not in o["lineages"] for o in kept["outcomes"])

@@ -530,9 +530,9 @@ def test_pipeline_add_belief_reaches_the_projector() -> None:
 
     verbs: tuple[RpcVerb, ...] = (
         "get", "list", "read", "view", "trace", "before", "search",
-        "contradictions",
+        "contradictions", "calibration",
     )  # fmt: skip
-    assert len(projector_spec.services) == len(verbs) == 8
+    assert len(projector_spec.services) == len(verbs) == 9
     assert [svc.subject for svc in projector_spec.services] == [
         rpc_pattern(verb) for verb in verbs
     ]

@@ -10,12 +10,13 @@ from typing import TYPE_CHECKING, Final
 
 import msgspec
 
+from worldline.actors.belief_model import reliability
+from worldline.actors.fusion import assess, sources, standing
 from worldline.actors.fusion import core as fusion
-from worldline.actors.fusion import sources
 from worldline.actors.fusion import upgrade as fusion_upgrade
 from worldline.actors.registry import build
 from worldline.actors.runtime.memory import MemoryState
-from worldline.actors.runtime.spec import Context, Reader
+from worldline.actors.runtime.spec import Context, Reader, Step
 from worldline.actors.runtime.store import Store
 from worldline.protocols.beliefs import Evidence
 from worldline.protocols.messages import (
@@ -25,6 +26,7 @@ from worldline.protocols.messages import (
     OpVerdict,
     PosteriorUpdate,
     SetTrust,
+    Sources,
 )
 from worldline.protocols.subjects import ops
 
@@ -301,3 +303,24 @@ def test_trust_keys_are_bounded_and_the_upgrade_moves_an_overlong_one() -> None:
     assert len(fusion.trust_key(W, old_source)) <= 511
     # A short source keeps its key: stores written before need nothing moved.
     assert fusion.trust_key(W, "lab") == f"trust/{W}/lab".encode()
+
+
+def test_the_sources_reply_reports_the_assessments_fixed_point() -> None:
+    """The learned table and the ``sources`` reply carry how the last assessment's
+    fixed point ended: its rounds and the largest change in its last round (at most
+    the tolerance, once converged); before any assessment both are 0."""
+    state = MemoryState()
+    assert standing.serve(state, Sources(), W).rounds == 0
+    claims = [
+        reliability.Claim(f"q{i}", "t" if i % 4 else f"x{h}", f"s{h}")
+        for i in range(12)
+        for h in range(3)
+    ]
+    result = reliability.estimate(claims)
+    state.apply(Step(writes=assess.writes(state, W, assess.table(claims))))
+    reply = standing.serve(state, Sources(), W)
+    assert reply.rounds == result.rounds > 0
+    assert reply.change == result.change <= reliability.Params().tolerance
+    row = assess.learned(state, W, "s0")
+    assert row is not None
+    assert (row.rounds, row.change) == (reply.rounds, reply.change)

@@ -566,6 +566,8 @@ SAMPLES: Final[tuple[Message, ...]] = (
             )
         ],
         total=1,
+        rounds=23,
+        change=4.5e-7,
     ),
     OpStatus(seq=43),
     OpStatusReply(
@@ -634,15 +636,22 @@ SAMPLES: Final[tuple[Message, ...]] = (
     OpApplied(seq=43),
     SimStart(task="book a flight", context="user: hi", exclude_lineages=["lin-1"]),
     SimStarted(session_id="sim-00ff", limits=Limits(sessions=8), index="ab" * 32),
-    SimStep(session_id="sim-00ff", message={"role": "assistant", "content": "Where?"}),
+    SimStep(
+        session_id="sim-00ff",
+        message={"role": "assistant", "content": "Where?"},
+        best_guess=True,
+    ),
     SimStepReply(
         message={"role": "user", "content": "Lisbon"},
         terminal=True,
         grounding=["tr-1", "tr-2"],
+        grounded=False,
+        similarity=0.25,
+        note="no grounding: the nearest real reply to a message scores 0.250",
     ),
     SimEnd(session_id="sim-00ff"),
     SimEnded(session_id="sim-00ff"),
-    SimError(name="too_many_messages", message="the transcript holds 128 messages"),
+    SimError(name="no_grounding", message="nearest 0.197", similarity=0.197),
     SimForecast(
         move='search_flights({"to": "LIS"})',
         context="user: to Lisbon",

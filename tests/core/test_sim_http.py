@@ -308,7 +308,9 @@ def test_every_lineage_excluded_means_no_grounding_and_no_call(fake: Fake) -> No
 
 def test_excluded_lineages_never_reach_the_prompt(fake: Fake) -> None:
     p = provider(fake)
-    prediction = p(session(exclude=("lin-a",)), ACTION)
+    # What is left is unrelated (below the floor): asked for, a flagged best guess.
+    prediction = p(session(exclude=("lin-a",)), ACTION, best_guess=True)
+    assert not prediction.grounded
     assert "id-aaa1" not in prediction.grounding
     prompt = fake.requests[0].json()["messages"][1]["content"]
     assert EXAMPLES[0].action not in prompt

@@ -25,7 +25,13 @@ T0: Final = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def echo(observation: str = "ok", terminal: bool = False) -> Any:
-    def provider(session: Session, action: str, kind: Kind = "message") -> Prediction:
+    def provider(
+        session: Session,
+        action: str,
+        kind: Kind = "message",
+        *,
+        best_guess: bool = False,
+    ) -> Prediction:
         return Prediction(observation=observation, terminal=terminal, grounding=("t",))
 
     return provider
@@ -80,7 +86,13 @@ def test_only_non_empty_assistant_text_is_accepted(message: Any, name: str) -> N
     session = s.start(W, "t", "", T0)
     called: list[str] = []
 
-    def provider(session: Session, action: str, kind: Kind = "message") -> Prediction:
+    def provider(
+        session: Session,
+        action: str,
+        kind: Kind = "message",
+        *,
+        best_guess: bool = False,
+    ) -> Prediction:
         called.append(action)
         return Prediction(observation="x", terminal=False, grounding=())
 
@@ -197,7 +209,13 @@ def test_each_tool_call_gets_a_tool_result_keyed_by_its_id() -> None:
     session = s.start(W, "refund order 4471", "user: refund order 4471", T0)
     asked: list[tuple[str, str, str]] = []
 
-    def provider(session: Session, action: str, kind: Kind = "message") -> Prediction:
+    def provider(
+        session: Session,
+        action: str,
+        kind: Kind = "message",
+        *,
+        best_guess: bool = False,
+    ) -> Prediction:
         asked.append((action, kind, session.text()))
         return Prediction(
             observation=f"result of {action}", terminal=False, grounding=(action,)

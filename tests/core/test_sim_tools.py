@@ -93,10 +93,14 @@ def provider() -> LocalProvider:
 def test_a_tool_call_is_answered_by_a_tool_result_of_the_same_tool(
     provider: LocalProvider,
 ) -> None:
-    p = provider(session(), 'get_order({"id": 4471})', "tool")
+    # Order 4471 was never looked up (t-3 is order 9's): only a flagged best guess.
+    p = provider(session(), 'get_order({"id": 4471})', "tool", best_guess=True)
     assert p.observation == '{"order": 9, "status": "shipped"}'
     assert p.grounding[0] == "t-3"  # same tool first
     assert set(p.grounding) == {"t-2", "t-3"}  # tool results only, never t-1
+    assert not p.grounded
+    seen = provider(session(), 'get_order({"id": 9})', "tool")
+    assert (seen.grounding[0], seen.grounded) == ("t-3", True)
 
 
 def test_a_message_is_answered_by_a_message(provider: LocalProvider) -> None:
@@ -163,7 +167,7 @@ def test_the_service_answers_tool_calls_keyed_by_id() -> None:
         "content": None,
         "tool_calls": [
             {"id": "call_a", "type": "function",
-             "function": {"name": "get_order", "arguments": '{"id": 4471}'}},
+             "function": {"name": "get_order", "arguments": '{"id": 9}'}},
             {"id": "call_b", "type": "function",
              "function": {"name": "get_user", "arguments": '{"id": 4471}'}},
         ],
@@ -207,7 +211,8 @@ def test_the_service_counts_the_attested_requester_not_the_body() -> None:
     assert again.name == "session_quota"
     assert "'spock'" in again.message
     step = SimStep(
-        session_id=started.session_id, message={"role": "assistant", "content": "hi"}
+        session_id=started.session_id,
+        message={"role": "assistant", "content": "Good morning."},
     )
     with answering_for(zora):
         assert isinstance(ask(s, SimStart(task=TASK, agent="zora")), SimStarted)

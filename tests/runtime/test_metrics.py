@@ -11,6 +11,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from datetime import UTC, datetime
@@ -26,6 +27,7 @@ import worldline
 from tests.support import all_actors, unique_world
 from worldline.actors.registry import build
 from worldline.actors.runtime.endpoint import answer, serve_metrics
+from worldline.actors.runtime.lease import LeaseGate
 from worldline.actors.runtime.metrics import (
     RateWindow,
     Registry,
@@ -136,6 +138,31 @@ def test_render_counts_every_actor_and_durable_once() -> None:
         name == "worldline_consumer_lag" and ("actor", mat.instance) in labels
         for name, labels in samples
     )
+
+
+def test_liveness_gauges_show_heartbeats_stalls_and_the_lease() -> None:
+    registry = Registry()
+    fusion = registry.actor(build("fusion"))
+    mat = registry.actor(build("materializer", replica="a"))
+    mat.lease = LeaseGate("materializer.p0of1", mat.instance)
+    samples = parse(render(registry))
+    f = {"actor": "fusion", "durable": "fusion"}
+    assert value(samples, "worldline_input_stalled", **f) == 0
+    # No heartbeat written yet: no sample rather than a made-up time.
+    assert not any(n == "worldline_heartbeat_time_seconds" for n, _ in samples)
+    lease = {"actor": mat.instance, "lease": "materializer.p0of1"}
+    assert value(samples, "worldline_lease_held", **lease) == 0
+    assert value(samples, "worldline_lease_term", **lease) == 0
+    # Only a replica that takes a lease reports one.
+    assert {
+        dict(labels)["actor"] for n, labels in samples if n == "worldline_lease_held"
+    } == {mat.instance}
+    fusion.heartbeat_at = 1_700_000_000.0
+    fusion.inputs["fusion"].stalled_since = datetime(2024, 1, 1, tzinfo=UTC)
+    samples = parse(render(registry))
+    assert value(samples, "worldline_input_stalled", **f) == 1
+    beat = value(samples, "worldline_heartbeat_time_seconds", actor="fusion")
+    assert beat == 1_700_000_000.0
 
 
 def test_label_values_are_escaped() -> None:
@@ -309,6 +336,21 @@ async def test_metrics_move_with_writes_and_stop_with_the_actors(
         assert value(after, "worldline_rpc_seconds_count", **before_rpc) == 1
         assert value(after, "worldline_rpc_seconds_sum", **before_rpc) > 0
         assert value(after, "process_open_fds") > 0
+        # Liveness: heartbeats land, nothing is stalled, the lone materializer holds
+        # its partition's lease in the first term.
+        beat = value(after, "worldline_heartbeat_time_seconds", actor="fusion")
+        assert abs(beat - time.time()) < 30
+        assert value(after, "worldline_input_stalled", **fusion) == 0
+        leases = {
+            (dict(labels)["actor"], v)
+            for (name, labels), v in after.items()
+            if name == "worldline_lease_held"
+        }
+        assert len(leases) == 1, leases
+        assert next(iter(leases))[1] == 1, leases
+        terms = [v for (n, _), v in after.items() if n == "worldline_lease_term"]
+        assert terms
+        assert terms[0] >= 1
         # Other paths are not served.
         missing = await anyio.to_thread.run_sync(
             scrape, f"http://127.0.0.1:{port}/other"

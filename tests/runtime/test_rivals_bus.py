@@ -172,6 +172,7 @@ def test_the_cli_adds_answers_assesses_and_lists_sources(
         assessed = cli("assess")
         assert assessed.returncode == 0, assessed.stderr
         assert "assessed (seq" in assessed.stdout
+        assert "learned in " in assessed.stdout  # the fixed point's rounds and change
         traced = cli("trace", ids[0])
         assert traced.returncode == 0, traced.stderr
         assert "weights: s1 x" in traced.stdout  # the learned weight, per source
@@ -184,6 +185,7 @@ def test_the_cli_adds_answers_assesses_and_lists_sources(
             "s1",
             "s2",
         }
+        assert json.loads(listing.stdout)["rounds"] > 0
         lines = [
             {"add": {"text": "Knuth", "slot": "who wrote TAOCP", "id": "b-knuth"}},
             {"add": {"text": "Wirth", "slot": "who wrote TAOCP", "id": "b-wirth"}},

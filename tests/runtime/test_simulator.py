@@ -124,6 +124,49 @@ async def test_a_session_answers_from_real_transitions(
             await w.sim_end(kept.session_id)
 
 
+async def test_a_call_to_a_tool_the_index_does_not_hold_is_never_a_confident_answer(
+    nats_url: str, tmp_path: Path
+) -> None:
+    """Issue 26.4: ``book_hotel`` returned ``search_flights``' result, unflagged."""
+    world = unique_world("simfloor")
+    simulator = build("simulator", sim_index=make_index(tmp_path))
+    call = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "call_h",
+                "type": "function",
+                "function": {"name": "book_hotel", "arguments": '{"city": "Paris"}'},
+            }
+        ],
+    }
+    async with (
+        running([simulator], url=nats_url, data=tmp_path),
+        worldline.connect(nats_url, world=world, agent="eval") as w,
+    ):
+        started = await w.sim_start("book a flight")
+        with pytest.raises(worldline.SimulationError) as refused:
+            await w.sim_step(started.session_id, call)
+        guess = await w.sim_step(started.session_id, call, best_guess=True)
+        after = await w.sim_step(started.session_id, ASK)  # the refusal changed nothing
+        await w.sim_end(started.session_id)
+    assert refused.value.name == "no_grounding"
+    assert "book_hotel" in refused.value.message
+    assert refused.value.similarity is not None
+    assert refused.value.similarity <= 0.5
+    assert not guess.grounded
+    assert guess.note.startswith("call_h: no grounding:")
+    assert guess.similarity is not None
+    assert guess.similarity <= 0.5
+    assert guess.messages == [
+        {"role": "tool", "tool_call_id": "call_h", "content": '["IB3170"]'}
+    ]
+    assert after.grounded
+    assert after.similarity is not None
+    assert after.similarity > 0.5
+
+
 async def test_without_an_index_sessions_are_refused_by_name(
     nats_url: str, tmp_path: Path
 ) -> None:

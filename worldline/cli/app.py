@@ -133,7 +133,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         setup_logging(
             verbose=args.verbose,
             fmt=getattr(args, "log_format", None),
-            actors=args.verb in ("up", "actor"),
+            actors=args.verb in ("up", "actor")
+            or (args.verb in ("mcp", "console") and getattr(args, "http", False)),
         )
     except ValueError as exc:  # a bad WORLDLINE_LOG_FORMAT
         _fail(EXIT_USAGE, str(exc))

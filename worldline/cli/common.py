@@ -5,16 +5,17 @@ on one connection."""
 
 from __future__ import annotations
 
-import getpass
-import os
-import re
+import signal
 import sys
+import warnings
 from typing import TYPE_CHECKING, Any
 
+import anyio
 import msgspec
 
 from worldline.sdk.client import World, connect
-from worldline.sdk.discovery import URL_FILE, bus_url, default_data
+from worldline.sdk.discovery import URL_FILE, bus_url, default_agent, default_data
+from worldline.sdk.worlds import NewWorldWarning
 
 if TYPE_CHECKING:
     import argparse
@@ -34,6 +35,7 @@ __all__ = [
     "default_url",
     "emit",
     "every_key",
+    "until_interrupted",
     "with_world",
 ]
 
@@ -46,17 +48,6 @@ def default_url() -> str:
     """``$WORLDLINE_NATS``, else the URL a local ``worldline up`` wrote, else :4222
     (the SDK's rule: :func:`worldline.sdk.discovery.bus_url`)."""
     return bus_url()
-
-
-def default_agent() -> str:
-    env = os.environ.get("WORLDLINE_AGENT")
-    if env:
-        return env
-    try:
-        user = re.sub(r"[^A-Za-z0-9_-]", "-", getpass.getuser())[:64]
-    except (KeyError, OSError):
-        user = ""
-    return user or "cli"
 
 
 def every_key(value: Any) -> Any:
@@ -89,13 +80,49 @@ def emit(args: argparse.Namespace, value: Any, human: str) -> None:
         print(human)
 
 
+async def until_interrupted(work: Callable[[], Awaitable[None]]) -> None:
+    """Run ``work`` until it ends or SIGINT/SIGTERM arrives, then raise
+    :class:`KeyboardInterrupt` (exit 130).
+
+    The event loop's own Ctrl-C handling cancels the main task once; a library
+    that swallows that one cancellation (asyncio.wait_for in nats-py's fetch
+    returns the message that arrived as it was cancelled, which a loaded machine
+    makes likely) keeps ``work`` running for good. An anyio cancel scope delivers
+    the cancellation again at every await until ``work`` has left it."""
+    heard = False
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with anyio.create_task_group() as tg:
+
+            async def stop_on_signal() -> None:
+                nonlocal heard
+                async for _ in signals:
+                    heard = True
+                    break
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(stop_on_signal)
+            await work()
+            tg.cancel_scope.cancel()
+    if heard:
+        raise KeyboardInterrupt
+
+
+def _say(message: Warning | str, *_: object, **__: object) -> None:
+    """A warning the SDK gives (a new world named like a known one): one line."""
+    sys.stderr.write(f"worldline: warning: {message}\n")
+
+
 async def with_world(
     args: argparse.Namespace, verb: Callable[[World], Awaitable[None]]
 ) -> None:
-    async with connect(
-        args.nats or default_url(),
-        world=args.world,
-        agent=args.agent,
-        request_timeout=args.timeout,
-    ) as world:
-        await verb(world)
+    with warnings.catch_warnings():  # restores showwarning after
+        warnings.simplefilter("always", NewWorldWarning)
+        warnings.showwarning = _say
+        async with connect(
+            args.nats or default_url(),
+            world=args.world,
+            agent=args.agent,
+            request_timeout=args.timeout,
+            require_declared=True if getattr(args, "require_declared", False) else None,
+        ) as world:
+            await verb(world)

@@ -1,10 +1,12 @@
-"""``worldline completion bash|zsh``: a shell completion script, generated from the
+"""``worldline completion bash|zsh|fish``: a shell completion script, generated from the
 argument parser itself (every verb, sub-verb, option and option choice), so it never
 drifts from the CLI. No dependency: a small static generator over the parser tree.
 
 bash: ``eval "$(worldline completion bash)"`` (or save it under
 ``~/.local/share/bash-completion/completions/worldline``); zsh: ``eval "$(worldline
-completion zsh)"`` in ``~/.zshrc`` (it loads zsh's ``bashcompinit``).
+completion zsh)"`` in ``~/.zshrc`` (it loads zsh's ``bashcompinit``); fish:
+``worldline completion fish > ~/.config/fish/completions/worldline.fish`` (fish's own
+``complete`` lines, with each verb's and option's help as its description).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from worldline.cli.manners import leaves, subcommands
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["SHELLS", "bash_script", "run", "zsh_script"]
+__all__ = ["SHELLS", "bash_script", "fish_script", "run", "zsh_script"]
 
 # Offered before the verb too (the CLI moves them after it).
 GLOBALS = ["--agent", "--creds", "--json", "--nats", "--timeout", "--world"]
@@ -137,8 +139,93 @@ def zsh_script(root: argparse.ArgumentParser) -> str:
     )
 
 
+def _fish_words(words: list[str]) -> str:
+    """``words`` as one fish string (single quotes; fish escapes only ``\\`` and
+    ``'`` inside them)."""
+    text = " ".join(words)
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def fish_script(root: argparse.ArgumentParser) -> str:
+    """fish's own completions (``complete -c worldline``): each verb's sub-verbs,
+    options and option choices, offered where the words typed so far lead (found
+    as bash finds them: options and their values skipped)."""
+    cases: list[str] = []
+    lines: list[str] = []
+    for path, parser in leaves(root):
+        key = " ".join(path)
+        at = f"-n {_fish_words(['__worldline_at', shlex.quote(key)])}"
+        subs = list(subcommands(parser))
+        if subs:
+            names = [name for name, _, _ in subs]
+            cases.append(
+                f"        case {_fish_words([key])}\n            echo {' '.join(names)}"
+            )
+            lines += [
+                f"complete -c worldline -f {at} -a {_fish_words([name])} "
+                f"-d {_fish_words([help_line])}"
+                for name, help_line, _ in subs
+            ]
+        for action in parser._actions:
+            if not action.option_strings and action.choices and not subs:
+                offered = _fish_words([str(c) for c in action.choices])
+                lines.append(f"complete -c worldline -f {at} -a {offered}")
+            longs = [o[2:] for o in action.option_strings if o.startswith("--")]
+            if not longs or action.help == argparse.SUPPRESS:
+                continue
+            spec = " ".join(f"-l {name}" for name in longs)
+            if action.choices:
+                choices = [str(c) for c in action.choices]
+                spec += f" -x -a {_fish_words(choices)}"
+            elif action.nargs != 0:
+                spec += " -r"
+            described = _fish_words([action.help or ""])
+            lines.append(f"complete -c worldline {at} {spec} -d {described}")
+    for option in GLOBALS:  # before the verb too
+        spec = f"-l {option[2:]}" + ("" if option == "--json" else " -r")
+        lines.append(f"complete -c worldline -n '__worldline_at \"\"' {spec}")
+    valued = " ".join(sorted(_valued(root)))
+    nl = "\n"
+    return f"""# fish completion for worldline (`worldline completion fish` wrote it)
+function __worldline_subs
+    switch "$argv[1]"
+{nl.join(cases)}
+    end
+end
+function __worldline_path
+    set -l valued {valued}
+    set -l path
+    set -l skip 0
+    for w in (commandline -opc)[2..-1]
+        if test $skip = 1
+            set skip 0
+            continue
+        end
+        switch $w
+            case '-*=*'
+                continue
+            case '-*'
+                contains -- $w $valued; and set skip 1
+                continue
+        end
+        if contains -- $w (string split ' ' -- (__worldline_subs "$path"))
+            set -a path $w
+        end
+    end
+    string join ' ' -- $path
+end
+function __worldline_at
+    set -l path (__worldline_path)
+    test "$path" = "$argv[1]"
+end
+complete -c worldline -e
+{nl.join(lines)}
+"""
+
+
 SHELLS: dict[str, Callable[[argparse.ArgumentParser], str]] = {
     "bash": bash_script,
+    "fish": fish_script,
     "zsh": zsh_script,
 }
 

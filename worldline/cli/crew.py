@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from worldline.cli.common import emit
+from worldline.cli.common import emit, until_interrupted
 from worldline.protocols.messages import (
     InboxMessage,
     Notification,
@@ -36,13 +36,17 @@ __all__ = ["VERBS"]
 def _watch(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
     async def run(world: World) -> None:
         await _declared_view(world, args.of, "watch")  # else it would wait forever
-        async for view in world.watch(args.of):
-            if args.json:
-                sys.stdout.write(msgspec.json.encode(view, order="sorted").decode())
-                sys.stdout.write("\n")
-            elif view.worldview is not None:
-                sys.stdout.write(view.worldview.prompt + "\n")
-            sys.stdout.flush()
+
+        async def follow() -> None:
+            async for view in world.watch(args.of):
+                if args.json:
+                    encoded = msgspec.json.encode(view, order="sorted").decode()
+                    sys.stdout.write(encoded + "\n")
+                elif view.worldview is not None:
+                    sys.stdout.write(view.worldview.prompt + "\n")
+                sys.stdout.flush()
+
+        await until_interrupted(follow)  # Ctrl-C stops it at once, however loaded
 
     return run
 
@@ -192,8 +196,10 @@ def view_text(view: AgentView) -> str:
     for title, items in sections:
         lines.append(f"{title} ({len(items)}):")
         lines += [f"  {item}" for item in items]
-    lines.append(f"inbox: {view.inbox_pending} pending")
-    lines += [f"  {line}" for line in view.inbox_recent]
+    lines.append(f"inbox: {view.inbox_pending} pending (`worldline inbox` reads them)")
+    if view.inbox_recent:  # the last messages, read or not: said as such
+        lines.append(f"latest messages, read or not ({len(view.inbox_recent)}):")
+        lines += [f"  {line}" for line in view.inbox_recent]
     if view.worldview is not None:
         lines += ["", view.worldview.prompt.rstrip("\n")]
     return "\n".join(lines)

@@ -38,7 +38,7 @@ MEANINGS = {
 # Options every client verb takes, given before the verb or after it (those with a
 # value, then the flags). `-v` stays where it is: the root and every verb take it.
 VALUED = frozenset({"--nats", "--world", "--agent", "--creds", "--timeout"})
-FLAGS = frozenset({"--json"})
+FLAGS = frozenset({"--json", "--require-declared"})
 GROUPS = frozenset({"world", "sim"})  # verbs whose sub-verb follows them
 
 
@@ -92,9 +92,10 @@ class Parser(argparse.ArgumentParser):
     json_errors = False  # set by ``main`` from the command line
 
     def error(self, message: str) -> NoReturn:
+        """One line: the error and where the usage is (not the whole usage block)."""
         if Parser.json_errors:
             fail(2, f"{self.prog}: {message}", json_errors=True)
-        super().error(message)
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
 
 
 def fail(code: int, message: str, *, json_errors: bool) -> NoReturn:

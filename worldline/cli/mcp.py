@@ -1,6 +1,8 @@
 """The ``mcp`` verb: serve an agent's world model as an MCP server, over stdio (one
 agent) or streamable HTTP (``--http``: the agents of a tokens file, each with its own
-bus credentials; :mod:`worldline.mcp`).
+bus credentials; :mod:`worldline.mcp`). Over HTTP it is the whole gateway: the
+console at ``/console/``, ``/healthz``, ``/readyz`` and ``/metrics`` beside ``/mcp``
+(:mod:`worldline.console.gateway`).
 
 The MCP SDK is an extra (``pip install 'worldline[mcp]'``): it is imported only when
 this verb runs, and without it the verb says how to install it and exits 2.
@@ -16,7 +18,11 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from worldline.actors.runtime.auth import CREDS_ENV
+from worldline.actors.runtime.auth import (
+    CREDS_ENV,
+    CredentialsError,
+    load_credentials,
+)
 from worldline.cli.common import EXIT_OK, EXIT_USAGE, default_url
 
 if TYPE_CHECKING:
@@ -50,14 +56,16 @@ def _hosts(text: str) -> tuple[str, ...]:
     return entries
 
 
-def add_arguments(verb: argparse.ArgumentParser) -> None:
-    """The ``mcp`` verb's own options (the client options come from its parent)."""
-    verb.add_argument(
-        "--http",
-        action="store_true",
-        help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio "
-        "(needs --tokens)",
-    )
+def add_arguments(verb: argparse.ArgumentParser, *, http: bool = False) -> None:
+    """The ``mcp`` verb's own options (the client options come from its parent);
+    ``http``: the ``console`` verb's, always over HTTP."""
+    if not http:
+        verb.add_argument(
+            "--http",
+            action="store_true",
+            help="serve streamable HTTP at http://HOST:PORT/mcp, with the console "
+            "at /console/, instead of stdio (needs --tokens)",
+        )
     verb.add_argument(
         "--host",
         default="127.0.0.1",
@@ -87,12 +95,29 @@ def add_arguments(verb: argparse.ArgumentParser) -> None:
         help="--http: TOML file mapping each agent's bearer-token sha256 to its "
         "credentials file ([agents.NAME] token_sha256, creds; docs/agents.md)",
     )
+    verb.add_argument(
+        "--console-creds",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="--http: the credentials the console reads the world with (an "
+        "operator's or a read-only user's; default --creds or WORLDLINE_CREDS); "
+        "refused or missing on a secured bus: MCP still serves, the console says why",
+    )
+    verb.add_argument(
+        "--log-format",
+        choices=["text", "json"],
+        default=None,
+        help="--http: log lines as text (time, level) or JSON objects (env "
+        "WORLDLINE_LOG_FORMAT; default text)",
+    )
 
 
 def run_mcp(args: argparse.Namespace) -> int:
     """Serve the world model as MCP tools: over stdio (stdout is the protocol; logs go
     to stderr) as ``--agent``, or over HTTP as each authenticated agent."""
     try:  # the MCP SDK is only loaded here
+        from worldline.console.gateway import gateway
         from worldline.mcp.auth import load_tokens
         from worldline.mcp.server import serve, serve_http, transport_security
     except ImportError as exc:
@@ -100,6 +125,7 @@ def run_mcp(args: argparse.Namespace) -> int:
             "mcp",
             "uvicorn",
             "pydantic",
+            "starlette",
         ):
             raise
         sys.stderr.write(
@@ -113,6 +139,8 @@ def run_mcp(args: argparse.Namespace) -> int:
         for flag, given in (
             ("--tokens", tokens_file is not None),
             ("--allowed-hosts", bool(getattr(args, "allowed_hosts", ()))),
+            ("--log-format", getattr(args, "log_format", None) is not None),
+            ("--console-creds", getattr(args, "console_creds", None) is not None),
         ):
             if given:
                 sys.stderr.write(f"worldline: {flag} is for --http only\n")
@@ -129,14 +157,20 @@ def run_mcp(args: argparse.Namespace) -> int:
         )
         return EXIT_OK
     if tokens_file is None:
+        verb = "console" if args.verb == "console" else "--http"
         sys.stderr.write(
-            "worldline: --http needs --tokens FILE: who may call, as which agent "
+            f"worldline: {verb} needs --tokens FILE: who may call, as which agent "
             "(docs/agents.md, 'Over HTTP'); unauthenticated HTTP is not served\n"
         )
         return EXIT_USAGE
     # Refuse a non-loopback bind without --allowed-hosts before reading anything.
     transport_security(args.host, args.allowed_hosts)
     tokens = load_tokens(tokens_file, env_creds=bool(os.environ.get(CREDS_ENV)))
+    if args.console_creds is not None:  # named, so it must be readable: say so now
+        try:
+            load_credentials(args.console_creds)
+        except CredentialsError as exc:
+            raise CredentialsError(f"--console-creds: {exc}") from exc
     anyio.run(
         partial(
             serve_http,
@@ -147,6 +181,7 @@ def run_mcp(args: argparse.Namespace) -> int:
             port=args.port,
             allowed_hosts=args.allowed_hosts,
             request_timeout=args.timeout,
+            gateway=partial(gateway, creds=args.console_creds),
         ),
         backend="asyncio",
     )

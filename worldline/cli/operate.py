@@ -16,16 +16,9 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 import anyio
 import msgspec
 
-from worldline.actors.belief_model import contextual
-from worldline.actors.belief_model.embedding import ENV_EMBEDDER
-from worldline.actors.registry import ACTORS, build
 from worldline.actors.runtime.auth import CREDS_ENV
 from worldline.actors.runtime.declare import REPLICAS_ENV
-from worldline.actors.runtime.embedded import EmbeddedNats, keep_writable
-from worldline.actors.runtime.lock import FolderLock
-from worldline.actors.runtime.metrics import Registry
 from worldline.actors.runtime.patience import CONNECT_WAIT_ENV
-from worldline.actors.runtime.supervise import run_actors
 from worldline.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -34,11 +27,9 @@ from worldline.cli.common import (
     default_url,
     emit,
 )
+from worldline.cli.notices import discovery_hint, notice, reach
 from worldline.cli.progress import Progress
-from worldline.ops.creds import write_credentials
-from worldline.ops.replay import ReplayResult, read_export, replay
-from worldline.ops.status import gather as gather_status
-from worldline.ops.status_table import render as render_status
+from worldline.cli.server_parts import require_server
 from worldline.sdk.client import World, connect
 from worldline.sdk.declaration import load_declaration
 from worldline.sdk.errors import BadRequest, BusUnavailable
@@ -50,6 +41,9 @@ if TYPE_CHECKING:
 
     from anyio.abc import TaskStatus
 
+    from worldline.actors.runtime.embedded import EmbeddedNats
+    from worldline.actors.runtime.lock import FolderLock
+    from worldline.ops.replay import ReplayResult
     from worldline.protocols.messages import (
         StateHashReply,
     )
@@ -98,6 +92,8 @@ def _connect_wait(args: argparse.Namespace) -> None:
 
 def _metrics(args: argparse.Namespace) -> dict[str, Any]:
     """``run_actors`` options: one registry, served when ``--metrics-port`` is set."""
+    from worldline.actors.runtime.metrics import Registry
+
     return {
         "metrics": Registry(),
         "metrics_port": args.metrics_port,
@@ -112,6 +108,10 @@ def _announce_metrics(options: dict[str, Any]) -> None:
 
 
 def run_up(args: argparse.Namespace) -> int:
+    # The server side loads here, never for --help or a client verb.
+    require_server("worldline up")
+    from worldline.actors.runtime.lock import FolderLock
+
     _stream_replicas(args)
     _connect_wait(args)
     data: Path = args.data
@@ -130,14 +130,20 @@ def run_up(args: argparse.Namespace) -> int:
 
 
 def _up_locked(args: argparse.Namespace, data: Path, lock: FolderLock) -> int:
+    from worldline.actors.belief_model import contextual
+    from worldline.actors.belief_model.embedding import ENV_EMBEDDER
+    from worldline.actors.registry import ACTORS, build
+    from worldline.actors.runtime.embedded import EmbeddedNats, keep_writable
+    from worldline.actors.runtime.supervise import run_actors
+
     # With the semantic extra, the contextual channel unless WORLDLINE_EMBEDDER says
     # otherwise (docs/worldview.md, "The contextual channel").
     chosen = contextual.default_for_up(os.environ, sim_index=bool(args.sim_index))
     if chosen is not None:
         os.environ[ENV_EMBEDDER] = chosen
-        print(
+        notice(
             f"embedder: {chosen} ({ENV_EMBEDDER}=hashing to turn it off)",
-            file=sys.stderr,
+            args.log_format,
         )
     specs = [build(name, sim_index=args.sim_index) for name in ACTORS]
     server: EmbeddedNats | None = None
@@ -165,7 +171,10 @@ def _up_locked(args: argparse.Namespace, data: Path, lock: FolderLock) -> int:
         lock.update(url=url)
         print(f"nats: {url}", flush=True)
         if server is not None:  # on stderr: stdout's lines are what scripts parse
-            print(_reach(url, args.server_config), file=sys.stderr, flush=True)
+            notice(reach(args.server_config), args.log_format)
+            hint = discovery_hint(data, url)
+            if hint:
+                notice(hint, args.log_format)
 
         async def ready() -> None:
             if declaration is not None:
@@ -202,16 +211,6 @@ def _remove_url_file(url_file: Path, url: str) -> None:
             url_file.unlink()
 
 
-def _reach(url: str, config: Path | None) -> str:
-    """Who can reach the embedded server ``up`` started (it binds 127.0.0.1)."""
-    if config is not None:
-        return f"nats: {url} (loopback only; clients authenticate as {config} says)"
-    return (
-        f"nats: {url} (loopback only: every local process can act as any agent; "
-        "see deploy/credentials.md for a secured server)"
-    )
-
-
 async def _declare_once(url: str, declaration: WorldDecl) -> None:
     """Declare the world unless it already holds exactly this declaration."""
     name = declaration.world.id
@@ -227,6 +226,10 @@ async def _declare_once(url: str, declaration: WorldDecl) -> None:
 
 
 def run_actor(args: argparse.Namespace) -> int:
+    require_server("worldline actor")
+    from worldline.actors.registry import build
+    from worldline.actors.runtime.supervise import run_actors
+
     _stream_replicas(args)
     _connect_wait(args)
     spec = build(
@@ -293,6 +296,8 @@ def _export(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
 def run_status(args: argparse.Namespace) -> int:
     """Print every actor instance's lag, rates, dead letters and store size."""
     from worldline.actors.runtime.consume import utcnow
+    from worldline.ops.status import gather as gather_status
+    from worldline.ops.status_table import render as render_status
 
     url = args.nats or default_url()
 
@@ -315,6 +320,8 @@ def run_status(args: argparse.Namespace) -> int:
 
 def run_creds(args: argparse.Namespace) -> int:
     """Write auth.conf and one credentials file per agent, actor and operator."""
+    from worldline.ops.creds import write_credentials
+
     decls = [load_declaration(path) for path in args.files]
     report = write_credentials(
         decls, args.out, rotate=args.rotate, sources=[str(p) for p in args.files]
@@ -354,6 +361,9 @@ def run_replay(args: argparse.Namespace) -> int:
 
 
 def _replay_into(args: argparse.Namespace, data: Path) -> int:
+    require_server("worldline replay")
+    from worldline.ops.replay import read_export, replay
+
     if args.source:
         try:
             with open(args.source, "rb") as f:
@@ -423,6 +433,8 @@ def _replay_into(args: argparse.Namespace, data: Path) -> int:
 async def _replay_from_bus(
     args: argparse.Namespace, data: Path
 ) -> tuple[ReplayResult, StateHashReply, StateHashReply]:
+    from worldline.ops.replay import replay
+
     async with connect(
         args.nats or default_url(),
         world=args.world,

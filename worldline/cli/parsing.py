@@ -102,6 +102,13 @@ def parser() -> argparse.ArgumentParser:
         default=None,
         help=f"this agent's credentials file from `worldline creds` (env {CREDS_ENV})",
     )
+    client.add_argument(
+        "--require-declared",
+        action="store_true",
+        help="refuse to write to a world no declaration names (env "
+        "WORLDLINE_REQUIRE_DECLARED=1); without it, a new world named like a known "
+        "one is only warned of",
+    )
     client.add_argument("--json", action="store_true", help="machine-readable output")
     client.add_argument("--timeout", type=float, default=10.0, help="seconds to wait")
 
@@ -186,7 +193,6 @@ def parser() -> argparse.ArgumentParser:
     )
     search.add_argument("--type", choices=BELIEF_TYPES, default=None)
     search.add_argument("--at", type=_instant, default=None, help="read at this clock")
-    search.add_argument("--as-of", type=_instant, default=None, help=AS_OF)
     search.add_argument(
         "--cursor",
         default="",
@@ -239,7 +245,6 @@ def parser() -> argparse.ArgumentParser:
 
     trace = verbs.add_parser("trace", parents=[client], help="a belief's provenance")
     trace.add_argument("id")
-    trace.add_argument("--as-of", type=_instant, default=None, help=AS_OF)
 
     read = verbs.add_parser(
         "read", parents=[client], help="the whole world model (beliefs, gaps, ...)"
@@ -371,7 +376,12 @@ def parser() -> argparse.ArgumentParser:
     index.add_argument("traces", nargs="+", type=Path, help="trace files")
     index.add_argument("--out", type=Path, required=True, help="a new folder")
     index.add_argument(
-        "--held-out", type=float, default=0.2, help="share of lineages held out"
+        "--held-out",
+        type=float,
+        default=0.2,
+        help="fraction in [0, 1) of lineage groups held out (split by group: all "
+        "trials of a task together; a group is held out when a hash of its name "
+        "falls below it, so the share of transitions varies)",
     )
     index.add_argument("--json", action="store_true")
     index.set_defaults(run=sim_verb.run_index)
@@ -394,6 +404,13 @@ def parser() -> argparse.ArgumentParser:
         default=[],
         metavar="LINEAGE",
         help="a lineage to keep out of retrieval (repeat for more)",
+    )
+    session.add_argument(
+        "--best-guess",
+        action="store_true",
+        help="below the similarity floor, answer with the nearest real transition "
+        "anyway, flagged (stderr; --json: grounded false) instead of refusing "
+        "no_grounding",
     )
 
     forecast = verbs.add_parser(
@@ -442,6 +459,14 @@ def parser() -> argparse.ArgumentParser:
     )
     mcp_verb.add_arguments(mcp)
     mcp.set_defaults(run=mcp_verb.run_mcp)
+    console = verbs.add_parser(
+        "console",
+        parents=[client],
+        help="serve the web console and MCP over HTTP (as `mcp --http`; "
+        "docs/console.md)",
+    )
+    mcp_verb.add_arguments(console, http=True)
+    console.set_defaults(run=mcp_verb.run_mcp, http=True)
 
     who = verbs.add_parser(
         "who",
@@ -455,10 +480,11 @@ def parser() -> argparse.ArgumentParser:
 
     shell = verbs.add_parser(
         "completion",
-        help="print a shell completion script (bash or zsh)",
+        help="print a shell completion script (bash, zsh or fish)",
         description="Print a completion script for SHELL on stdout: "
-        '`eval "$(worldline completion bash)"` in ~/.bashrc, or '
-        '`eval "$(worldline completion zsh)"` in ~/.zshrc.',
+        '`eval "$(worldline completion bash)"` in ~/.bashrc, '
+        '`eval "$(worldline completion zsh)"` in ~/.zshrc, or '
+        "`worldline completion fish > ~/.config/fish/completions/worldline.fish`.",
     )
     shell.add_argument("shell", choices=sorted(completion.SHELLS))
     shell.set_defaults(run=completion.run)

@@ -7,13 +7,13 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from worldline.actors.registry import ACTORS
 from worldline.actors.runtime.auth import CREDS_ENV
 from worldline.actors.runtime.declare import MAX_REPLICAS, REPLICAS_ENV
 from worldline.actors.runtime.patience import CONNECT_WAIT, CONNECT_WAIT_ENV
 from worldline.cli import operate
 from worldline.cli.common import default_data
 from worldline.cli.manners import Parser
+from worldline.protocols.subjects import ACTOR_NAMES
 
 if TYPE_CHECKING:
     from typing import Any
@@ -115,7 +115,7 @@ def add_server_verbs(verbs: Any) -> None:
     up.set_defaults(run=operate.run_up)
 
     actor = verbs.add_parser("actor", parents=[server], help="run one actor alone")
-    actor.add_argument("name", choices=list(ACTORS))
+    actor.add_argument("name", choices=list(ACTOR_NAMES))
     actor.add_argument(
         "--replica",
         default=None,

@@ -13,14 +13,16 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from worldline.cli.common import EXIT_OK, emit
+from worldline.cli.common import EXIT_OK, emit, every_key
 from worldline.cli.progress import Progress
 from worldline.sdk.errors import BadRequest, SimulationError
 
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Awaitable, Callable
+    from pathlib import Path
 
+    from worldline.actors.simulator.track import TrackRecord
     from worldline.protocols.messages import SimForecastReply
     from worldline.sdk.client import World
 
@@ -29,9 +31,12 @@ __all__ = ["VERBS", "forecast_lines", "run_evaluation", "run_index"]
 
 
 def run_index(args: argparse.Namespace) -> int:
-    """Read traces, pair their transitions, and write a read-only index artifact."""
-    from worldline.actors.extractor.traces import UnknownTraceFormat, parse_trace
-    from worldline.actors.simulator import index as transition_index
+    """Read traces, pair their transitions, and write a read-only index artifact.
+
+    Streamed: each file is read a conversation at a time (JSONL a line at a time),
+    each transition handed to the builder and forgotten, and the index written
+    file by file, so memory does not grow with a file's size."""
+    from worldline.actors.extractor.traces import TraceReader
     from worldline.actors.simulator.builder import IndexBuilder
 
     try:
@@ -41,44 +46,67 @@ def run_index(args: argparse.Namespace) -> int:
     issues = []
     names = []
     progress = Progress("sim index", total=len(args.traces))  # on a terminal only
-    for path in args.traces:
+    try:
+        for path in args.traces:
+            before = builder.pairs
+            try:
+                with path.open("rb") as f:
+                    reader = TraceReader(path.name, f)
+                    for t in reader:
+                        builder.add(t, reader.groups[t.lineage])
+            except OSError as exc:
+                raise BadRequest(f"cannot read {path}: {exc}") from exc
+            except ValueError as exc:  # UnknownTraceFormat, or a refused transition
+                raise BadRequest(f"{path}: {exc}") from exc
+            issues += reader.issues
+            names.append(path.name)
+            note = (
+                f"{path.name}: {reader.format}, {builder.pairs - before} transitions, "
+                f"{len(reader.issues)} issues"
+            )
+            progress.advance(note=note)
+            if not progress.shown:  # a pipe or a log: one plain line per file, no bar
+                sys.stderr.write(f"indexed {note}\n")
+        progress.close()
         try:
-            parsed = parse_trace(path.name, path.read_bytes())
+            manifest = builder.write(args.out, sources=names, issues=issues)
         except OSError as exc:
-            raise BadRequest(f"cannot read {path}: {exc}") from exc
-        except UnknownTraceFormat as exc:
-            raise BadRequest(f"{path}: {exc}") from exc
-        try:
-            # Streamed: each file's transitions are embedded and released in batches.
-            builder.add_all(parsed.transitions, parsed.groups)
+            raise BadRequest(f"cannot write the index to {args.out}: {exc}") from exc
         except ValueError as exc:
-            raise BadRequest(f"{path}: {exc}") from exc
-        issues += parsed.issues
-        names.append(path.name)
-        note = (
-            f"{path.name}: {parsed.format}, {len(parsed.transitions)} transitions, "
-            f"{len(parsed.issues)} issues"
-        )
-        progress.advance(note=note)
-        if not progress.shown:  # a pipe or a log: one plain line per file, no bar
-            sys.stderr.write(f"indexed {note}\n")
-    progress.close()
-    try:
-        built = builder.finish(sources=names, issues=issues)
-    except ValueError as exc:
-        raise BadRequest(str(exc)) from exc
-    try:
-        transition_index.save(built, args.out)
-    except (OSError, ValueError) as exc:
-        raise BadRequest(f"cannot write the index to {args.out}: {exc}") from exc
-    manifest = built.manifest
-    emit(
-        args,
-        manifest,
+            raise BadRequest(str(exc)) from exc
+    finally:
+        builder.close()
+    record = _track_record(args.out)
+    report = {
+        **msgspec.to_builtins(manifest),
+        "transition_count": manifest.transitions,  # distinct
+        "pair_count": builder.pairs,  # every pair read, repeats included
+        "track": msgspec.to_builtins(record.keys),
+    }
+    lines = [
         f"index {manifest.id[:12]} at {args.out}: {manifest.transitions} transitions "
-        f"from {len(names)} traces, {len(manifest.issues)} issues recorded",
-    )
+        f"({builder.pairs} pairs read) from {len(names)} traces, "
+        f"{len(manifest.issues)} issues recorded",
+        f"track record ({record.sample} of its transitions forecast, each with its "
+        "group left out; hits: the real outcome among the forecast's):",
+        *(
+            f"  {k.key}: {k.hits} hits of {k.grounded} grounded ({k.asked} asked)"
+            + ("" if k.supported() else ", forecasts held back by before --forecast")
+            for k in record.keys
+        ),
+    ]
+    emit(args, report, "\n".join(lines))
     return EXIT_OK
+
+
+def _track_record(out: Path) -> TrackRecord:
+    """Measure the new index's own track record and keep it beside it."""
+    from worldline.actors.simulator import track
+    from worldline.actors.simulator.index import load
+
+    record = track.evaluate(load(out))
+    track.save(record, out)
+    return record
 
 
 def _assistant(line: str) -> str | dict[str, Any]:
@@ -109,12 +137,17 @@ def _sim_session(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]
             for line in sys.stdin:
                 if not line.strip():
                     continue
-                reply = await world.sim_step(started.session_id, _assistant(line))
-                if args.json:
-                    sys.stdout.write(msgspec.json.encode(reply).decode() + "\n")
+                reply = await world.sim_step(
+                    started.session_id, _assistant(line), best_guess=args.best_guess
+                )
+                if args.json:  # every key: grounded true too
+                    sys.stdout.write(msgspec.json.encode(every_key(reply)).decode())
+                    sys.stdout.write("\n")
                 else:
                     for message in reply.messages or [reply.message]:
                         print(_shown(message))
+                    if not reply.grounded:  # a best guess, said so
+                        sys.stderr.write(f"best guess, {reply.note}\n")
                 sys.stdout.flush()
                 if reply.terminal:
                     return

@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     import argparse
     from collections.abc import Awaitable, Callable
 
-    from worldline.protocols.messages import SourceStanding
+    from worldline.protocols.messages import SourcesReply, SourceStanding
     from worldline.sdk.client import World
 
 __all__ = ["VERBS", "add_parsers"]
@@ -52,12 +52,23 @@ def _row(s: SourceStanding) -> str:
     return ", ".join(parts)
 
 
+def _fixed_point(reply: SourcesReply) -> list[str]:
+    """How the last assessment's fixed point ended, if there was one."""
+    if not reply.rounds:
+        return []
+    return [
+        f"learned in {reply.rounds} rounds; largest change in the last round "
+        f"{reply.change:.1e}"
+    ]
+
+
 def _sources(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
     async def run(world: World) -> None:
         reply = await world.sources(args.source, limit=args.limit)
         lines = [_row(s) for s in reply.sources] or ["no source is weighed yet"]
         if reply.total > len(reply.sources):
             lines.append(f"... {reply.total - len(reply.sources)} more (--limit)")
+        lines += _fixed_point(reply)
         emit(args, reply, "\n".join(lines))
 
     return run
@@ -69,7 +80,17 @@ def _assess(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
         reply = await world.sources(limit=10)
         lines = [f"assessed (seq {seq}); least weighed sources:"]
         lines += [f"  {_row(s)}" for s in reply.sources]
-        emit(args, {"seq": seq, "sources": reply.sources}, "\n".join(lines))
+        lines += _fixed_point(reply)
+        emit(
+            args,
+            {
+                "seq": seq,
+                "sources": reply.sources,
+                "rounds": reply.rounds,
+                "change": reply.change,
+            },
+            "\n".join(lines),
+        )
 
     return run
 

@@ -57,7 +57,8 @@ from worldline.sdk.client import connect
 from worldline.sdk.errors import BadRequest, BusUnavailable
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
+    from contextlib import AbstractAsyncContextManager
 
     from worldline.mcp.auth import Tokens
     from worldline.sdk.client import World
@@ -271,6 +272,7 @@ async def serve_http(
     port: int = 8765,
     allowed_hosts: Sequence[str] = (),
     request_timeout: float = 10.0,
+    gateway: Callable[..., AbstractAsyncContextManager[Any]] | None = None,
 ) -> None:
     """Serve MCP over streamable HTTP at ``http://host:port/mcp`` until interrupted:
     one bus connection per agent of ``tokens``, each with its own credentials.
@@ -278,6 +280,10 @@ async def serve_http(
     Requests whose Host (or Origin) header names none of the loopback names and
     ``allowed_hosts`` are refused (421, 403): a non-loopback ``host`` needs
     ``allowed_hosts`` (:func:`transport_security`).
+
+    ``gateway`` (``worldline.console.gateway.gateway``) wraps the MCP app into the
+    whole gateway (console, health, readiness, metrics) for the server's lifetime.
+    Uvicorn logs through the root logger, so ``--log-format json`` covers its lines.
 
     Raises:
         BadRequest: a bad world or agent name, a credentials file that holds
@@ -307,9 +313,18 @@ async def serve_http(
         agents = Agents(world, worlds, authenticated=True)
         updates = Updates(agents)
         server = build_server(agents, updates=updates, tokens=tokens, url=address)
-        app = server.streamable_http_app(host=host, transport_security=security)
+        app: Any = server.streamable_http_app(host=host, transport_security=security)
+        if gateway is not None:
+            app = await stack.enter_async_context(
+                gateway(agents, app, url=url, tokens=tokens)
+            )
         config = uvicorn.Config(
-            app, host=host, port=port, log_level="warning", lifespan="on"
+            app,
+            host=host,
+            port=port,
+            log_level="warning",
+            lifespan="on",
+            log_config=None,
         )
         if not loopback(host):
             log.warning(
@@ -318,10 +333,11 @@ async def serve_http(
                 host,
             )
         log.warning(
-            "serving world %r for %s at %s/mcp (nats %s)",
+            "serving world %r for %s at %s/mcp%s (nats %s)",
             world,
             ", ".join(worlds),
             address,
+            f", the console at {address}/console/" if gateway is not None else "",
             url,
         )
         async with anyio.create_task_group() as tg:

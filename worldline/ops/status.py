@@ -39,6 +39,7 @@ from worldline.protocols.subjects import (
 )
 
 if TYPE_CHECKING:
+    import os
     from collections.abc import Iterable, Mapping
 
     from nats.js import JetStreamContext
@@ -385,8 +386,11 @@ async def _streams(js: JetStreamContext) -> list[StreamRow]:
     return rows
 
 
-async def gather(url: str, *, now: datetime) -> StatusReport:
-    """Read heartbeats, consumers, dead letters and streams from the bus at ``url``.
+async def gather(
+    url: str, *, now: datetime, creds: str | os.PathLike[str] | None = None
+) -> StatusReport:
+    """Read heartbeats, consumers, dead letters and streams from the bus at ``url``
+    (with ``creds``; default ``$WORLDLINE_CREDS``).
 
     The caller bounds the whole read (``anyio.fail_after``); each JetStream request
     is also bounded by nats-py's own 5 s timeout.
@@ -394,7 +398,7 @@ async def gather(url: str, *, now: datetime) -> StatusReport:
     Raises:
         BusUnavailable: NATS cannot be reached, has no JetStream, or fails a query.
     """
-    nc = await connect(url, name="worldline-status")
+    nc = await connect(url, name="worldline-status", creds=creds)
     try:
         js = nc.jetstream()
         try:

@@ -81,3 +81,6 @@ class Transition(Message, tag="derived.transition.v1", kw_only=True, frozen=True
     pairing: Literal["id", "name-order", "turn"] = "turn"
     source: str = ""  # file and position in it, e.g. "run.traj#7"
     final: bool = False  # the observation is the last thing its trace recorded
+    # How many times the traces recorded this very pair in its lineage (an index
+    # stores identical transitions once, with their count; 1 from an adapter).
+    support: int = 1

@@ -6,7 +6,7 @@ keeps). Unions and decoders: :mod:`worldline.protocols.messages`.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 import msgspec
 
@@ -94,7 +94,6 @@ class SearchBeliefs(Message, tag="rpc.search.v1", kw_only=True, frozen=True):
     at: datetime | None = None  # None: the world's one read clock, as ``get``
     # Opaque: the previous page's ``next_cursor`` ("" for the first page)
     cursor: Cursor = ""
-    as_of: datetime | None = None  # recorded time, as ``GetBelief.as_of``
 
 
 class SearchHit(msgspec.Struct, frozen=True, kw_only=True):
@@ -160,10 +159,13 @@ class SimStarted(Message, tag="rpc.sim_started.v1", kw_only=True, frozen=True):
 class SimStep(Message, tag="rpc.sim_step.v1", kw_only=True, frozen=True):
     """One candidate action: an OpenAI-shaped assistant message, text or
     ``tool_calls`` (``[{"id", "type": "function", "function": {"name",
-    "arguments"}}]``)."""
+    "arguments"}}]``). ``best_guess``: below the similarity floor, answer with the
+    nearest anyway, flagged ``grounded=False`` (default: refuse as
+    ``no_grounding``)."""
 
     session_id: str
     message: dict[str, Any]
+    best_guess: bool = False
 
 
 class SimStepReply(Message, tag="rpc.sim_step_reply.v1", kw_only=True, frozen=True):
@@ -178,6 +180,11 @@ class SimStepReply(Message, tag="rpc.sim_step_reply.v1", kw_only=True, frozen=Tr
     terminal: bool = False
     grounding: list[str] = msgspec.field(default_factory=list)  # transition ids
     messages: list[dict[str, str]] = msgspec.field(default_factory=list)
+    grounded: bool = True  # False: a best guess, nothing recorded close enough
+    similarity: float | None = None  # the nearest neighbour's score (the lowest)
+    note: str = ""  # why it is not grounded ("no grounding: ...")
+    # support[i]: how many times the traces recorded grounding[i]
+    support: list[int] = msgspec.field(default_factory=list)
 
 
 class SimEnd(Message, tag="rpc.sim_end.v1", kw_only=True, frozen=True):
@@ -197,6 +204,7 @@ class SimError(Message, tag="rpc.sim_error.v1", kw_only=True, frozen=True):
 
     name: str
     message: str
+    similarity: float | None = None  # no_grounding: the nearest neighbour's score
 
 
 class SimForecast(Message, tag="rpc.sim_forecast.v1", kw_only=True, frozen=True):
@@ -215,10 +223,34 @@ class ForecastOutcome(msgspec.Struct, frozen=True, kw_only=True):
     """One distinct real observation that followed actions like the move."""
 
     observation: str  # as recorded, whitespace normalised
-    support: int  # how many of the retrieved neighbours gave it
+    support: int  # how many times the retrieved neighbours giving it were recorded
     lineages: tuple[str, ...] = ()  # theirs, sorted, distinct
     transitions: tuple[str, ...] = ()  # their ids, best first
     similarity: float = 0.0  # the best neighbour's retrieval score
+
+
+TRACK_MIN_TRIED: Final = 5  # grounded forecasts of a kind before its record counts
+TRACK_MIN_HIT_RATE: Final = 0.3  # share of them that must have hit
+
+
+class ForecastTrack(msgspec.Struct, frozen=True, kw_only=True):
+    """The simulator's track record for one kind of move (``key``: ``tool:<name>``
+    or ``message``), measured on its own index when it was built: forecasts
+    ``asked``, ``grounded`` (not abstained) and ``hits`` (the real outcome among
+    the forecast's). docs/simulator.md, "Track record"."""
+
+    key: str
+    asked: int = 0
+    grounded: int = 0
+    hits: int = 0
+
+    def supported(self) -> bool:
+        """Whether the record supports showing this kind's forecasts: at least
+        :data:`TRACK_MIN_TRIED` grounded forecasts, at least
+        :data:`TRACK_MIN_HIT_RATE` of them hits."""
+        if self.grounded < TRACK_MIN_TRIED:
+            return False
+        return self.hits / self.grounded >= TRACK_MIN_HIT_RATE
 
 
 class SimForecastReply(
@@ -236,12 +268,16 @@ class SimForecastReply(
     note: str = ""
     move_kind: Literal["tool", "message"] = "message"  # what the move was read as
     floor: float = 0.0  # a neighbour counts only above this retrieval score
+    # The simulator's record for moves of this kind (None: no record kept).
+    track: ForecastTrack | None = None
 
 
 class SimStatusReply(Message, tag="rpc.sim_status_reply.v1", kw_only=True, frozen=True):
     """How many real transitions the simulator holds for the world."""
 
     transitions: int = 0
+    # The simulator's track record by kind of move (empty: no index or no record).
+    track: tuple[ForecastTrack, ...] = ()
 
 
 class ReadWorld(Message, tag="rpc.read_world.v1", kw_only=True, frozen=True):
@@ -282,7 +318,6 @@ class TraceBelief(Message, tag="rpc.trace.v1", kw_only=True, frozen=True):
     """Ask for a belief's provenance chain."""
 
     belief_id: Ident
-    as_of: datetime | None = None  # recorded time, as ``GetBelief.as_of``
 
 
 class TraceReply(Message, tag="rpc.trace_reply.v1", kw_only=True, frozen=True):
@@ -405,3 +440,7 @@ class SourceStanding(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tr
 class SourcesReply(Message, tag="rpc.sources_reply.v1", kw_only=True, frozen=True):
     sources: list[SourceStanding] = msgspec.field(default_factory=list)
     total: int = 0  # sources that matched, before the limit
+    # The last assessment's fixed point (0: none yet): rounds run, and the largest
+    # move of an accuracy or copy discount in its last round.
+    rounds: int = 0
+    change: float = 0.0

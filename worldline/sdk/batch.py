@@ -157,6 +157,7 @@ class LoadMixin(BeliefMixin):
     async def _publish_many(self, part: Sequence[AddBelief | AddEvidence]) -> list[int]:
         """Publish every op without waiting in between; return their sequences."""
         subject = ops(self.world, self.agent)
+        await self._check_world()
         with (
             self._permitted(subject),
             bus_errors(self._url, f"publishing to {subject}"),

@@ -23,9 +23,7 @@ import nats.errors
 import nats.js.errors
 from nats.js import api
 
-from worldline.actors.runtime.auth import CredentialsError, load_credentials
-from worldline.actors.runtime.bus import connect as bus_connect
-from worldline.actors.runtime.errors import BusUnavailable as RuntimeBusUnavailable
+from worldline.protocols.errors import BusUnavailable as RuntimeBusUnavailable
 from worldline.protocols.messages import (
     FUSION_REPLY,
     MATERIALIZER_REPLY,
@@ -39,7 +37,7 @@ from worldline.protocols.subjects import OPS, PRESENCE, RpcVerb, check_name, rpc
 from worldline.protocols.world import agents_named
 from worldline.sdk.batch import LoadMixin
 from worldline.sdk.crew import validated
-from worldline.sdk.discovery import DEFAULT_URL, bus_url
+from worldline.sdk.discovery import DEFAULT_URL, bus_url, default_agent
 from worldline.sdk.errors import (
     BadRequest,
     BusUnavailable,
@@ -50,6 +48,7 @@ from worldline.sdk.errors import (
 from worldline.sdk.judgment import JudgmentMixin
 from worldline.sdk.sim import SimMixin
 from worldline.sdk.undecodable import decode_presence, decode_reply
+from worldline.sdk.worlds import check_world, require_declared_default
 
 if TYPE_CHECKING:
     import os
@@ -136,6 +135,8 @@ class _Violations:
 def _js_api(creds: str | os.PathLike[str] | None) -> str:
     """The JetStream API prefix these credentials reach JetStream through (an
     agent's own account: ``$JS.worldline.API``), or "" for the default."""
+    from worldline.actors.runtime.auth import CredentialsError, load_credentials
+
     try:
         auth = load_credentials(creds)
     except CredentialsError:
@@ -145,6 +146,8 @@ def _js_api(creds: str | os.PathLike[str] | None) -> str:
 
 def _credentials_label(creds: str | os.PathLike[str] | None) -> str:
     """Whose credentials these are, from the comment `worldline creds` writes."""
+    from worldline.actors.runtime.auth import CredentialsError, load_credentials
+
     try:
         auth = load_credentials(creds)
     except CredentialsError:
@@ -170,6 +173,7 @@ class World(SimMixin, LoadMixin, JudgmentMixin):
         timeout: float,
         violations: _Violations | None = None,
         js_api: str = "",
+        require_declared: bool = False,
     ) -> None:
         self._nc = nc
         # An agent's own account reaches the actors' JetStream under its prefix
@@ -182,6 +186,33 @@ class World(SimMixin, LoadMixin, JudgmentMixin):
         self._violations = violations or _Violations("this connection's user")
         url = nc.connected_url
         self._url = url.geturl() if url is not None else "the server"
+        # Checked before the first write (worldline.sdk.worlds): a typo'd world.
+        self.require_declared = require_declared
+        self._world_checked = False
+
+    async def _check_world(self, *, declaring: bool = False) -> None:
+        """Warn of a new world named like a known one, or refuse an undeclared one
+        under ``require_declared``; once per handle (:mod:`worldline.sdk.worlds`)."""
+        if self._world_checked or self._agent_account:
+            return
+        try:  # credentials that may not read the stream's state: no check
+            with self._permitted(lambda subject: ".stream.info." in subject):
+                await check_world(
+                    self._js,
+                    self.world,
+                    require_declared=self.require_declared,
+                    declaring=declaring,
+                    declared=self._declared,
+                )
+        except PermissionDenied:
+            pass
+        self._world_checked = True
+
+    async def _declared(self) -> bool:
+        """Whether a projector holds a declaration of this world (no entity has
+        type ``-``: the reply is the declaration and the edges only)."""
+        reply = await self.read_world(entity_type="-", beliefs=False)
+        return reply.declaration is not None
 
     def _permitted(
         self, wanted: str | Callable[[str], bool]
@@ -200,6 +231,7 @@ class World(SimMixin, LoadMixin, JudgmentMixin):
         """Publish to the log and return its stream sequence, or raise an error
         naming the cause: a permissions violation, no worldline streams, a JetStream
         API error (storage full...), no answer."""
+        await self._check_world()
         with (
             self._permitted(subject),
             bus_errors(self._url, f"publishing to {subject}"),
@@ -341,11 +373,15 @@ async def connect(
     url: str | None = None,
     *,
     world: str = "default",
-    agent: str = "cli",
+    agent: str | None = None,
     request_timeout: float = 10.0,
     creds: str | os.PathLike[str] | None = None,
+    require_declared: bool | None = None,
 ) -> AsyncIterator[World]:
     """Connect to a worldline deployment as ``agent`` in ``world``.
+
+    ``agent`` defaults as the CLI's ``--agent`` does: ``$WORLDLINE_AGENT``, else the
+    login name, else ``cli`` (:func:`worldline.sdk.discovery.default_agent`).
 
     ``url`` is the NATS server; without it, ``$WORLDLINE_NATS``, else the URL a local
     ``worldline up`` recorded in its data folder (``$WORLDLINE_DATA``), else
@@ -353,6 +389,11 @@ async def connect(
 
     ``creds`` is the agent's credentials file from ``worldline creds`` (default:
     ``$WORLDLINE_CREDS``, if set), for a server that requires them.
+
+    The first write to a world with no ops warns (:class:`~worldline.sdk.worlds.
+    NewWorldWarning`) when a known world has a close name; ``require_declared``
+    (default: ``$WORLDLINE_REQUIRE_DECLARED``) refuses writes to a world no
+    declaration names instead (:mod:`worldline.sdk.worlds`).
 
     Raises:
         BadRequest: the world or agent name is not a valid subject token, or the
@@ -363,11 +404,17 @@ async def connect(
     refuses these credentials a subject the call needs (another agent's, say), and
     :class:`~worldline.sdk.errors.NoWorldline` when it holds no worldline streams.
     """
+    agent = default_agent() if agent is None else agent
     try:
         check_name("world", world)
         check_name("agent", agent)
     except ValueError as exc:
         raise BadRequest(str(exc)) from exc
+    # The connection and credentials load here, not with ``import worldline``: they
+    # are light (nats-py, nkeys), and the rest of the runtime never loads in an agent.
+    from worldline.actors.runtime.auth import CredentialsError
+    from worldline.actors.runtime.bus import connect as bus_connect
+
     violations = _Violations(_credentials_label(creds))
     js_api = _js_api(creds)
     url = bus_url(url)
@@ -390,6 +437,11 @@ async def connect(
             timeout=request_timeout,
             violations=violations,
             js_api=js_api,
+            require_declared=(
+                require_declared_default()
+                if require_declared is None
+                else require_declared
+            ),
         )
     finally:
         with anyio.CancelScope(shield=True), anyio.move_on_after(5):

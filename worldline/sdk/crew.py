@@ -15,7 +15,6 @@ import msgspec
 import nats.errors
 import nats.js.errors
 
-from worldline.actors.runtime.declare import ensure_consumer
 from worldline.protocols.beliefs import Direction, Evidence, EvidenceKind
 from worldline.protocols.messages import (
     AckInbox,
@@ -61,6 +60,7 @@ from worldline.sdk.errors import (
 from worldline.sdk.export import ExportMixin
 from worldline.sdk.undecodable import decode_presence, readable_inbox
 from worldline.sdk.views import ViewsMixin
+from worldline.sdk.wording import explain, named
 
 if TYPE_CHECKING:
     import contextlib
@@ -103,7 +103,7 @@ def validated(message: T) -> T:
     try:
         return msgspec.msgpack.decode(encode(message), type=type(message))
     except msgspec.ValidationError as exc:
-        raise BadRequest(str(exc)) from exc
+        raise BadRequest(explain(str(exc), named(type(message).__name__))) from exc
 
 
 @dataclass(frozen=True)
@@ -148,6 +148,9 @@ class CrewMixin(ViewsMixin, ExportMixin):
     def _permitted(
         self, wanted: str | Callable[[str], bool]
     ) -> contextlib.AbstractContextManager[None]:
+        raise NotImplementedError
+
+    async def _check_world(self, *, declaring: bool = False) -> None:
         raise NotImplementedError
 
     async def _publish_op(self, message: Any) -> int:
@@ -205,6 +208,7 @@ class CrewMixin(ViewsMixin, ExportMixin):
         op = DeclareWorld(
             op_id=new_id("op"), author=self.agent, at=utc_now(), declaration=declaration
         )
+        await self._check_world(declaring=True)  # a declaration needs none before it
         return await self._submit(op)
 
     async def write(
@@ -405,6 +409,8 @@ class CrewMixin(ViewsMixin, ExportMixin):
         credentials (an agent's own account) may not create it: the materializer
         opens it before the first message, so there is nothing to read yet."""
         if not self._agent_account:
+            from worldline.actors.runtime.declare import ensure_consumer
+
             await ensure_consumer(self._js, spec)
             return True
         try:

@@ -3,8 +3,7 @@ translates nats-py's errors into them (:func:`bus_errors`).
 
 Every error the SDK raises on purpose is a :class:`WorldlineError`, so ``except
 WorldlineError`` catches them all; :class:`BusUnavailable` is also the runtime's
-``worldline.actors.runtime.errors.BusUnavailable`` (code catching that one still catches
-it).
+``worldline.protocols.errors.BusUnavailable`` (code catching that one still catches it).
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ from typing import TYPE_CHECKING
 import nats.errors
 import nats.js.errors
 
-from worldline.actors.runtime.errors import BusUnavailable as _RuntimeBusUnavailable
+from worldline.protocols.errors import BusUnavailable as _RuntimeBusUnavailable
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -78,12 +77,16 @@ class Rejected(WorldlineError):
 
 class SimulationError(WorldlineError):
     """The simulator refused a start or a step, by stable ``name`` (a session limit,
-    a rejected message, an unknown session...); CLI exit 3."""
+    a rejected message, an unknown session...); CLI exit 3. ``similarity``: for
+    ``no_grounding``, the nearest real transition's score (None if none)."""
 
-    def __init__(self, name: str, message: str) -> None:
+    def __init__(
+        self, name: str, message: str, similarity: float | None = None
+    ) -> None:
         super().__init__(f"{name}: {message}")
         self.name = name
         self.message = message
+        self.similarity = similarity
 
 
 class ServerError(WorldlineError):

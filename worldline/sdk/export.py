@@ -9,8 +9,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from worldline.actors.runtime.bus import raw_subject, valid_subject
-from worldline.actors.runtime.deliveries import decode_payload, delivery, refusal
+from worldline.protocols.decode import decode_payload
 from worldline.protocols.messages import OPS_INBOX, OpsInbox, encode
 from worldline.protocols.subjects import OPS, ops
 from worldline.sdk.oplog import read_log
@@ -108,6 +107,10 @@ def export_record(
     """The export line of one op as the log holds it (``batch``: its ``Wl-Batch``
     header), read as the actors read it: what they dead-letter before any handler
     (no op, or a batch) is a :class:`RawRecord`."""
+    # The actors' own reading (loaded by an export, never by ``import worldline``).
+    from worldline.actors.runtime.bus import raw_subject, valid_subject
+    from worldline.actors.runtime.deliveries import delivery, refusal
+
     subject_bytes = None if valid_subject(subject) else raw_subject(subject)
     if subject_bytes is not None:
         # What the actors read (their pull decodes with U+FFFD), so a replay of the

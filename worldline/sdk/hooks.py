@@ -22,10 +22,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from worldline.actors.extractor.core import handle as extract
-from worldline.actors.runtime.errors import InvalidInput
-from worldline.actors.runtime.memory import MemoryState
-from worldline.actors.runtime.spec import Context
+from worldline.protocols.errors import InvalidInput
 from worldline.protocols.messages import Observe, Statement
 from worldline.protocols.subjects import obs
 from worldline.sdk.beliefs import _sniff
@@ -55,7 +52,14 @@ def _preview(
     world: World, obs_id: str, text: str, source: str, role: Role
 ) -> list[ExtractedStatement]:
     """Run the extractor's pure core on the artifact, as the extractor will: its ids
-    derive from the world, the agent, the observation id and the text only."""
+    derive from the world, the agent, the observation id and the text only.
+
+    The core loads at the first turn that reports, not with ``import worldline``
+    (it is pure: no LMDB, no metrics, no numpy)."""
+    from worldline.actors.extractor.core import handle as extract
+    from worldline.actors.runtime.memory import MemoryState
+    from worldline.actors.runtime.spec import Context
+
     observation = Observe(
         obs_id=obs_id,
         author=world.agent,

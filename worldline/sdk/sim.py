@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from datetime import datetime
 
-    from worldline.protocols.messages import Message
+    from worldline.protocols.messages import ForecastTrack, Message
 
 __all__ = [
     "FORECAST_MOVES",
@@ -109,7 +109,7 @@ class SimMixin(PagingMixin):
                 "raise max_payload in the nats-server configuration"
             ) from exc
         if isinstance(reply, SimError):
-            raise SimulationError(reply.name, reply.message)
+            raise SimulationError(reply.name, reply.message, reply.similarity)
         return reply
 
     async def sim_start(
@@ -128,22 +128,33 @@ class SimMixin(PagingMixin):
         return reply
 
     async def sim_step(
-        self, session_id: str, message: str | dict[str, Any]
+        self,
+        session_id: str,
+        message: str | dict[str, Any],
+        *,
+        best_guess: bool = False,
     ) -> SimStepReply:
         """Send one assistant message (text, or an OpenAI-shaped dict, with
         ``tool_calls`` or without); get what follows (``reply.messages``: the
         user's message, or one tool result per call keyed by ``tool_call_id``) and
         whether the episode ended.
 
+        Nothing recorded close enough (below the floor forecasts use, or a call to a
+        tool or an id no recorded call names) is refused as ``no_grounding``, its
+        ``similarity`` the nearest score; with ``best_guess`` the nearest answers
+        anyway and ``reply.grounded`` is False (``reply.note`` says why).
+
         Raises:
             SimulationError: a named refusal (a limit, a malformed tool call, an
-                unknown or expired session, nothing to ground the prediction on).
+                unknown or expired session, nothing close enough to ground the
+                prediction on).
             BadRequest: the message is larger than the bus carries.
         """
         if isinstance(message, str):
             message = {"role": "assistant", "content": message}
         reply = await self._sim(
-            "sim.step", SimStep(session_id=session_id, message=message)
+            "sim.step",
+            SimStep(session_id=session_id, message=message, best_guess=best_guess),
         )
         if not isinstance(reply, SimStepReply):
             raise BadRequest(f"unexpected reply to sim.step: {reply!r}")
@@ -174,7 +185,7 @@ class SimMixin(PagingMixin):
             ) from exc
         reply = decode_reply(SIMULATOR_REPLY, msg.data, subject)
         if isinstance(reply, SimError):
-            raise SimulationError(reply.name, reply.message)
+            raise SimulationError(reply.name, reply.message, reply.similarity)
         if isinstance(reply, RpcError):
             if reply.code == "invalid":
                 raise BadRequest(reply.message)
@@ -242,5 +253,20 @@ class SimMixin(PagingMixin):
                 reply = SimForecastReply(
                     move=asked, grounded=False, note=NO_SIMULATOR_INDEX
                 )
+            elif reply.track is not None and not reply.track.supported():
+                reply = _held_back(reply, reply.track)
             found.append(MoveForecast(move=move, asked=asked, forecast=reply))
         return WorldviewForecasts(view=view, forecasts=tuple(found))
+
+
+def _held_back(reply: SimForecastReply, t: ForecastTrack) -> SimForecastReply:
+    """A forecast whose kind of move the simulator's own track record ``t`` does
+    not support: shown as ungrounded, with the record, never its outcomes."""
+    return msgspec.structs.replace(
+        reply,
+        grounded=False,
+        outcomes=(),
+        note=f"held back: the simulator's record for {t.key} is {t.hits} hits of "
+        f"{t.grounded} grounded forecasts, too few to show one "
+        "(docs/simulator.md, 'Track record')",
+    )

@@ -156,6 +156,7 @@ class SyncWorld:
     sources = _Blocking(World.sources)
     load = _Blocking(World.load)  # worldline.sdk.batch: many adds and evidence
     relate = _Blocking(World.relate)
+    unrelate = _Blocking(World.unrelate)
     edge_evidence = _Blocking(World.edge_evidence)
     observe = _Blocking(World.observe)
     after = _Blocking(World.after)
@@ -170,6 +171,7 @@ class SyncWorld:
     resolve_contradiction = _Blocking(World.resolve_contradiction)
     settle_slot = _Blocking(World.settle_slot)
     calibration = _Blocking(World.calibration)
+    record_forecast = _Blocking(World.record_forecast)
     before = _Blocking(World.before)
     trace = _Blocking(World.trace)
     trace_edge = _Blocking(World.trace_edge)
@@ -258,15 +260,17 @@ def connect(
     url: str | None = None,
     *,
     world: str = "default",
-    agent: str = "cli",
+    agent: str | None = None,
     request_timeout: float = 10.0,
     creds: str | os.PathLike[str] | None = None,
+    require_declared: bool | None = None,
 ) -> Iterator[SyncWorld]:
     """Connect to a worldline deployment as ``agent`` in ``world``, blocking; without
     ``url``, the bus is found as :func:`worldline.connect` finds it.
 
     ``creds`` is the agent's credentials file from ``worldline creds`` (default:
-    ``$WORLDLINE_CREDS``, if set), for a server that requires them.
+    ``$WORLDLINE_CREDS``, if set), for a server that requires them;
+    ``require_declared`` as :func:`worldline.connect` takes it.
 
     Raises:
         LoopRunning: called from a thread that runs an event loop.
@@ -275,7 +279,12 @@ def connect(
     """
     _refuse_running_loop()
     handle = async_connect(
-        url, world=world, agent=agent, request_timeout=request_timeout, creds=creds
+        url,
+        world=world,
+        agent=agent,
+        request_timeout=request_timeout,
+        creds=creds,
+        require_declared=require_declared,
     )
     with (
         start_blocking_portal(backend="asyncio", name="worldline-sync") as portal,

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import nats.errors
 
-from worldline.actors.runtime.deliveries import decode_payload
+from worldline.protocols.decode import decode_payload
 from worldline.protocols.messages import (
     INBOX,
     PRESENCE_VALUE,

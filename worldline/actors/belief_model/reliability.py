@@ -16,18 +16,22 @@ reasons for each default):
   scores, with the ``n + 1 - observed`` unseen answers at score 0 in the denominator.
 - ``A(s)`` is the mean confidence of the answers ``s`` gives, shrunk toward
   ``PRIOR_ACCURACY`` by ``PRIOR_CLAIMS`` pseudo-claims, so a one-claim source cannot
-  bootstrap itself to certainty.
+  bootstrap itself to certainty. Each round moves it toward that fixed point by a
+  damped Newton step in log-odds (:mod:`.accuracy`).
 - Copy detection (ACCUCOPY): for each pair of sources that answer common questions,
   the shared answers (split into expected-true and expected-false mass by the current
   confidences) and the differing answers give a posterior probability that one copies
   the other. Sharing false answers is strong evidence of copying; sharing true ones is
-  weak (accurate sources agree anyway); differing is evidence against. The providers of
-  one answer are ordered by (accuracy desc, source) and each later provider's vote is
-  multiplied by ``prod (1 - dep(s, earlier) * agree(s, earlier))``, ``agree`` being the
-  share of co-answered questions the two answer alike (the copy rate as observed).
-- The two steps alternate until no accuracy moves by more than ``tolerance`` or
-  ``max_rounds`` pass. Inputs are deduplicated and sorted before any sum, so any
-  permutation (or repetition) of the same claims gives byte-identical output.
+  weak (accurate sources agree anyway); differing is evidence against. The prior that
+  a pair copies is learned from the data (:func:`copy_prior`). The providers of
+  one answer are ordered by (questions answered desc, source), and each later
+  provider's vote is multiplied by ``prod (1 - dep(s, earlier) * agree(s, earlier))``,
+  ``agree`` being the share of co-answered questions the two answer alike (the copy
+  rate as observed).
+- The steps alternate until no accuracy and no pair's discount moves by more than
+  ``tolerance`` in a round (converged) or ``max_rounds`` pass. Inputs are
+  deduplicated and sorted before any sum, so any permutation (or repetition) of the
+  same claims gives byte-identical output.
 - A source giving ``k`` different answers to one question gives each weight ``1/k``.
 """
 
@@ -38,6 +42,10 @@ from collections import defaultdict
 from typing import TYPE_CHECKING, Final
 
 import msgspec
+
+from worldline.actors.belief_model import accuracy as update
+from worldline.actors.belief_model.accuracy import CEIL as _ACCURACY_CEIL
+from worldline.actors.belief_model.accuracy import FLOOR as _ACCURACY_FLOOR
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -55,6 +63,7 @@ __all__ = [
     "Params",
     "SourceScore",
     "best_answers",
+    "copy_prior",
     "estimate",
     "majority",
     "vote",
@@ -63,11 +72,9 @@ __all__ = [
 FALSE_VALUES: Final = 10  # n: false answers a question is assumed to admit
 PRIOR_ACCURACY: Final = 0.8  # a source's accuracy before any agreement is seen
 PRIOR_CLAIMS: Final = 2.0  # pseudo-claims at PRIOR_ACCURACY in each accuracy's mean
-# The prior that one given source copies another: 1 / (source pairs), at most this.
+# The prior that one given source copies another is learned (copy_prior), at most this.
 COPY_PRIOR_CAP: Final = 0.1
 COPY_RATE: Final = 0.8  # c: share of its answers a copier copies
-_ACCURACY_FLOOR: Final = 1e-3
-_ACCURACY_CEIL: Final = 1.0 - 1e-3
 # A copier's copy rate as observed, kept below 1 so no vote vanishes entirely.
 _COPY_CEIL: Final = 0.99
 
@@ -87,10 +94,12 @@ class Params(msgspec.Struct, frozen=True, kw_only=True):
     prior_accuracy: float = PRIOR_ACCURACY
     prior_claims: float = PRIOR_CLAIMS
     detect_copies: bool = True
-    copy_prior: float | None = None  # None: 1 / (number of source pairs), capped
+    copy_prior: float | None = None  # None: learned from the data (copy_prior)
     copy_rate: float = COPY_RATE
-    max_rounds: int = 50
-    tolerance: float = 1e-9
+    damping: float = update.DAMPING
+    max_step: float = update.MAX_STEP  # in log-odds, per round
+    max_rounds: int = 200
+    tolerance: float = 1e-6
 
 
 class AnswerScore(msgspec.Struct, frozen=True):
@@ -128,6 +137,8 @@ class Estimate(msgspec.Struct, frozen=True):
     dependence: tuple[Dependence, ...]  # pairs above 0.5, sorted by (a, b)
     rounds: int
     converged: bool
+    change: float = 0.0  # the largest move of an accuracy or discount in the last round
+    copy_prior: float = 0.0  # the prior that a given source copies another, used
 
 
 # A question's table: answer -> ((source, weight), ...) with sources sorted.
@@ -224,8 +235,10 @@ def _dependence(
     counts: Mapping[str, int],
     params: Params,
     prior: float,
-) -> tuple[float, int, int]:
-    """Posterior probability that the pair is dependent; its shared, differing counts.
+    total: int,
+) -> tuple[float, int, int, float]:
+    """Posterior probability that the pair is dependent; its shared, differing counts;
+    and the posterior from its answers alone, coverage left out (:func:`copy_prior`).
 
     For a shared answer whose outside confidence is ``p``, with ``f = (1 - a) / n``,
     independent sources both give it with probability ``p a1 a2 + (1 - p) f1 f2``; if
@@ -236,7 +249,7 @@ def _dependence(
     a1 = min(max(accuracy[pair[0]], _ACCURACY_FLOOR), _ACCURACY_CEIL)
     a2 = min(max(accuracy[pair[1]], _ACCURACY_FLOOR), _ACCURACY_CEIL)
     n, c = params.false_values, params.copy_rate
-    total = max(len(run.scores), 1)
+    total = max(total, 1)  # questions in the world
     ind = copy_ab = copy_ba = 0.0
     differing = 0
     for question, shared in rows:
@@ -256,6 +269,7 @@ def _dependence(
         log_rest = differing * math.log(1.0 - c)
         copy_ab += log_rest
         copy_ba += log_rest
+    agreeing = _posterior(prior, copy_ab, copy_ba, ind)
     # Coverage: a copier answers the questions its original answers. Over the original's
     # questions, the copier answers each with probability c + (1 - c) r (r: the copier's
     # share of all questions), an independent source with probability r.
@@ -270,7 +284,12 @@ def _dependence(
             copy_ab += gain
         else:
             copy_ba += gain
-    alpha = prior
+    probability = _posterior(prior, copy_ab, copy_ba, ind)
+    return probability, len(rows) - differing, differing, agreeing
+
+
+def _posterior(alpha: float, copy_ab: float, copy_ba: float, ind: float) -> float:
+    """P(a copies b or b copies a), from the log-likelihoods and the prior."""
     terms = (
         math.log(alpha) + copy_ab,
         math.log(alpha) + copy_ba,
@@ -278,56 +297,101 @@ def _dependence(
     )
     top = max(terms)
     weights = [math.exp(t - top) for t in terms]
-    probability = (weights[0] + weights[1]) / math.fsum(weights)
-    return probability, len(rows) - differing, differing
+    return (weights[0] + weights[1]) / math.fsum(weights)
 
 
-def _discount(
-    pair: tuple[str, str],
-    rows: list[tuple[str, str]],
-    accuracy: Mapping[str, float],
-    run: _Round,
-    counts: Mapping[str, int],
-    params: Params,
-    prior: float,
-) -> float:
-    """How much of the later provider's vote a pair's dependence removes: the
-    probability of copying times the share of co-answered questions they agree on (the
-    copier's copy rate as observed, at most ``_COPY_CEIL``)."""
-    probability, shared, differing = _dependence(
-        pair, rows, accuracy, run, counts, params, prior
-    )
-    return probability * min(shared / (shared + differing), _COPY_CEIL)
+def _split(tables: Mapping[str, _Table]) -> tuple[dict[str, _Table], dict[str, int]]:
+    """The questions more than one source (or answer) bears on, and per source the
+    number it alone answers with one answer (their confidence is its accuracy)."""
+    contested: dict[str, _Table] = {}
+    alone: dict[str, int] = defaultdict(int)
+    for question, table in tables.items():
+        providers = next(iter(table.values()))
+        if len(table) == 1 and len(providers) == 1:
+            alone[providers[0][0]] += 1
+        else:
+            contested[question] = table
+    return contested, dict(sorted(alone.items()))
+
+
+def copy_prior(agreeing: Mapping[tuple[str, str], float], sources: int) -> float:
+    """The prior that a given source copies another, from the data (empirical Bayes):
+    one copying pair a priori plus the expected number of sources whose answers agree
+    with another's more than independent sources of their accuracies would (per
+    source, the largest posterior of a pair it is in, from the pair's shared and
+    differing answers alone, coverage left out), shared over the two directions of
+    every pair of ``sources``, at most ``COPY_PRIOR_CAP``. By source, not by pair: a
+    copier copies one source, so twenty clones of one source are some twenty copying
+    relations, not the 210 pairs among them. Each round re-estimates it from the last
+    (an EM step on the prior)."""
+    pairs = max(sources * (sources - 1) // 2, 1)
+    most: dict[str, float] = {}
+    for (a, b), probability in agreeing.items():
+        for source in (a, b):
+            most[source] = max(most.get(source, 0.0), probability)
+    expected = 1.0 + math.fsum(most.values())  # exact: any order
+    return min(expected / (2 * pairs), COPY_PRIOR_CAP)
 
 
 def estimate(claims: Iterable[Claim], params: Params | None = None) -> Estimate:
-    """The fixed point of accuracy <-> confidence over ``claims`` (any order)."""
+    """The fixed point of accuracy <-> confidence over ``claims`` (any order): rounds
+    until no accuracy and no pair's discount moves by more than ``tolerance``, at most
+    ``max_rounds``."""
     p = params or Params()
     tables, counts = _tables(claims)
+    contested, alone = _split(tables)
     accuracy = dict.fromkeys(counts, p.prior_accuracy)
     pairs = _pairs(tables) if p.detect_copies else {}
-    possible = max(len(counts) * (len(counts) - 1) // 2, 1)
-    prior = min(
-        p.copy_prior if p.copy_prior is not None else 1.0 / possible, COPY_PRIOR_CAP
+    learned = p.copy_prior is None
+    prior = (
+        copy_prior({}, len(counts))
+        if p.copy_prior is None
+        else min(p.copy_prior, COPY_PRIOR_CAP)
+    )
+    shrink = update.Shrink(
+        accuracy=p.prior_accuracy,
+        claims=p.prior_claims,
+        false_values=p.false_values,
+        damping=p.damping,
+        max_step=p.max_step,
     )
     dep: dict[tuple[str, str], float] = {}
-    rounds, converged = 0, False
+    moves = update.Moves(accuracy=accuracy)
+    rounds, converged, change = 0, False, 0.0
     while rounds < p.max_rounds:
         rounds += 1
-        run = _confidences(tables, accuracy, dep, p)
-        updated = _accuracies(tables, run.conf, counts, p)
-        delta = max((abs(updated[s] - accuracy[s]) for s in counts), default=0.0)
-        accuracy = updated
+        run = _confidences(contested, accuracy, counts, dep, p)
+        moves = update.update(
+            contested, run.conf, accuracy, counts, alone, shrink, moves
+        )
+        change = max((abs(moves.step[s]) for s in counts), default=0.0)
+        accuracy = moves.accuracy
         if pairs:
-            run = _confidences(tables, accuracy, dep, p)
-            dep = {
-                k: _discount(k, rows, accuracy, run, counts, p, prior)
+            run = _confidences(contested, accuracy, counts, dep, p)
+            found = {
+                k: _dependence(k, rows, accuracy, run, counts, p, prior, len(tables))
                 for k, rows in pairs.items()
             }
-        if delta <= p.tolerance:
+            # Damped as the accuracies are: discounts coupled through the
+            # confidences would otherwise alternate between two values.
+            moved = {
+                k: dep.get(k, 0.0)
+                + p.damping
+                * (
+                    prob * min(shared / (shared + differing), _COPY_CEIL)
+                    - dep.get(k, 0.0)
+                )
+                for k, (prob, shared, differing, _) in found.items()
+            }
+            change = max(change, *(abs(moved[k] - dep.get(k, 0.0)) for k in moved))
+            dep = moved
+            if learned:
+                agreeing = {k: f[3] for k, f in found.items()}
+                prior = copy_prior(agreeing, len(counts))
+        if change <= p.tolerance:
             converged = True
             break
-    run = _confidences(tables, accuracy, dep, p)
+    run = _confidences(tables, accuracy, counts, dep, p)
     answers = tuple(
         AnswerScore(q, a, run.conf[q][a], run.witnesses[(q, a)], len(table[a]))
         for q, table in tables.items()
@@ -348,25 +412,32 @@ def estimate(claims: Iterable[Claim], params: Params | None = None) -> Estimate:
     dependence = tuple(
         Dependence(k[0], k[1], prob, shared, differing)
         for k, rows in pairs.items()
-        for prob, shared, differing in (
-            _dependence(k, rows, accuracy, run, counts, p, prior),
+        for prob, shared, differing, _ in (
+            _dependence(k, rows, accuracy, run, counts, p, prior, len(tables)),
         )
         if prob > 0.5
     )
-    return Estimate(answers, sources, dependence, rounds, converged)
+    return Estimate(
+        answers, sources, dependence, rounds, converged, change, prior if pairs else 0.0
+    )
 
 
 def _confidences(
     tables: Mapping[str, _Table],
     accuracy: Mapping[str, float],
+    counts: Mapping[str, int],
     dep: Mapping[tuple[str, str], float],
     p: Params,
 ) -> _Round:
+    """Confidences at fixed accuracies and discounts. An answer's providers are
+    ordered by (questions answered desc, source), the likely original first: a copier
+    answers a subset of its original's questions. (Not by accuracy, which moves each
+    round: two sources whose accuracies cross would swap discounts every round.)"""
     run = _Round({}, {}, {}, {})
     for question, table in tables.items():
         scores: dict[str, float] = {}
         for answer, providers in table.items():
-            order = sorted(providers, key=lambda sw: (-accuracy[sw[0]], sw[0]))
+            order = sorted(providers, key=lambda sw: (-counts[sw[0]], sw[0]))
             votes: list[float] = []
             factors: list[float] = []
             for i, (source, weight) in enumerate(order):
@@ -384,24 +455,6 @@ def _confidences(
         run.scores[question] = scores
         run.conf[question] = _softmax(scores, p.false_values)
     return run
-
-
-def _accuracies(
-    tables: Mapping[str, _Table],
-    conf: Mapping[str, Mapping[str, float]],
-    counts: Mapping[str, int],
-    p: Params,
-) -> dict[str, float]:
-    mass: dict[str, list[float]] = defaultdict(list)
-    for question, table in tables.items():
-        for answer, providers in table.items():
-            for source, weight in providers:
-                mass[source].append(weight * conf[question][answer])
-    return {
-        s: (p.prior_claims * p.prior_accuracy + math.fsum(mass[s]))
-        / (p.prior_claims + counts[s])
-        for s in counts
-    }
 
 
 def best_answers(result: Estimate) -> dict[str, str]:

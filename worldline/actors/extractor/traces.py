@@ -43,6 +43,8 @@ conversation is ``pairing.py``.
 
 from __future__ import annotations
 
+import io
+import itertools
 import json
 import re
 from dataclasses import dataclass, field
@@ -52,12 +54,15 @@ from worldline.actors.extractor.pairing import Conversation, conversation
 from worldline.protocols.simulator import TraceIssue
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator
+
     from worldline.protocols.messages import Transition
 
 __all__ = [
     "FORMATS",
     "TraceFormat",
     "TraceParse",
+    "TraceReader",
     "UnknownTraceFormat",
     "parse_trace",
 ]
@@ -96,44 +101,156 @@ class TraceParse:
 
 
 def parse_trace(name: str, data: bytes) -> TraceParse:
-    """Parse one trace file's bytes (``name`` only labels sources and lineages).
+    """Parse one trace file's bytes (``name`` only labels sources and lineages): a
+    :class:`TraceReader` over them, read to the end.
 
     Raises :class:`UnknownTraceFormat` for bytes that are not UTF-8 JSON (or JSONL)
     in one of the three recognized shapes.
     """
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise UnknownTraceFormat(f"{name}: not UTF-8 text ({exc}); {EXPECTED}") from exc
-    issues: list[TraceIssue] = []
-    try:
-        doc: object = json.loads(text)
-    except json.JSONDecodeError as exc:
-        fmt, convs = _jsonl(name, text, exc, issues)
-    else:
-        fmt, convs = _shape(name, doc, issues)
-    transitions: list[Transition] = []
-    groups: dict[str, str] = {}
-    for conv in convs:
-        lineage, group = conv.lineage_of(name), conv.group_of(name)
-        held = groups.setdefault(lineage, group)
-        if held != group:
-            issues.append(
-                TraceIssue(
-                    source=conv.prefix,
-                    reason=f"lineage {lineage!r} is declared in group {group!r} here "
-                    f"and in {held!r} before: one lineage has one group; not read",
+    reader = TraceReader(name, io.BytesIO(data))
+    transitions = list(reader)
+    return TraceParse(
+        format=reader.format,
+        transitions=transitions,
+        issues=reader.issues,
+        groups=reader.groups,
+    )
+
+
+class TraceReader:
+    """One trace file read conversation by conversation, so a file of any size is
+    read in memory bounded by its longest conversation, not by the file.
+
+    ``lines`` are the file's lines as bytes (an open binary file, read lazily).
+    JSONL (a first line that is a whole JSON value, and more lines after it) is
+    streamed a line at a time; any other file is one JSON document, read whole.
+    Iterating yields the transitions; ``groups`` (lineage -> group) holds every
+    lineage yielded so far before its transitions are, ``issues`` the unusable
+    records met so far, ``format`` the format (for JSONL, final once read).
+    Construction raises :class:`UnknownTraceFormat` for a document of no known
+    shape (and iteration for JSONL with no conversation line or a line that is not
+    UTF-8).
+    """
+
+    def __init__(self, name: str, lines: Iterable[bytes]) -> None:
+        self.name = name
+        self.issues: list[TraceIssue] = []
+        self.groups: dict[str, str] = {}  # lineage -> group
+        self._used: set[str] = set()  # lineages with transitions
+        self._kinds: set[TraceFormat] = set()  # of JSONL conversations
+        self._fixed: TraceFormat | None = None  # a whole document's format
+        self._convs = self._open(iter(lines))
+
+    @property
+    def format(self) -> TraceFormat:
+        """The format found: a document's, or for JSONL "legacy-function-call" when
+        every conversation read is, else "openai"."""
+        if self._fixed is not None:
+            return self._fixed
+        legacy = bool(self._kinds) and self._kinds == {"legacy-function-call"}
+        return "legacy-function-call" if legacy else "openai"
+
+    def _open(self, lines: Iterator[bytes]) -> Iterator[Conversation]:
+        """Peek at the first lines: JSONL is streamed, anything else read whole."""
+        head: list[bytes] = []
+        parsed = False
+        for raw in lines:
+            head.append(raw)
+            text = _line(self.name, raw, len(head) - 1)
+            if text.strip():
+                try:
+                    json.loads(text)
+                except json.JSONDecodeError:
+                    break
+                parsed = True
+                break
+        if parsed:
+            for raw in lines:  # is anything after the first value?
+                head.append(raw)
+                if raw.strip():
+                    return self._jsonl(itertools.chain(head, lines), "extra data")
+        data = b"".join(itertools.chain(head, lines))
+        try:
+            text = data.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise UnknownTraceFormat(
+                f"{self.name}: not UTF-8 text ({exc}); {EXPECTED}"
+            ) from exc
+        try:
+            doc: object = json.loads(text)
+        except json.JSONDecodeError as exc:
+            return self._jsonl(io.BytesIO(data), str(exc))
+        self._fixed, convs = _shape(self.name, doc, self.issues)
+        return iter(convs)
+
+    def _jsonl(self, lines: Iterable[bytes], error: str) -> Iterator[Conversation]:
+        """JSONL: one ``{"messages": [...]}`` conversation per line, numbered from
+        0. A line that is not one is an issue, provided at least one line is."""
+        shaped = 0  # lines that are conversation objects (read or not)
+        for number, raw in enumerate(lines):
+            text = _line(self.name, raw, number)
+            if not text.strip():
+                continue
+            source = f"{self.name}:{number}"
+            try:
+                record: object = json.loads(text)
+            except json.JSONDecodeError as exc:
+                self.issues.append(
+                    TraceIssue(source=source, reason=f"line is not JSON: {exc}")
                 )
+                continue
+            if not isinstance(record, dict) or not isinstance(
+                messages := record.get("messages"), list
+            ):
+                self.issues.append(
+                    TraceIssue(
+                        source=source,
+                        reason='line is not a {"messages": [...]} conversation object',
+                    )
+                )
+                continue
+            shaped += 1
+            declared = _declared(record, source, self.issues)
+            if declared is not None:
+                self._kinds.add(_message_format(messages))
+                yield Conversation(number, messages, source, *declared)
+        if not shaped:
+            raise UnknownTraceFormat(
+                f"{self.name}: not JSON ({error}) and no line is a JSONL "
+                f'{{"messages": [...]}} conversation; {EXPECTED}'
             )
-            continue
-        found, problems = conversation(name, conv)
-        transitions.extend(found)
-        issues.extend(problems)
-        if not found:
-            used = {t.lineage for t in transitions}
-            if lineage not in used:
-                del groups[lineage]
-    return TraceParse(format=fmt, transitions=transitions, issues=issues, groups=groups)
+
+    def __iter__(self) -> Iterator[Transition]:
+        for conv in self._convs:
+            lineage, group = conv.lineage_of(self.name), conv.group_of(self.name)
+            held = self.groups.setdefault(lineage, group)
+            if held != group:
+                self.issues.append(
+                    TraceIssue(
+                        source=conv.prefix,
+                        reason=f"lineage {lineage!r} is declared in group {group!r} "
+                        f"here and in {held!r} before: one lineage has one group; "
+                        "not read",
+                    )
+                )
+                continue
+            found, problems = conversation(self.name, conv)
+            self.issues.extend(problems)
+            if found:
+                self._used.add(lineage)
+            elif lineage not in self._used:
+                del self.groups[lineage]
+            yield from found
+
+
+def _line(name: str, raw: bytes, number: int) -> str:
+    """One line of a trace as text (the first without a byte-order mark)."""
+    try:
+        return raw.decode("utf-8-sig" if number == 0 else "utf-8")
+    except UnicodeDecodeError as exc:
+        raise UnknownTraceFormat(
+            f"{name}: not UTF-8 text (line {number}: {exc}); {EXPECTED}"
+        ) from exc
 
 
 def _declared(
@@ -237,48 +354,6 @@ def _toolbench(
         )
         return []
     return [Conversation(0, train[-1], name)]
-
-
-def _jsonl(
-    name: str, text: str, error: json.JSONDecodeError, issues: list[TraceIssue]
-) -> tuple[TraceFormat, list[Conversation]]:
-    """JSONL: one ``{"messages": [...]}`` conversation per line. A line that is not one
-    is an issue, provided at least one line is."""
-    convs: list[Conversation] = []
-    bad: list[TraceIssue] = []
-    shaped = 0  # lines that are conversation objects (read or not)
-    for number, line in enumerate(text.splitlines()):
-        if not line.strip():
-            continue
-        source = f"{name}:{number}"
-        try:
-            record: object = json.loads(line)
-        except json.JSONDecodeError as exc:
-            bad.append(TraceIssue(source=source, reason=f"line is not JSON: {exc}"))
-            continue
-        if not isinstance(record, dict) or not isinstance(
-            messages := record.get("messages"), list
-        ):
-            bad.append(
-                TraceIssue(
-                    source=source,
-                    reason='line is not a {"messages": [...]} conversation object',
-                )
-            )
-            continue
-        shaped += 1
-        declared = _declared(record, source, bad)
-        if declared is not None:
-            convs.append(Conversation(number, messages, source, *declared))
-    if not shaped:
-        raise UnknownTraceFormat(
-            f"{name}: not JSON ({error}) and no line is a JSONL "
-            f'{{"messages": [...]}} conversation; {EXPECTED}'
-        )
-    issues.extend(bad)
-    kinds = {_message_format(c.messages) for c in convs}
-    legacy = bool(kinds) and kinds == {"legacy-function-call"}
-    return ("legacy-function-call" if legacy else "openai"), convs
 
 
 def _message_format(messages: list[object]) -> TraceFormat:

@@ -66,6 +66,11 @@ class LearnedSource(
     independence: float  # share of its vote left after copy detection (1: none)
     claims: int  # questions it answered
     factor: float  # the trust multiplier: vote(accuracy) / vote(prior) * independence
+    # The assessment that learned it (the same in every row of one table): the rounds
+    # of the fixed point it ran, and the largest move of an accuracy or copy discount
+    # in its last round (at most the tolerance, 1e-6, once converged).
+    rounds: int = 0
+    change: float = 0.0
 
 
 _LEARNED = msgspec.msgpack.Decoder(LearnedSource)
@@ -115,6 +120,8 @@ def table(claims: Iterable[Claim]) -> dict[str, LearnedSource]:
             independence=row.independence,
             claims=row.claims,
             factor=factor(row.accuracy, row.independence),
+            rounds=estimate.rounds,
+            change=estimate.change,
         )
         for row in estimate.sources
     }

@@ -22,8 +22,10 @@ def serve(reader: Reader, request: Sources, world: str) -> SourcesReply:
     """Every source with a declared trust or a learned reliability, least weighed
     first (the ones a reader most wants to see), at most ``request.limit``."""
     rows: dict[str, SourceStanding] = {}
+    rounds, change = 0, 0.0
     for _, raw in reader.scan(assess.learned_prefix(world)):
         row = assess.decode(raw)
+        rounds, change = row.rounds, row.change  # one assessment wrote every row
         rows[row.source] = SourceStanding(
             source=row.source,
             accuracy=row.accuracy,
@@ -43,4 +45,6 @@ def serve(reader: Reader, request: Sources, world: str) -> SourcesReply:
         (r for r in rows.values() if not request.source or r.source == request.source),
         key=lambda r: (r.weight, r.source),
     )
-    return SourcesReply(sources=chosen[: request.limit], total=len(chosen))
+    return SourcesReply(
+        sources=chosen[: request.limit], total=len(chosen), rounds=rounds, change=change
+    )

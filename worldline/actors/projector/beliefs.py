@@ -34,7 +34,6 @@ from worldline.actors.projector.clocks import (
     clock_key,
     world_clock,
 )
-from worldline.actors.projector.history import writes as history_writes
 from worldline.actors.runtime.memory import Overlay
 from worldline.protocols.beliefs import BeliefEdge, Contradiction, Evidence, TraceStep
 from worldline.protocols.messages import (
@@ -84,6 +83,17 @@ def _edge_key(world: str, edge_id: str) -> bytes:
     return f"bedge/{world}/{edge_id}".encode()
 
 
+class _Stamp(msgspec.Struct):
+    updated_at: datetime
+
+
+class _StampedHead(msgspec.Struct):
+    belief: _Stamp
+
+
+_STAMP = msgspec.msgpack.Decoder(_StampedHead)
+
+
 def apply_belief(
     reader: Reader, change: BeliefChanged, ctx: Context
 ) -> dict[bytes, bytes | None]:
@@ -91,8 +101,7 @@ def apply_belief(
     ranks in the index."""
     key = _key(ctx.world, change.belief.id)
     raw = reader.get(key)
-    held = -1 if raw is None else belief_version(raw)
-    if held >= change.belief.version:
+    if raw is not None and belief_version(raw) >= change.belief.version:
         return {}
     writes: dict[bytes, bytes | None] = {key: encode(change)}
     clock = clock_key(ctx.world)
@@ -107,8 +116,6 @@ def apply_belief(
     # A belief change writes no edge: the edges touching it are still ``touching``.
     vectors = ctx.batch_prepared if isinstance(ctx.batch_prepared, dict) else None
     _reindex(reader, ctx.world, change.belief, writes, edges=touching, vectors=vectors)
-    # Last, so the index's reads through ``writes`` need not step over them.
-    writes.update(history_writes(ctx.world, change, held))  # for ``as_of`` reads
     return writes
 
 
@@ -337,16 +344,11 @@ def get(
 
 
 def with_evidence(
-    reader: Reader,
-    world: str,
-    belief_ids: list[str],
-    at: datetime | None,
-    as_of: datetime | None = None,
+    reader: Reader, world: str, belief_ids: list[str], at: datetime | None
 ) -> list[tuple[Belief, list[Evidence]]]:
     """Each belief as ``get`` reports it (at one clock for all) with the evidence
-    held for it (as of ``as_of``), each record read once; ids not visible are left
-    out."""
-    reads = _Reads(reader, world, at, as_of=as_of)
+    held for it, each record read once; ids not visible are left out."""
+    reads = _Reads(reader, world, at)
     found = []
     for belief_id in belief_ids:
         belief = visible(reads, belief_id)
@@ -406,40 +408,32 @@ def _contradictions(
     return list(found.values())
 
 
-def trace(
-    reader: Reader, world: str, belief_id: str, as_of: datetime | None = None
-) -> TraceReply:
-    """The provenance chain: each evidence item and how confidence moved with it
-    (as the world knew it at ``as_of``: the belief as ``get`` reports it then)."""
+def trace(reader: Reader, world: str, belief_id: str) -> TraceReply:
+    """The provenance chain: each evidence item and how confidence moved with it."""
     raw = reader.get(_key(world, belief_id))
     if raw is None:  # an edge's trace, or nothing
         return edge_trace.trace(
-            reader, world, belief_id, reader.get(_edge_key(world, belief_id)), as_of
+            reader, world, belief_id, reader.get(_edge_key(world, belief_id))
         )
-    reads = _Reads(reader, world, None, as_of=as_of)
-    record = reads.known(_RECORD.decode(raw))
-    if record is None:
-        return TraceReply()  # not created by ``as_of``
-    shown = record.belief if as_of is None else visible(reads, belief_id)
+    record = _RECORD.decode(raw)
     steps = posterior.trajectory(
         record.belief.prior,
         record.evidence,
         record.trust,
         probabilistic=record.belief.type not in NO_PROBABILITY,
     )
-    edges = reads.edges(
-        _touching(reader, world, "from", belief_id)
-        + _touching(reader, world, "to", belief_id)
+    edges = _touching(reader, world, "from", belief_id) + _touching(
+        reader, world, "to", belief_id
     )
     rivals = slots.rival_records(
         reader, world, record.belief, lambda rival: _key(world, rival)
     )
     return TraceReply(
-        belief=shown,
+        belief=record.belief,
         steps=[TraceStep(evidence=e, before=b, after=a) for e, b, a in steps],
         edges=edges,
         weights=dict(record.trust),
-        rivals=[r.belief.id for r in rivals if reads.known(r) is not None],
+        rivals=[r.belief.id for r in rivals],
     )
 
 

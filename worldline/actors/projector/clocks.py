@@ -17,8 +17,7 @@ import msgspec
 
 from worldline.actors.belief_model import posterior
 from worldline.actors.belief_model.posterior import NO_PROBABILITY
-from worldline.actors.projector import history, slots
-from worldline.actors.projector.history import recorded
+from worldline.actors.projector import slots
 from worldline.protocols.messages import Belief, BeliefChanged
 
 if TYPE_CHECKING:
@@ -49,6 +48,12 @@ def world_clock(reader: Reader, world: str) -> datetime | None:
     read."""
     raw = reader.get(clock_key(world))
     return None if raw is None else _CLOCK.decode(raw)
+
+
+def recorded(item: Evidence) -> datetime:
+    """When the world was told of ``item`` (its observation time for evidence
+    recorded before ``recorded_at`` was kept)."""
+    return item.observed_at if item.recorded_at is None else item.recorded_at
 
 
 def at_clock(
@@ -115,8 +120,7 @@ class Reads:
         if at is None and (one_clock or as_of is not None):
             self.clock = world_clock(reader, world)
             if as_of is not None and (self.clock is None or self.clock > as_of):
-                # the world's clock as it stood then (as_of: none kept)
-                self.clock = history.clock_at(reader, world, as_of) or as_of
+                self.clock = as_of  # the world's clock as it stood then
         self.memo: dict[str, Belief | None] = {}
         self.evidence: dict[str, list[Evidence]] = {}  # of each belief read, as held
 
@@ -129,7 +133,7 @@ class Reads:
     def belief(self, belief_id: str) -> Belief | None:
         if belief_id not in self.memo:
             raw = self.reader.get(_key(self.world, belief_id))
-            record = None if raw is None else self.known(_RECORD.decode(raw))
+            record = None if raw is None else _RECORD.decode(raw)
             if record is not None:
                 self.evidence[belief_id] = record.evidence
             self.memo[belief_id] = (
@@ -140,25 +144,15 @@ class Reads:
                     self.clock,
                     dated=self.at is not None,
                     as_of=self.as_of,
-                    rivals=[
-                        known
-                        for rival in slots.rival_records(
-                            self.reader,
-                            self.world,
-                            record.belief,
-                            lambda rival: _key(self.world, rival),
-                        )
-                        if (known := self.known(rival)) is not None
-                    ],
+                    rivals=slots.rival_records(
+                        self.reader,
+                        self.world,
+                        record.belief,
+                        lambda rival: _key(self.world, rival),
+                    ),
                 )
             )
         return self.memo[belief_id]
-
-    def known(self, record: BeliefChanged) -> BeliefChanged | None:
-        """``record`` as the world knew it at ``as_of`` (None: not yet created)."""
-        if self.as_of is None:
-            return record
-        return history.known(self.reader, self.world, record, self.as_of)
 
 
 def as_of(belief: Belief, at: datetime) -> Belief:

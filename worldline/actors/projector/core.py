@@ -66,8 +66,7 @@ def handle(reader: Reader, change: ProjectorInbox, ctx: Context) -> Step:
 
 def newest_only(change: ProjectorInbox) -> str | None:
     """What a change makes obsolete, when several come in one batch: a belief's
-    change carries its whole newest state (the replica keeps the newest whole;
-    ``history.py`` reads what a skipped one recorded from its evidence), and
+    change carries its whole newest state (the replica keeps only the newest), and
     the feed brings a belief's versions in order, so of several changes to one
     belief in a batch only the last needs applying. That also spares rebuilding
     every agent's view per change when a batch restates one belief many times.
@@ -93,8 +92,8 @@ def serve(reader: Reader, request: ProjectorRpc, world: str) -> Message:
             return calibration.reply(reader, world, request)
         case ListBeliefs():
             return pages.list_beliefs(reader, world, request)
-        case TraceBelief(belief_id=belief_id, as_of=as_of):
-            return beliefs.trace(reader, world, belief_id, as_of)
+        case TraceBelief(belief_id=belief_id):
+            return beliefs.trace(reader, world, belief_id)
         case ReadWorld():
             # Paged and bounded in bytes (see worldline.actors.projector.pages).
             return pages.read_world(reader, world, request)

@@ -5,23 +5,35 @@ characters per token for English text)."""
 from __future__ import annotations
 
 import math
+from datetime import UTC, datetime
 from typing import Final
 
 import msgspec
 
 from worldline.protocols.worldview import SLICES, Leaf, Worldview
 
-__all__ = ["FLOOR", "MAX_TOKENS", "TEXT_CHARS", "estimate_tokens", "fit", "render"]
+__all__ = [
+    "EPOCH",
+    "FLOOR",
+    "MAX_TOKENS",
+    "TEXT_CHARS",
+    "estimate_tokens",
+    "fit",
+    "render",
+]
 
 MAX_TOKENS: Final = 2000
+EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)  # worldview.EPOCH: no belief shown
 TEXT_CHARS: Final = 160  # one leaf's text in the prompt
 FLOOR: Final = 1  # a slice is never cut below this many leaves
 
 
 def render(view: Worldview) -> str:
     """The prose a model reads, rendered from the typed view (never parsed back)."""
+    # The epoch is no clock anyone read: a standing view that shows no belief yet.
+    when = "before any belief" if view.at == EPOCH else f"at {view.at.isoformat()}"
     lines = [
-        f"# Worldview for {view.agent} in {view.world} at {view.at.isoformat()}",
+        f"# Worldview for {view.agent} in {view.world} {when}",
         f"Move: {view.query}",
         f"Clarity: {view.clarity:.2f}",
     ]

@@ -45,6 +45,7 @@ __all__ = [
     "build_view",
     "declaration",
     "focus_of",
+    "move_of",
     "read_world",
     "refresh",
     "refresh_all",
@@ -164,8 +165,17 @@ def build_view(
         at=None,
         postings=index.STANDING_POSTINGS,
     )
-    current = worldview.standing(scene, agent, focus)
+    current = worldview.standing(scene, agent, focus, move=move_of(decl, view))
     return msgspec.structs.replace(view, worldview=current)
+
+
+def move_of(decl: WorldDecl, view: AgentView) -> str:
+    """The standing worldview's move, as people read it: the goals, then the work,
+    each item apart (``focus_of`` runs them together as one query)."""
+    goals = "; ".join(g.text for g in decl.intent.goals)
+    work = "; ".join(str(_field(w, "goal")) for w in view.work)
+    parts = ([f"goals: {goals}"] if goals else []) + ([f"work: {work}"] if work else [])
+    return " | ".join(parts)
 
 
 def focus_of(decl: WorldDecl, view: AgentView | None) -> str:

@@ -25,7 +25,6 @@ import functools
 import heapq
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final
 
 import msgspec
@@ -33,6 +32,7 @@ import msgspec
 from worldline.actors.belief_model import information, posterior
 from worldline.actors.projector import declared
 from worldline.actors.projector.prompt import (
+    EPOCH,
     FLOOR,
     MAX_TOKENS,
     estimate_tokens,
@@ -50,6 +50,8 @@ from worldline.protocols.messages import AgentView, Belief
 from worldline.protocols.worldview import Leaf, Worldview
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from worldline.actors.projector.lexical import Counts
     from worldline.actors.projector.relevance import Features
     from worldline.protocols.beliefs import BeliefEdge, Contradiction
@@ -504,13 +506,14 @@ def _clarity(current: Sequence[Leaf], scene: Scene) -> float:
     return round(max(0.0, sureness * (1 - conflicts) * (1 - gaps)), 6)
 
 
-EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-def standing(scene: Scene, agent: str, focus: str) -> Worldview:
-    """The agent's standing worldview: its goals and work as the query, the beliefs
-    as last changed, and as its clock the newest change among the beliefs it shows.
-    A change to a belief it does not show leaves its bytes as they were."""
+def standing(
+    scene: Scene, agent: str, focus: str, *, move: str | None = None
+) -> Worldview:
+    """The agent's standing worldview: its goals and work as the query (shown as
+    ``move`` when given), the beliefs as last changed, and as its clock the newest
+    change among the beliefs it shows (:data:`EPOCH` when it shows none: the prompt
+    then says so instead of a date). A change to a belief it does not show leaves
+    its bytes as they were."""
     view = project(scene, agent, focus, EPOCH)
     shown = {
         item
@@ -527,4 +530,5 @@ def standing(scene: Scene, agent: str, focus: str) -> Worldview:
     }
     times = [b.updated_at for b in scene.beliefs if b.id in shown]
     at = max(times) if times else EPOCH
-    return fit(msgspec.structs.replace(view, at=at))
+    shown_move = focus if move is None else move
+    return fit(msgspec.structs.replace(view, at=at, query=shown_move))

@@ -162,7 +162,7 @@ async def _run_locked(
             async with anyio.create_task_group() as tg:
                 gate = None
                 if spec.lease:
-                    gate = LeaseGate(spec.lease, spec.instance)
+                    gate = stats.lease = LeaseGate(spec.lease, spec.instance)
                     await tg.start(gate.run, js, partial(_activate, js, store, spec))
                 pace = Pace()
                 for inp in spec.inputs:

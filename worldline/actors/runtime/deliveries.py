@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
+from worldline.protocols.decode import decode_payload
 from worldline.protocols.messages import DeadLetter, decode_batch
 from worldline.protocols.subjects import batch_subject
 
@@ -54,17 +55,6 @@ def delivery(seq: int, subject: str, data: bytes, batch: str | None) -> Delivery
     batch or what the batch may not carry, whatever the input (an op with the header
     is dead-lettered: ops never travel in batches)."""
     return Delivery(seq, subject, data, batch=batch is not None)
-
-
-def decode_payload(decoder: Any, data: bytes) -> tuple[Any, str | None]:
-    """``data`` decoded by ``decoder`` (a msgspec decoder), or None and the reason
-    the store dead-letters it with."""
-    try:
-        return decoder.decode(data), None
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        return None, f"undecodable: {exc}"
-    except RecursionError:
-        return None, "undecodable: nested too deeply to decode"
 
 
 def refusal(decoder: Any, d: Delivery) -> tuple[Any, str | None]:

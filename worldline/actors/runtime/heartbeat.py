@@ -78,6 +78,7 @@ async def run_heartbeat(
                     await _refresh(js, store, metrics)
                     record = metrics.heartbeat(at=clock(), interval=interval)
                     await kv.put(key, encode(record))
+                    metrics.heartbeat_at = record.at.timestamp()
             except (nats.errors.Error, TimeoutError) as exc:
                 log.warning(
                     "%s: heartbeat not written: %s", metrics.instance, describe(exc)

@@ -165,6 +165,12 @@ class LeaseGate:
         """May this replica publish now?"""
         return self._holding and self._clock() < self._valid_until
 
+    @property
+    def seen_term(self) -> int:
+        """The term of the last readable lease seen (0 before any): one more at
+        each takeover, whoever took over."""
+        return 0 if self._known is None else self._known.term
+
     def follow_limit(self, stream: str) -> int:
         """The last sequence of ``stream`` a standby may apply: what the holder has
         published. Zero when there is no other holder to follow."""

@@ -7,7 +7,8 @@ each answer, the heartbeat (``heartbeat.py``) adds store size and lag and publis
 same numbers for ``worldline status``. One :class:`Registry` per process (an ``actor``
 label per instance) exposes them through ``prometheus_client`` (a registry of its own,
 so two never mix): the seven families of the first release under their names, the
-count of pre-empted outputs, three histograms, and the library's process collector.
+count of pre-empted outputs, the liveness gauges (last heartbeat, stalled inputs, a
+materializer's lease), three histograms, and the library's process collector.
 
 ``endpoint.py`` serves them over HTTP with the health and readiness checks.
 """
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
 
     from prometheus_client.metrics_core import Metric
 
+    from worldline.actors.runtime.lease import LeaseGate
     from worldline.actors.runtime.spec import ActorSpec
 
 __all__ = [
@@ -167,6 +169,8 @@ class ActorMetrics:
     connected: Callable[[], bool] | None = None
     rpc: dict[str, Buckets] = field(default_factory=dict)  # answer seconds by verb
     preempted: int = 0  # outputs whose Msg-Id another subject held (preempt.py)
+    heartbeat_at: float | None = None  # Unix time of the last heartbeat written
+    lease: LeaseGate | None = None  # its partition's lease, if it takes one
 
     def record(
         self,
@@ -399,7 +403,44 @@ class _Counters:
             start.add_metric([m.instance], m.started_at.timestamp())
             preempted.add_metric([m.instance], m.preempted)
         yield from (applied, dead, batches, last, lag, size, start, preempted)
+        yield from _liveness(actors)
         yield from _histograms(actors)
+
+
+def _liveness(actors: Iterable[ActorMetrics]) -> Iterator[Metric]:
+    """Whether each actor heartbeats, commits and (a materializer) holds its lease:
+    what the alert rules of deploy/k8s/alerts.yaml read."""
+    beat = GaugeMetricFamily(
+        "worldline_heartbeat_time_seconds",
+        "Unix time of the last heartbeat the actor wrote to wl-status.",
+        labels=["actor"],
+    )
+    stalled = GaugeMetricFamily(
+        "worldline_input_stalled",
+        "1 while a batch of this input fails to commit and is retried, else 0.",
+        labels=["actor", "durable"],
+    )
+    held = GaugeMetricFamily(
+        "worldline_lease_held",
+        "1 while this replica holds its partition's lease and may publish, else 0.",
+        labels=["actor", "lease"],
+    )
+    term = GaugeMetricFamily(
+        "worldline_lease_term",
+        "Term of the partition's lease as this replica last read it (one more at "
+        "each takeover).",
+        labels=["actor", "lease"],
+    )
+    for m in sorted(actors, key=lambda a: a.instance):
+        if m.heartbeat_at is not None:  # none before the first heartbeat
+            beat.add_metric([m.instance], m.heartbeat_at)
+        for s in m.inputs.values():
+            stuck = s.stalled_since is not None
+            stalled.add_metric([m.instance, s.durable], int(stuck))
+        if m.lease is not None:
+            held.add_metric([m.instance, m.lease.key], int(m.lease.active))
+            term.add_metric([m.instance, m.lease.key], m.lease.seen_term)
+    yield from (beat, stalled, held, term)
 
 
 def _histograms(actors: Iterable[ActorMetrics]) -> Iterator[Metric]:

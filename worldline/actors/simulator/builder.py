@@ -1,34 +1,50 @@
-"""Build an index by streaming transitions into it, in memory that grows with what
-is stored (each context message once), not with the square of a conversation.
+"""Build an index by streaming transitions into it, in memory that does not grow with
+the traces' text: what is held per transition is its id, sort key, lineage and a few
+numbers, while texts wait in temporary files until the index is written.
 
-:class:`IndexBuilder` takes transitions one at a time (:meth:`~IndexBuilder.add`),
-interns each context as shared segments (``storage.py``), keeps a compact row,
-embeds in batches, and forgets the transition; :meth:`~IndexBuilder.finish` sorts the
-rows into stored order, numbers the segments canonically, splits the lineage groups
-into fit and held-out, and certifies the result in a manifest. The same transitions
-give the same index (bytes and id) in any order.
+:class:`IndexBuilder` takes transitions one at a time (:meth:`~IndexBuilder.add`):
+it interns each context as shared segments (``storage.py``, texts spilled to a
+temporary file), appends a compact row to a temporary file, embeds in batches
+(vectors appended to a temporary file), and forgets the transition.
+:meth:`~IndexBuilder.write` sorts the rows into stored order, numbers the segments
+canonically, splits the lineage groups into fit and held-out, and writes the files
+line by line and the vectors chunk by chunk, hashing as it goes, then certifies them
+in a manifest; :meth:`~IndexBuilder.finish` does the same into a temporary folder
+and loads it. The same transitions give the same index (bytes and id) in any order.
+
+**Support.** A transition's id is content-derived (lineage, context, action,
+observation, pairing), so the same exchange recorded twice in one lineage (two
+trials of a task sharing their first exchange) has one id: it is stored once, its
+``support`` counting how often it was seen (evidence of how likely it is). The same
+id over different content is an adapter bug, refused naming both sources.
 """
 
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING, Any, Final
+import io
+import tempfile
+import weakref
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, Final
 
 import msgspec
 import numpy as np
 
 from worldline.actors.belief_model.embedding import active
 from worldline.actors.simulator.index import (
+    CONTEXTS,
     KIND,
+    TRANSITIONS,
+    VECTORS,
     Split,
     TransitionIndex,
     _kind_key,
-    _lines_sha256,
-    _sha256,
-    _vectors_bytes,
+    load,
     manifest_id,
 )
 from worldline.actors.simulator.storage import (
+    MANIFEST,
     QUERY,
     ContextTable,
     Row,
@@ -39,15 +55,23 @@ from worldline.protocols.messages import Transition
 from worldline.protocols.simulator import INDEX_VERSION, IndexManifest, TraceIssue
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping, Sequence
+    from collections.abc import Iterable, Iterator, Mapping, Sequence
 
     from worldline.actors.belief_model.embedding import Embedder
-    from worldline.actors.simulator.storage import Vectors
 
-__all__ = ["BATCH", "IndexBuilder", "group_split"]
+__all__ = ["BATCH", "CHUNK", "IndexBuilder", "group_split"]
 
 BATCH: Final = 512  # transitions embedded together
+CHUNK: Final = 4096  # vector rows copied into the index at a time
 _ENCODER: Final = msgspec.json.Encoder()
+_ROW: Final = msgspec.json.Decoder(Row)
+
+
+def content_digest(t: Transition) -> bytes:
+    """What a transition's id stands for: everything but where it was seen
+    (``source``) and whether its trace ended there (``final``)."""
+    named = (t.lineage, t.task, t.context, t.action, t.observation, t.pairing)
+    return hashlib.sha256(_ENCODER.encode(named)).digest()
 
 
 def group_split(group: str, held_out: float) -> Split:
@@ -61,7 +85,8 @@ class IndexBuilder:
     """Streams real transitions into a new index (see the module docstring).
 
     ``held_out`` is the fraction of lineage groups kept out of the fit partition,
-    in [0, 1); ``embedder`` defaults to the process's selected one.
+    in [0, 1); ``embedder`` defaults to the process's selected one. ``pairs``
+    counts every transition added (repeats included), ``len()`` the distinct ones.
     """
 
     def __init__(
@@ -80,17 +105,36 @@ class IndexBuilder:
         self.held_out = held_out
         self.embedder = embedder if embedder is not None else active()
         self.batch = batch
+        self.pairs = 0  # every transition added, repeats included
         self._table = ContextTable()
-        self._rows: list[Row] = []
-        self._digests: dict[str, bytes] = {}  # id -> digest of the transition
+        self._rows: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 (one Row each)
+        self._ends: list[int] = [0]  # row i is bytes _ends[i]:_ends[i + 1]
+        self._vectors: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 (float32)
+        # Closed by close(), or when the builder is dropped (an add that raised).
+        self._closer = weakref.finalize(
+            self, _close, self._rows, self._vectors, self._table
+        )
+        self._embedded = 0  # rows whose vectors are in the file
+        # Per distinct transition, by row number: what ordering, grouping and
+        # merging need, never its text.
+        self._keys: list[tuple[int, str, str]] = []  # _kind_key of the row
+        self._nodes: list[tuple[int, int]] = []  # (task, context) segments
+        self._lineage: list[str] = []
+        self._support: list[int] = []
+        self._finals: list[int] = []  # how many of its occurrences ended a trace
+        self._sources: list[str] = []  # the first source seen (sorted)
+        self._seen: dict[str, tuple[bytes, int]] = {}  # id -> (content, row)
         self._groups: dict[str, str] = {}  # lineage -> group
         self._pending: list[tuple[str, str]] = []  # (action, recent window)
-        self._vectors: list[Vectors] = []
+
+    def __len__(self) -> int:
+        return len(self._keys)
 
     def add(self, t: Transition, group: str | None = None) -> None:
         """Add one real transition; ``group`` is its lineage's group (default: the
-        lineage itself). A repeated id must carry the same transition, and a lineage
-        stays in one group (else ``ValueError``)."""
+        lineage itself). A repeated id with the same content adds to its support;
+        with other content it is refused, as is a lineage in two groups
+        (``ValueError``)."""
         if not isinstance(t, Transition):
             raise TypeError(
                 f"{type(t).__name__} is not a Transition: an index holds only real "
@@ -104,29 +148,46 @@ class IndexBuilder:
                 f"lineage {t.lineage!r} is in group {held!r} and in group {group!r}: "
                 "a lineage belongs to one group; fix the declared groups"
             )
-        digest = hashlib.sha256(_ENCODER.encode(t)).digest()
-        kept = self._digests.get(t.id)
-        if kept is not None:
+        self.pairs += 1
+        digest = content_digest(t)
+        seen = self._seen.get(t.id)
+        if seen is not None:
+            kept, at = seen
             if kept != digest:
                 raise ValueError(
-                    f"transition id {t.id!r} names two different pairs; ids are "
-                    "content-derived, fix the adapter that made them"
+                    f"transition id {t.id!r} names two different pairs, at "
+                    f"{self._sources[at] or '(no source)'} and at "
+                    f"{t.source or '(no source)'}; ids are content-derived (lineage, "
+                    "context, action, observation, pairing): fix the adapter that "
+                    "made them"
                 )
+            self._support[at] += 1
+            self._finals[at] += t.final
+            self._sources[at] = min(self._sources[at], t.source)
             return
-        self._digests[t.id] = digest
-        self._rows.append(
-            Row(
-                id=t.id,
-                lineage=t.lineage,
-                task=self._table.task(t.task),
-                context=self._table.context(t.context),
-                action=t.action,
-                observation=t.observation,
-                pairing=t.pairing,
-                source=t.source,
-                final=t.final,
-            )
+        at = len(self._keys)
+        self._seen[t.id] = (digest, at)
+        row = Row(
+            id=t.id,
+            lineage=t.lineage,
+            task=self._table.task(t.task),
+            context=self._table.context(t.context),
+            action=t.action,
+            observation=t.observation,
+            pairing=t.pairing,
+            source="",
+            final=False,
         )
+        line = _ENCODER.encode(row)
+        self._rows.seek(self._ends[-1])
+        self._rows.write(line)
+        self._ends.append(self._ends[-1] + len(line))
+        self._keys.append(_kind_key(row))
+        self._nodes.append((row.task, row.context))
+        self._lineage.append(t.lineage)
+        self._support.append(1)
+        self._finals.append(int(t.final))
+        self._sources.append(t.source)
         self._pending.append((t.action, recent(t.context)))
         if len(self._pending) >= self.batch:
             self._flush()
@@ -140,59 +201,106 @@ class IndexBuilder:
 
     def _flush(self) -> None:
         if self._pending:
-            self._vectors.append(embed_pairs(self._pending, self.embedder))
+            vectors = embed_pairs(self._pending, self.embedder)
+            self._vectors.seek(self._embedded * 4 * self.embedder.dimensions)
+            self._vectors.write(np.ascontiguousarray(vectors, dtype="<f4").tobytes())
+            self._embedded += len(self._pending)
             self._pending.clear()
 
-    def finish(
-        self, *, sources: Sequence[str] = (), issues: Sequence[TraceIssue] = ()
-    ) -> TransitionIndex:
-        """The index of everything added. ``sources`` (trace files) and ``issues``
-        (records the adapters could not use) are recorded in the manifest, sorted.
-        Raises ``ValueError`` when the split leaves no transition to fit."""
-        self._flush()
+    def _row(self, i: int, new: Sequence[int]) -> Row:
+        """Row ``i`` as stored: segments renumbered, support, source and final."""
+        self._rows.seek(self._ends[i])
+        row = _ROW.decode(self._rows.read(self._ends[i + 1] - self._ends[i]))
+        support = self._support[i]
+        return msgspec.structs.replace(
+            row,
+            task=new[row.task] if row.task >= 0 else -1,
+            context=new[row.context] if row.context >= 0 else -1,
+            source=self._sources[i],
+            final=2 * self._finals[i] > support,
+            support=support,
+        )
+
+    def _vector_chunks(self, order: Sequence[int]) -> Iterator[bytes]:
+        """The vectors in stored order, ``CHUNK`` rows at a time."""
+        if not order:
+            return
+        self._vectors.flush()
         dims = self.embedder.dimensions
-        added = (
-            np.concatenate(self._vectors)
-            if self._vectors
-            else np.zeros((0, dims), dtype=np.float32)
+        added = np.memmap(
+            self._vectors, dtype="<f4", mode="r", shape=(self._embedded, dims)
         )
-        order = sorted(range(len(self._rows)), key=lambda i: _kind_key(self._rows[i]))
-        ordered = [self._rows[i] for i in order]
-        segments, new = self._table.canonical(ordered)
-        rows = tuple(
-            msgspec.structs.replace(
-                r,
-                task=new[r.task] if r.task >= 0 else -1,
-                context=new[r.context] if r.context >= 0 else -1,
+        for start in range(0, len(order), CHUNK):
+            picked = np.array(order[start : start + CHUNK], dtype=np.intp)
+            yield np.ascontiguousarray(added[picked]).tobytes()
+        del added
+
+    def close(self) -> None:
+        """Drop the temporary files (the builder is unusable after)."""
+        self._closer()
+
+    def write(
+        self,
+        out: Path,
+        *,
+        sources: Sequence[str] = (),
+        issues: Sequence[TraceIssue] = (),
+    ) -> IndexManifest:
+        """Write the index of everything added into ``out`` (created if missing;
+        refused if not an empty folder), streaming every file, and return its
+        manifest. ``sources`` (trace files) and ``issues`` (records the adapters
+        could not use) are recorded, sorted. Raises ``ValueError`` when the split
+        leaves no transition to fit, ``FileExistsError`` for a used ``out``. The
+        builder is spent after (its temporary files are dropped)."""
+        try:
+            return self._write(out, sources, issues)
+        finally:
+            self.close()
+
+    def _write(
+        self, out: Path, sources: Sequence[str], issues: Sequence[TraceIssue]
+    ) -> IndexManifest:
+        if out.exists() and (not out.is_dir() or any(out.iterdir())):
+            raise FileExistsError(
+                f"{out}: not an empty directory; an index is written once, choose a "
+                "new directory"
             )
-            for r in ordered
-        )
-        vectors = np.ascontiguousarray(
-            added[np.array(order, dtype=np.intp)].reshape(len(rows), dims),
-            dtype=np.float32,
-        )
+        self._flush()
+        n, dims = len(self._keys), self.embedder.dimensions
+        order = sorted(range(n), key=self._keys.__getitem__)
         splits = {
             g: group_split(g, self.held_out) for g in sorted(set(self._groups.values()))
         }
         fit = {g for g, s in splits.items() if s == "fit"}
-        if rows and not any(self._groups[r.lineage] in fit for r in rows):
+        if n and not any(self._groups[lineage] in fit for lineage in self._lineage):
             raise ValueError(
                 f"held_out {self.held_out!r} (--held-out) holds out every one of the "
                 f"{len(splits)} lineage group(s), leaving no transition to ground a "
                 "prediction on; use a smaller fraction (0 keeps every group in the fit "
                 "partition)"
             )
+        stored, new = self._table.canonical(self._nodes[i] for i in order)
+        out.mkdir(parents=True, exist_ok=True)
+        rows = (self._row(i, new) for i in order)
+        header = _npy_header((n, dims))
         fields: dict[str, Any] = {
             "kind": KIND,
             "version": INDEX_VERSION,
             "embedder": self.embedder.id,
             "dimensions": dims,
             "query": QUERY,
-            "transitions": len(rows),
-            "contexts": len(segments),
-            "transitions_sha256": _lines_sha256(rows),
-            "contexts_sha256": _lines_sha256(segments),
-            "vectors_sha256": _sha256(_vectors_bytes(vectors)),
+            "transitions": n,
+            "contexts": len(stored),
+            "transitions_sha256": _write(
+                out / TRANSITIONS, (_ENCODER.encode(r) + b"\n" for r in rows)
+            ),
+            "contexts_sha256": _write(
+                out / CONTEXTS,
+                (_ENCODER.encode(s) + b"\n" for s in self._table.stored(stored, new)),
+            ),
+            "vectors_sha256": _write(
+                out / VECTORS, _chain(header, self._vector_chunks(order))
+            ),
             "lineages": dict(sorted(self._groups.items())),
             "groups": splits,
             "sources": sorted(set(sources)),
@@ -200,4 +308,50 @@ class IndexBuilder:
         }
         unsigned = IndexManifest(id="0" * 64, **fields)
         manifest = IndexManifest(id=manifest_id(unsigned), **fields)
-        return TransitionIndex(manifest, rows, tuple(segments), vectors, hashed=True)
+        (out / MANIFEST).write_bytes(msgspec.json.format(_ENCODER.encode(manifest)))
+        return manifest
+
+    def finish(
+        self, *, sources: Sequence[str] = (), issues: Sequence[TraceIssue] = ()
+    ) -> TransitionIndex:
+        """The index of everything added, in memory (written to a temporary folder
+        by :meth:`write` and loaded back). Raises ``ValueError`` when the split
+        leaves no transition to fit."""
+        with tempfile.TemporaryDirectory(prefix="worldline-index-") as folder:
+            out = Path(folder) / "index"
+            self.write(out, sources=sources, issues=issues)
+            return load(out, embedder=self.embedder.id)
+
+
+def _close(*held: IO[bytes] | ContextTable) -> None:
+    for item in held:
+        item.close()
+
+
+def _npy_header(shape: tuple[int, int]) -> bytes:
+    """The header ``np.save`` writes for a float32 array of ``shape``."""
+    buffer = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        buffer,
+        {
+            "descr": np.lib.format.dtype_to_descr(np.dtype("<f4")),
+            "fortran_order": False,
+            "shape": shape,
+        },
+    )
+    return buffer.getvalue()
+
+
+def _chain(first: bytes, rest: Iterable[bytes]) -> Iterator[bytes]:
+    yield first
+    yield from rest
+
+
+def _write(path: Path, chunks: Iterable[bytes]) -> str:
+    """Write ``chunks`` to ``path`` one at a time; the sha256 of what was written."""
+    digest = hashlib.sha256()
+    with path.open("wb") as f:
+        for chunk in chunks:
+            digest.update(chunk)
+            f.write(chunk)
+    return digest.hexdigest()

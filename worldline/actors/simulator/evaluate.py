@@ -127,11 +127,16 @@ class _MeteredWorldModel:
         self.queries = 0
 
     def __call__(
-        self, session: Session, action: str, kind: Kind = "message"
+        self,
+        session: Session,
+        action: str,
+        kind: Kind = "message",
+        *,
+        best_guess: bool = False,
     ) -> Prediction:
         self.calls += 1
         try:
-            prediction = self._provider(session, action, kind)
+            prediction = self._provider(session, action, kind, best_guess=best_guess)
         except SessionError as exc:
             # The local provider embeds one query per call, unless nothing was left
             # to score (it then refuses with no_grounding before embedding).
@@ -227,8 +232,10 @@ def _run_cell(
                 break
             action = candidate.act(observation)
             message = _message(action, task.tools, candidate.actions)
+            # A run records every step: one below the similarity floor is the
+            # nearest real transition's, flagged grounded=False (never silent).
             replies, prediction = sessions.step(
-                run_id, session.id, message, now(), world_model
+                run_id, session.id, message, now(), world_model, best_guess=True
             )
             observation = replies[0]["content"]
             steps.append(
@@ -237,6 +244,7 @@ def _run_cell(
                     observation=prediction.observation,
                     terminal=prediction.terminal,
                     grounding=list(prediction.grounding),
+                    grounded=prediction.grounded,
                 )
             )
             if prediction.terminal:

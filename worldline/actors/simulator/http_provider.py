@@ -13,7 +13,9 @@ accepted as the observation of a non-terminal turn.
 Nothing is ever made up on failure: an HTTP error, a timeout, a non-200 status or a
 body that is not a chat completion raises ``SessionError("provider_failed", ...)``
 naming what happened and how to fix it, and counts a failure. No retrieved
-transition raises ``SessionError("no_grounding", ...)`` without calling the model.
+transition, or none above the floor when no best guess was asked for (see
+``provider.admitted``), raises ``SessionError("no_grounding", ...)`` without calling
+the model.
 
 Costs are tracked apart from the candidate's: :attr:`HttpProvider.calls`,
 ``failures``, ``prompt_chars`` and ``completion_chars``. Only the standard library
@@ -37,7 +39,7 @@ from worldline.actors.runtime.llm import (
     LlmConfig,
     LlmError,
 )
-from worldline.actors.simulator.provider import grounding
+from worldline.actors.simulator.provider import admitted, grounding, judged
 from worldline.actors.simulator.sessions import Kind, Prediction, Session, SessionError
 
 if TYPE_CHECKING:
@@ -220,17 +222,16 @@ class HttpProvider:
         self.completion_chars = 0
 
     def __call__(
-        self, session: Session, action: str, kind: Kind = "message"
+        self,
+        session: Session,
+        action: str,
+        kind: Kind = "message",
+        *,
+        best_guess: bool = False,
     ) -> Prediction:
         context = session.text()
-        examples = grounding(self.index, session, action, kind, self.config.k)
-        if not examples:
-            raise SessionError(
-                "no_grounding",
-                "no real transition of this kind is left to ground a prediction on "
-                "(the index is empty, holds none of this kind, or every lineage is "
-                "excluded)",
-            )
+        scored = grounding(self.index, session, action, kind, self.config.k)
+        examples = admitted(scored, best_guess)  # below the floor: refused first
         messages = grounded_messages(session.task, context, action, examples, kind)
         body = self._post(messages)
         try:
@@ -240,11 +241,13 @@ class HttpProvider:
         except SessionError:
             self.failures += 1
             raise
-        return Prediction(
+        prediction = Prediction(
             observation=observation,
             terminal=terminal,
             grounding=tuple(t.id for t in examples),
+            support=tuple(t.support for t in examples),
         )
+        return judged(prediction, scored)
 
     def _post(self, messages: list[dict[str, str]]) -> bytes:
         """Send one request; the response body, or a counted ``provider_failed``."""

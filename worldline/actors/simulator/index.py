@@ -338,6 +338,7 @@ class TransitionIndex:
             pairing=row.pairing,
             source=row.source,
             final=row.final,
+            support=row.support,
         )
 
     def group_of(self, lineage: str) -> str:

@@ -10,13 +10,20 @@ A prediction ends the session only when the nearest transition ended its own tra
 is evidence that this one ends only once it has taken at least ``(d - 1) // 2`` of its
 own (see :func:`ends_here`). Without that, a session with a short (or empty) context
 ended on its first step whenever its nearest neighbour was the closing turn of a long
-conversation."""
+conversation.
+
+Nothing is answered with confidence that nothing recorded is close to: below the floor
+forecasts use (after the identifier rule: a call to a tool the index does not hold,
+or naming an id no recorded call names; see
+:mod:`~worldline.actors.simulator.grounded`) a step is refused as ``no_grounding``
+with the nearest score, or, if the caller asked for a best guess, answered by the
+nearest and flagged ``grounded=False`` (:func:`admitted`)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from worldline.actors.simulator.index import retrieve
+from worldline.actors.simulator.grounded import Grounded, ground
 from worldline.actors.simulator.sessions import (
     Kind,
     Prediction,
@@ -28,7 +35,16 @@ if TYPE_CHECKING:
     from worldline.actors.simulator.index import TransitionIndex
     from worldline.protocols.messages import Transition
 
-__all__ = ["LocalProvider", "depth", "ends_here", "grounding", "kind_of", "tool_of"]
+__all__ = [
+    "LocalProvider",
+    "admitted",
+    "depth",
+    "ends_here",
+    "grounding",
+    "judged",
+    "kind_of",
+    "tool_of",
+]
 
 _ASSISTANT: Final = "assistant: "
 
@@ -63,11 +79,11 @@ def grounding(
     action: str,
     kind: Kind,
     k: int,
-) -> list[Transition]:
+) -> Grounded:
     """The ``k`` nearest real transitions of ``kind`` for ``action`` in ``session``
-    (for a tool call, those of the same tool first), best first; [] when none is
-    left. Rows of another kind are never returned."""
-    found = retrieve(
+    (for a tool call, those of the same tool first), best first, scored after the
+    identifier rule. Rows of another kind are never returned."""
+    found = ground(
         index,
         task=session.task,
         context=session.text(),
@@ -76,8 +92,43 @@ def grounding(
         k=k,
         kind=kind,
     )
-    # retrieve() already keeps the kind; the filter makes the rule local and plain.
-    return [t for t, _ in found if kind_of(t) == kind]
+    # ground() already keeps the kind; the filter makes the rule local and plain.
+    kept = [(t, s) for t, s in found.found if kind_of(t) == kind]
+    return Grounded(kept, found.what, found.unseen)
+
+
+def admitted(found: Grounded, best_guess: bool) -> list[Transition]:
+    """The neighbours a prediction may read: every one when one is above the
+    floor, or when the caller asked for a best guess; else a ``no_grounding``
+    refusal naming the nearest score (nothing left at all is refused either way)."""
+    if not found.found:
+        raise SessionError(
+            "no_grounding",
+            f"no real transition of this kind ({found.what}) is left to ground a "
+            "prediction on (the index is empty, holds none of this kind, or every "
+            "lineage is excluded)",
+        )
+    if not found.grounded and not best_guess:
+        raise SessionError(
+            "no_grounding",
+            f"{found.why().removeprefix('no grounding: ')}; step with best_guess "
+            "for the nearest anyway, flagged grounded=false",
+            similarity=round(found.best, 6),
+        )
+    return [t for t, _ in found.found]
+
+
+def judged(prediction: Prediction, found: Grounded) -> Prediction:
+    """``prediction`` with whether it is grounded, its nearest score and why not."""
+    return Prediction(
+        observation=prediction.observation,
+        terminal=prediction.terminal,
+        grounding=prediction.grounding,
+        support=prediction.support,
+        grounded=found.grounded,
+        similarity=round(found.best, 6),
+        note="" if found.grounded else found.why(),
+    )
 
 
 class LocalProvider:
@@ -88,20 +139,20 @@ class LocalProvider:
         self.k = k
 
     def __call__(
-        self, session: Session, action: str, kind: Kind = "message"
+        self,
+        session: Session,
+        action: str,
+        kind: Kind = "message",
+        *,
+        best_guess: bool = False,
     ) -> Prediction:
-        found = grounding(self.index, session, action, kind, self.k)
-        if not found:
-            what = "tool result" if kind == "tool" else "message"
-            raise SessionError(
-                "no_grounding",
-                f"no real transition of this kind ({what}) is left to ground a "
-                "prediction on (the index is empty, holds none of this kind, or "
-                "every lineage is excluded)",
-            )
+        scored = grounding(self.index, session, action, kind, self.k)
+        found = admitted(scored, best_guess)
         nearest = found[0]
-        return Prediction(
+        prediction = Prediction(
             observation=nearest.observation,
             terminal=ends_here(nearest, session.text()),
             grounding=tuple(t.id for t in found),
+            support=tuple(t.support for t in found),
         )
+        return judged(prediction, scored)

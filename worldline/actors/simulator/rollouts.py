@@ -47,13 +47,16 @@ ROLLOUTS: Final = "rollouts"  # folder under the run's out folder
 StopReason = Literal["terminal", "actions_exhausted", "unsupported", "budget", "failed"]
 
 
-class Step(msgspec.Struct, frozen=True, kw_only=True):
-    """One turn: the candidate's action and the world model's predicted reply."""
+class Step(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One turn: the candidate's action and the world model's predicted reply
+    (``grounded`` False: the nearest real transition was below the similarity
+    floor, a best guess; omitted when True, so earlier rollouts keep their bytes)."""
 
     action: str
     observation: str  # predicted, never observed
     terminal: bool
     grounding: list[str]  # ids of the real transitions it was conditioned on
+    grounded: bool = True
 
 
 class Failure(msgspec.Struct, frozen=True, kw_only=True):

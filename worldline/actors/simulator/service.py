@@ -35,7 +35,7 @@ import msgspec
 from worldline.actors.runtime.consume import Clock, utcnow
 from worldline.actors.runtime.serve import requester
 from worldline.actors.runtime.spec import ActorSpec, Input, Reader, Service
-from worldline.actors.simulator import core
+from worldline.actors.simulator import core, track
 from worldline.actors.simulator.forecast import forecast
 from worldline.actors.simulator.http_provider import HttpConfig, HttpProvider
 from worldline.actors.simulator.index import load
@@ -49,6 +49,7 @@ from worldline.actors.simulator.sessions import (
     SessionError,
     Sessions,
 )
+from worldline.actors.simulator.threads import pin_blas_threads
 from worldline.protocols.messages import (
     SIMULATOR_INBOX,
     SIMULATOR_RPC,
@@ -60,6 +61,7 @@ from worldline.protocols.messages import (
     SimStart,
     SimStarted,
     SimStatus,
+    SimStatusReply,
     SimStep,
     SimStepReply,
 )
@@ -108,8 +110,10 @@ class SessionService:
         clock: Clock = utcnow,
         rng: random.Random | None = None,
         per_client: int = DEFAULT_PER_CLIENT,
+        record: track.TrackRecord | None = None,
     ) -> None:
         self.index = index
+        self.record = record  # the index's own track record (track.json), if kept
         self.provider: Provider | None = None
         if index is not None:
             # Off by default: WORLDLINE_LLM_URL (and _MODEL, _KEY) select a model.
@@ -129,13 +133,18 @@ class SessionService:
         world: str,
     ) -> Message:
         if isinstance(request, SimStatus):
-            return core.serve(reader, request, world)
+            status = core.serve(reader, request, world)
+            if self.record is None or not isinstance(status, SimStatusReply):
+                return status
+            return msgspec.structs.replace(status, track=self.record.keys)
         try:
             if isinstance(request, SimForecast):
                 return self._forecast(request)
             return self._sessions(request, world)
         except SessionError as exc:
-            return SimError(name=exc.name, message=exc.message)
+            return SimError(
+                name=exc.name, message=exc.message, similarity=exc.similarity
+            )
 
     def _forecast(self, request: SimForecast) -> Message:
         """The grounded forecast for a move: stateless, no session needed."""
@@ -146,13 +155,16 @@ class SessionService:
                 "on; start it with --index DIR (build one with `worldline sim index "
                 "TRACES... --out DIR`)",
             )
-        return forecast(
+        reply = forecast(
             self.index,
             request.move,
             context=request.context,
             k=request.k,
             exclude_lineages=request.exclude_lineages,
         )
+        if self.record is None:
+            return reply
+        return msgspec.structs.replace(reply, track=self.record.of(request.move))
 
     def _sessions(self, request: SimStart | SimStep | SimEnd, world: str) -> Message:
         now = self.clock()
@@ -202,12 +214,17 @@ class SessionService:
                     now,
                     self.provider,
                     client=owner,
+                    best_guess=request.best_guess,
                 )
                 return SimStepReply(
                     message=replies[0],
                     terminal=prediction.terminal,
                     grounding=list(prediction.grounding),
                     messages=replies,
+                    grounded=prediction.grounded,
+                    similarity=prediction.similarity,
+                    note=prediction.note,
+                    support=list(prediction.support),
                 )
             case SimEnd():
                 # The operator may end anyone's session (to free a slot).
@@ -219,10 +236,21 @@ class SessionService:
 
 def spec(index: Path | None = None, *, expiry: float | None = None) -> ActorSpec:
     """The simulator; ``expiry``: seconds an idle session lives (default
-    ``$WORLDLINE_SIM_EXPIRY``, else 600)."""
+    ``$WORLDLINE_SIM_EXPIRY``, else 600). With an index, BLAS is pinned to
+    ``$WORLDLINE_SIM_BLAS_THREADS`` threads (default 1; see ``threads.py``)."""
     seconds = expiry_from_env() if expiry is None else expiry
     limits = msgspec.structs.replace(SESSION_LIMITS, expiry=seconds)
-    sessions = SessionService(None if index is None else load(index), limits=limits)
+    if index is not None:
+        # A query is one memory-bound matrix-vector product: BLAS threads only
+        # make its tail wait on a loaded machine ($WORLDLINE_SIM_BLAS_THREADS).
+        pin_blas_threads()
+    loaded = None if index is None else load(index)
+    record = (
+        None
+        if loaded is None or index is None
+        else track.load(index, loaded.manifest.id)
+    )
+    sessions = SessionService(loaded, limits=limits, record=record)
     services = tuple(
         Service(rpc_pattern(verb), "simulator", SIMULATOR_RPC, sessions.serve)
         for verb in ("sim.status", "sim.start", "sim.step", "sim.end", "sim.forecast")

@@ -8,6 +8,10 @@ comes next, then appends both, or fails by name without changing anything:
   call, keyed by the call's id (``tool_call_id``), each predicted from real tool
   results, in the order of the calls.
 
+A provider refuses (``no_grounding``, with the nearest score) what nothing recorded
+is close enough to, unless the step asks for a best guess, answered and flagged
+``grounded=False`` (``provider.py``, ``grounded.py``).
+
 Ending or expiring a session removes its transcript; a session idle for
 ``limits.expiry`` seconds (:data:`DEFAULT_EXPIRY`, 10 minutes, unless configured)
 expires, and then answers ``session_expired`` (for a while: the last ``4 x sessions``
@@ -60,12 +64,16 @@ Kind = Literal["message", "tool"]
 
 
 class SessionError(ValueError):
-    """A step or start refused by name (``name`` is stable, the message says why)."""
+    """A step or start refused by name (``name`` is stable, the message says why;
+    ``similarity``: for ``no_grounding``, the nearest neighbour's score)."""
 
-    def __init__(self, name: str, message: str) -> None:
+    def __init__(
+        self, name: str, message: str, *, similarity: float | None = None
+    ) -> None:
         super().__init__(f"{name}: {message}")
         self.name = name
         self.message = message
+        self.similarity = similarity
 
 
 @dataclass(frozen=True)
@@ -75,6 +83,11 @@ class Prediction:
     observation: str
     terminal: bool
     grounding: tuple[str, ...]  # ids of the real transitions it was conditioned on
+    # False: a best guess the caller asked for, no neighbour above the floor
+    grounded: bool = True
+    similarity: float | None = None  # the nearest neighbour's score (the lowest)
+    note: str = ""  # why it is not grounded
+    support: tuple[int, ...] = ()  # how many times each was recorded
 
 
 @dataclass(frozen=True)
@@ -125,7 +138,12 @@ class Provider(Protocol):
     message for ``kind="message"``, a tool's result for ``kind="tool"``."""
 
     def __call__(
-        self, session: Session, action: str, kind: Kind = "message"
+        self,
+        session: Session,
+        action: str,
+        kind: Kind = "message",
+        *,
+        best_guess: bool = False,
     ) -> Prediction: ...
 
 
@@ -251,6 +269,8 @@ class Sessions:
         now: datetime,
         provider: Provider,
         client: str | None = None,
+        *,
+        best_guess: bool = False,
     ) -> tuple[list[dict[str, str]], Prediction]:
         """Take one assistant message; return what follows it and the prediction.
 
@@ -261,7 +281,10 @@ class Sessions:
 
         The message is checked before retrieval or the provider. Every limit is
         checked before the transcript changes; nothing is ever truncated. ``client``
-        is who asks, as :meth:`get` checks it.
+        is who asks, as :meth:`get` checks it. An action nothing recorded is close
+        enough to is refused as ``no_grounding`` (with the nearest score), unless
+        ``best_guess``: then the nearest answers, and the prediction says it is not
+        grounded.
         """
         session = self.get(world, session_id, now, client)
         action = accepted(message)
@@ -275,13 +298,13 @@ class Sessions:
         replies: list[dict[str, str]] = []
         predictions: list[Prediction] = []
         if isinstance(action, str):
-            prediction = provider(session, action)
+            prediction = _ask(provider, session, action, "message", best_guess)
             predictions.append(prediction)
             replies.append({"role": "user", "content": prediction.observation})
             sent: dict[str, Any] = {"role": "assistant", "content": action}
         else:
             for call in calls:  # every call reads the context before the message
-                prediction = provider(session, call.action, "tool")
+                prediction = _ask(provider, session, call.action, "tool", best_guess)
                 predictions.append(prediction)
                 replies.append(
                     {
@@ -310,11 +333,23 @@ class Sessions:
         session.transcript += [sent, *replies]
         session.size = grown
         session.touched = now
+        # support per grounding id (a provider that leaves it out: 1 each)
+        pairs = (zip(p.grounding, p.support, strict=False) for p in predictions)
+        seen = {g: n for found in pairs for g, n in found}
         grounding = tuple(dict.fromkeys(g for p in predictions for g in p.grounding))
+        scores = [p.similarity for p in predictions if p.similarity is not None]
+        labels = [f"{c.id}: " for c in calls] if calls else [""]
+        notes = [
+            f"{a}{p.note}" for a, p in zip(labels, predictions, strict=True) if p.note
+        ]
         combined = Prediction(
             observation=predictions[0].observation if len(predictions) == 1 else "",
             terminal=any(p.terminal for p in predictions),
             grounding=grounding,
+            grounded=all(p.grounded for p in predictions),
+            similarity=min(scores) if scores else None,
+            note="; ".join(notes),
+            support=tuple(seen.get(g, 1) for g in grounding),
         )
         if combined.terminal:
             self.end(world, session_id)
@@ -326,6 +361,16 @@ class Sessions:
         if session is not None:
             session.transcript.clear()
             session.closed = True
+
+
+def _ask(
+    provider: Provider, session: Session, action: str, kind: Kind, best_guess: bool
+) -> Prediction:
+    """One prediction; ``best_guess`` is passed only when asked for, so a provider
+    that always answers need not take it."""
+    if best_guess:
+        return provider(session, action, kind, best_guess=True)
+    return provider(session, action, kind)
 
 
 def _stored(message: dict[str, Any]) -> dict[str, Any]:

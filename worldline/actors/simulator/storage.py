@@ -20,8 +20,10 @@ most recent messages (:func:`recent`), never the observation, never the whole pr
 
 from __future__ import annotations
 
+import hashlib
 import re
-from typing import TYPE_CHECKING, Final, Literal
+import tempfile
+from typing import IO, TYPE_CHECKING, Final, Literal
 
 import msgspec
 import numpy as np
@@ -30,7 +32,7 @@ import numpy.typing as npt
 from worldline.actors.belief_model.embedding import ENV_EMBEDDER
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping, Sequence
+    from collections.abc import Iterable, Iterator, Mapping, Sequence
 
     from worldline.actors.belief_model.embedding import Embedder
 
@@ -96,7 +98,11 @@ def embedder_refused(index_embedder: str, embedder: str, what: str) -> IndexRefu
 
 class Row(msgspec.Struct, array_like=True, frozen=True):
     """One stored transition: its texts by reference (``task`` and ``context`` are
-    segment numbers, ``-1`` for none), the rest as the trace had it."""
+    segment numbers, ``-1`` for none), the rest as the trace had it. ``support``
+    is how many times the traces recorded this very pair in its lineage (identical
+    transitions are stored once); ``source`` is the first of the places it was
+    seen, and ``final`` says most of its occurrences ended their trace. A row
+    written before ``support`` existed reads as 1."""
 
     id: str
     lineage: str
@@ -107,6 +113,7 @@ class Row(msgspec.Struct, array_like=True, frozen=True):
     pairing: Literal["id", "name-order", "turn"]
     source: str
     final: bool
+    support: int = 1
 
 
 class Segment(msgspec.Struct, array_like=True, frozen=True):
@@ -215,22 +222,43 @@ def context_text(segments: tuple[Segment, ...], node: int) -> str:
 
 
 class ContextTable:
-    """Interns contexts as shared chains of segments while an index is built."""
+    """Interns contexts as shared chains of segments while an index is built.
+
+    A segment's text is kept in a temporary file, not in memory (only its parent and
+    a 16-byte digest of its text are), so building holds the segments' count in
+    memory, never their text: a file of any size builds in bounded memory."""
 
     def __init__(self) -> None:
         self.parents: list[int] = []
-        self.texts: list[str] = []
-        self._ids: dict[tuple[int, str], int] = {}
+        self._ends: list[int] = [0]  # segment i's text is bytes _ends[i]:_ends[i + 1]
+        self._texts: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 (closed by close())
+        self._ids: dict[tuple[int, bytes], int] = {}
         self._last: tuple[str, int] = ("", -1)  # the last context, and its node
 
+    def __len__(self) -> int:
+        return len(self.parents)
+
     def _node(self, parent: int, text: str) -> int:
-        key = (parent, text)
+        data = text.encode("utf-8", "surrogatepass")
+        key = (parent, hashlib.blake2b(data, digest_size=16).digest())
         node = self._ids.get(key)
         if node is None:
-            node = self._ids[key] = len(self.texts)
+            node = self._ids[key] = len(self.parents)
             self.parents.append(parent)
-            self.texts.append(text)
+            self._texts.seek(self._ends[-1])
+            self._texts.write(data)
+            self._ends.append(self._ends[-1] + len(data))
         return node
+
+    def text(self, node: int) -> str:
+        """The text of segment ``node`` (read back from the temporary file)."""
+        self._texts.seek(self._ends[node])
+        data = self._texts.read(self._ends[node + 1] - self._ends[node])
+        return data.decode("utf-8", "surrogatepass")
+
+    def close(self) -> None:
+        """Drop the temporary file (the table is unusable after)."""
+        self._texts.close()
 
     def task(self, text: str) -> int:
         """A task: one segment with no parent (``-1`` for no task)."""
@@ -259,13 +287,16 @@ class ContextTable:
         self._last = (context, node)
         return node
 
-    def canonical(self, rows: Iterable[Row]) -> tuple[list[Segment], list[int]]:
-        """Number the segments in the order the (sorted) rows first reach them,
-        parents first: the segments, and each old number's new one."""
-        new = [-1] * len(self.texts)
+    def canonical(
+        self, starts: Iterable[tuple[int, int]]
+    ) -> tuple[list[int], list[int]]:
+        """Number the segments in the order the (sorted) rows' ``(task, context)``
+        first reach them, parents first: the old numbers in stored order, and each
+        old number's new one."""
+        new = [-1] * len(self.parents)
         order: list[int] = []
-        for row in rows:
-            for start in (row.task, row.context):
+        for pair in starts:
+            for start in pair:
                 chain = []
                 node = start
                 while node >= 0 and new[node] < 0:
@@ -274,9 +305,12 @@ class ContextTable:
                 for old in reversed(chain):
                     new[old] = len(order)
                     order.append(old)
-        stored = [
-            Segment(parent=new[p] if p >= 0 else -1, text=self.texts[old])
-            for old in order
-            for p in (self.parents[old],)
-        ]
-        return stored, new
+        return order, new
+
+    def stored(self, order: Sequence[int], new: Sequence[int]) -> Iterator[Segment]:
+        """The segments in stored order (:meth:`canonical`), one at a time."""
+        for old in order:
+            parent = self.parents[old]
+            yield Segment(
+                parent=new[parent] if parent >= 0 else -1, text=self.text(old)
+            )
