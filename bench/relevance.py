@@ -24,7 +24,8 @@ folder.
     same run, plain BM25 over the same belief texts (``bench/embedders.py``'s:
     lower-cased word tokens, k1 1.2, b 0.75, no stemming; ties by belief id) takes its
     top k, and its top 5 and 10; the projector's ``search`` RPC, when it answers, its
-    top k.
+    top k; with a dense embedder (``--dense``, default the stack's when semantic),
+    the dense ranking alone and BM25 + dense fused by RRF, each its top k.
 (2) latency: lines of the ``--load`` file observed into a second world until
     it holds each of ``--sizes`` beliefs; at each size ``--samples`` ``before`` calls
     with dev questions (after 20 untimed ones), timed client side around the SDK call,
@@ -43,6 +44,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gzip
+import hashlib
 import json
 import lzma
 import math
@@ -67,10 +69,11 @@ import numpy as np
 
 # bench/ holds scripts, not a package: its siblings are importable by name.
 from catchup import start_actors
-from embedders import BM25, sample, top
+from embedders import BM25, rrf, sample, top
 from pipeline import drained, pct, stop_actor_processes
 
 import worldline
+from worldline.actors.belief_model import embedding
 from worldline.actors.runtime.embedded import EmbeddedNats
 from worldline.protocols.messages import (
     PROJECTOR_REPLY,
@@ -112,6 +115,7 @@ STAGES = (
     projector_in("0"),
 )
 TARGET_GAIN = 0.10  # the issue: worldview >= same-budget BM25 + 0.10 (default install)
+RRF_DEPTH = 100  # each list's depth fused by the BM25 + dense baseline
 TARGET_P95 = 0.010  # the issue: before p95 under 10 ms over the bus at 100k beliefs
 
 
@@ -126,6 +130,9 @@ class Config:
     load: Path | None = None  # the latency load's sentences (xz, one a line)
     samples: int = 200  # before calls timed at each size
     embedder: str | None = None  # WORLDLINE_EMBEDDER for the stack (None: unset)
+    # the dense baseline's embedder (BM25 + dense fused by RRF, issue 27); None:
+    # the stack's when it is semantic, else no dense baseline
+    dense: str | None = None
     window: int = 512  # observations in flight
     settle_timeout: float = 1800.0  # seconds a load may take to reach the projector
 
@@ -142,6 +149,8 @@ class Question:
     bm25_10: bool
     search: bool | None  # top ``budget`` of the search RPC; None: not served
     tokens: int  # the worldview prompt's
+    dense: bool | None = None  # top ``budget`` by cosine; None: no dense baseline
+    fused: bool | None = None  # top ``budget`` of BM25 + dense fused by RRF
 
 
 @dataclass
@@ -160,6 +169,7 @@ class Results:
     latency: list[dict[str, float]] = field(default_factory=list)  # by size
     raw_rtt: tuple[float, float] = (math.nan, math.nan)  # p50, p95
     load_file: str = ""  # the latency load's sentences
+    dense: str = ""  # the dense baseline's embedder id ("" when none)
     data: str = ""  # the dev set's folder
 
     def rate(self, name: str) -> float:
@@ -177,6 +187,9 @@ class Results:
             "bm25_k5": self.rate("bm25_5"),
             "bm25_k10": self.rate("bm25_10"),
             "search_same_budget": self.rate("search"),
+            "dense_same_budget": self.rate("dense"),
+            "bm25_dense_rrf_same_budget": self.rate("fused"),
+            "difference_rrf": self.rate("worldview") - self.rate("fused"),
             "mean_budget": sum(budgets) / len(budgets),
             "mean_tokens": sum(toks) / len(toks),
             "max_tokens": max(toks),
@@ -237,6 +250,43 @@ def bm25_top(bm25: BM25, ids: Sequence[str], query: str, k: int) -> list[str]:
     else:
         order = top(scores, depth)
     return [ids[i] for i in order.tolist() if scores[i] > 0]
+
+
+def dense_rankings(
+    bm25: tuple[BM25, list[str]], dense: tuple[Any, np.ndarray], query: str
+) -> tuple[list[str], list[str]]:
+    """The belief ids by cosine to ``query``, and BM25 + dense fused by RRF (each
+    list :data:`RRF_DEPTH` deep, BM25's only its matches), best first."""
+    ids = bm25[1]
+    cosines = dense[1] @ dense[0].embed(query).astype(np.float32)
+    depth = min(RRF_DEPTH, len(ids))
+    if depth <= 0:
+        return [], []
+    if depth == len(ids):
+        by_cosine = np.lexsort((np.arange(len(ids)), -cosines))
+    else:
+        by_cosine = top(cosines, depth)
+    position = {belief: n for n, belief in enumerate(ids)}
+    lexical = np.asarray(
+        [position[i] for i in bm25_top(*bm25, query, depth)], dtype=np.int64
+    )
+    fused = rrf(lexical, by_cosine)
+    return [ids[i] for i in by_cosine.tolist()], [ids[i] for i in fused.tolist()]
+
+
+def dense_matrix(embedder: Any, texts: list[str]) -> np.ndarray:
+    """``[len(texts), dimensions]`` float32 vectors of ``texts``, kept in the temp
+    folder by embedder and texts (a rerun on the same beliefs reads them back)."""
+    digest = hashlib.sha256("\n".join([embedder.id, *texts]).encode()).hexdigest()
+    cached = Path(tempfile.gettempdir()) / f"wl-relevance-dense-{digest[:16]}.npy"
+    if cached.exists():
+        held: np.ndarray = np.load(cached)
+        return held
+    rows = [embedder.embed_many(texts[i : i + 64]) for i in range(0, len(texts), 64)]
+    matrix = np.concatenate(rows or [np.zeros((0, embedder.dimensions))])
+    matrix = matrix.astype(np.float32)
+    np.save(cached, matrix)
+    return matrix
 
 
 # --- the stack ----------------------------------------------------------------------
@@ -404,6 +454,7 @@ async def judge(
     bm25: tuple[BM25, list[str]],
     results: Results,
     timings: list[float],
+    dense: tuple[Any, np.ndarray] | None = None,
 ) -> Question:
     """Ask one question through ``before`` (timed into ``timings``), BM25 and, when
     served, ``search``; which of them found an answering sentence."""
@@ -420,9 +471,14 @@ async def judge(
     k = len(ids)
     found = None
     if not results.search_note:
-        top = (await search_ids(nc, reader.world, text, min(k, 200)))[0] if k else []
-        found = hit(top)
+        best = (await search_ids(nc, reader.world, text, min(k, 200)))[0] if k else []
+        found = hit(best)
     ranked = bm25_top(*bm25, text, max(k, 10))
+    dense_hit = fused_hit = None
+    if dense is not None:
+        by_cosine, fused = dense_rankings(bm25, dense, text)
+        dense_hit = hit(by_cosine[:k])
+        fused_hit = hit(fused[:k])
     return Question(
         id=question["id"],
         budget=k,
@@ -432,6 +488,8 @@ async def judge(
         bm25_10=hit(ranked[:10]),
         search=found,
         tokens=view.tokens,
+        dense=dense_hit,
+        fused=fused_hit,
     )
 
 
@@ -462,6 +520,13 @@ async def quality(running: Stack, config: Config, results: Results) -> None:
         texts = {b.id: b.text for b in beliefs}
         ids = sorted(texts)
         bm25 = BM25([texts[i] for i in ids])
+        dense = None
+        if config.dense:
+            embedder = embedding.select(config.dense)
+            in_order = [texts[i] for i in ids]
+            matrix = await anyio.to_thread.run_sync(dense_matrix, embedder, in_order)
+            dense = (embedder, matrix)
+            results.dense = embedder.id
         try:
             _, results.search_embedder = await search_ids(nc, world, "probe", 1)
         except RuntimeError as exc:
@@ -470,7 +535,9 @@ async def quality(running: Stack, config: Config, results: Results) -> None:
         async with worldline.connect(url, world=world, agent=READER) as reader:
             for q in asked:
                 results.questions.append(
-                    await judge(reader, nc, q, sources, (bm25, ids), results, timings)
+                    await judge(
+                        reader, nc, q, sources, (bm25, ids), results, timings, dense
+                    )
                 )
         results.quality_before = (pct(timings, 0.5), pct(timings, 0.95))
     finally:
@@ -588,6 +655,10 @@ def report(r: Results) -> None:
     met = "met" if s["difference"] >= TARGET_GAIN else "NOT met"
     row("difference", f"{s['difference']:+.3f}  (target >= +{TARGET_GAIN:.2f}: {met})")
     row("BM25 k=5 / k=10", f"{s['bm25_k5']:.3f} / {s['bm25_k10']:.3f}")
+    if r.dense:
+        row("dense same budget hit rate", f"{s['dense_same_budget']:.3f}  ({r.dense})")
+        row("BM25 + dense RRF same budget", f"{s['bm25_dense_rrf_same_budget']:.3f}")
+        row("difference vs BM25 + dense RRF", f"{s['difference_rrf']:+.3f}")
     row("budget (beliefs shown), mean", f"{s['mean_budget']:.2f}")
     row("prompt tokens mean / max", f"{s['mean_tokens']:.0f} / {s['max_tokens']}")
     if r.search_note:
@@ -630,6 +701,12 @@ def parse(argv: Sequence[str] | None) -> tuple[Config, bool]:
     parser.add_argument("--load", type=Path, default=None, help="latency sentences")
     parser.add_argument("--samples", type=int, default=None, help="before calls")
     parser.add_argument("--embedder", default=None, help="WORLDLINE_EMBEDDER")
+    parser.add_argument(
+        "--dense",
+        default=None,
+        help="the BM25 + dense RRF baseline's embedder (default: --embedder when "
+        "it is semantic; 'none' for no dense baseline)",
+    )
     parser.add_argument("--json", action="store_true", help="print results as JSON")
     parser.add_argument("--quick", action="store_true", help="a smoke run (~1 min)")
     args = parser.parse_args(argv)
@@ -647,6 +724,10 @@ def parse(argv: Sequence[str] | None) -> tuple[Config, bool]:
         "sizes": None if args.sizes is None else tuple(args.sizes),
         "load": args.load,
     }
+    dense = args.dense or (
+        args.embedder if args.embedder not in (None, "", "hashing") else None
+    )
+    overrides["dense"] = None if dense == "none" else dense
     for key in ("sentences", "questions", "samples"):
         if overrides[key] is not None and overrides[key] < 1:
             parser.error(f"--{key} must be at least 1")

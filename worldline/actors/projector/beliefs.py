@@ -114,7 +114,8 @@ def apply_belief(
     writes.update(contra.on_belief(reader, ctx.world, change, touching))
     writes.update(slots.index_writes(ctx.world, change.belief))
     # A belief change writes no edge: the edges touching it are still ``touching``.
-    _reindex(reader, ctx.world, change.belief, writes, edges=touching)
+    vectors = ctx.batch_prepared if isinstance(ctx.batch_prepared, dict) else None
+    _reindex(reader, ctx.world, change.belief, writes, edges=touching, vectors=vectors)
     return writes
 
 
@@ -125,16 +126,17 @@ def _reindex(
     writes: dict[bytes, bytes | None],
     *,
     edges: list[BeliefEdge] | None = None,
+    vectors: dict[str, bytes] | None = None,
 ) -> None:
     """Write ``belief``'s card and ranks (``edges``: those touching it, when the
-    caller has them as ``writes`` leave them)."""
+    caller has them as ``writes`` leave them; ``vectors``: :mod:`.vectors`)."""
     overlay = Overlay(reader, writes)
     if edges is None:
         edges = _touching(overlay, world, "from", belief.id) + _touching(
             overlay, world, "to", belief.id
         )
     weight = posterior.local_influence(belief.id, edges)
-    index.index_writes(overlay, world, belief, weight, writes)
+    index.index_writes(overlay, world, belief, weight, writes, vectors)
 
 
 def apply_edge(

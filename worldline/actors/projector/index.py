@@ -36,6 +36,8 @@ from worldline.actors.runtime.keys import key_part
 from worldline.protocols.messages import Belief, encode
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from worldline.actors.runtime.spec import Reader
 
 __all__ = [
@@ -172,9 +174,12 @@ def index_writes(
     belief: Belief,
     weight: float,
     writes: dict[bytes, bytes | None],
+    vectors: Mapping[str, bytes] | None = None,
 ) -> None:
     """Add to ``writes`` the card and index keys of ``belief`` at ``weight``,
-    replacing the keys of its previous card.
+    replacing the keys of its previous card (``vectors``: texts the batch's
+    :func:`worldline.actors.projector.vectors.prepare` step embedded already, to
+    the bytes :func:`_embedded` gives).
 
     Only a semantic embedder's vectors are ever read
     (:func:`worldline.actors.projector.relevance.is_semantic`): the hashing
@@ -198,6 +203,8 @@ def index_writes(
         vector = b""
     elif old is not None and same and old.vector:
         vector = old.vector
+    elif vectors is not None and belief.text in vectors:
+        vector = vectors[belief.text]
     else:
         vector = _embedded(belief.text)
     new = Card(

@@ -9,7 +9,9 @@ Two *query channels* read the query itself:
   text's and the query's embeddings, scaled min-max over the pool (the least similar
   belief of the pool 0, the most similar 1).
 
-The query relevance of a text is the mean of its channels, each 0-1 (a text that is
+The query relevance of a text is the weighted mean of its channels, each 0-1: the
+semantic channel's share is :func:`share` (a half with a static embedder, more with
+a sentence encoder, the contextual channel) (a text that is
 no belief of the pool, a goal or a policy, counts at most as the pool's best). The
 pool's scale is fixed once per request (:class:`Scale`), so the same text scores the
 same in every slice and in both passes of a decision view.
@@ -45,10 +47,22 @@ __all__ = [
     "fused",
     "is_semantic",
     "prior",
+    "share",
 ]
 
 LIFT: Final = 0.25  # the most the priors lift a belief with query evidence
+# The semantic channel's share of the query relevance: a static embedder's cosine
+# counts as much as BM25; a sentence encoder's (the contextual channel) more
+# (measured on the dev sets, docs/benchmarks.md "The contextual channel").
+SHARE: Final = 0.5
+CONTEXTUAL_SHARE: Final = 0.6
+CONTEXTUAL: Final = ("all-minilm-l6-v2",)  # embedder ids of sentence encoders
 EPSILON: Final = 0.01  # what a belief without query evidence is worth per prior
+
+
+def share(embedder: embedding.Embedder) -> float:
+    """The semantic channel's share of the query relevance with ``embedder``."""
+    return CONTEXTUAL_SHARE if embedder.id.startswith(CONTEXTUAL) else SHARE
 
 
 def is_semantic(embedder: embedding.Embedder) -> bool:
@@ -98,6 +112,7 @@ class Relevance:
         self.lexicon = (counts or lexical.Counts()).lexicon(query)
         self.terms = frozenset(self.lexicon.idf)
         self.semantic = is_semantic(embedding.active()) and bool(query.strip())
+        self.share = share(embedding.active())
         self.vector = _featured(embedding.active().id, query)[1]
         self.focus = set(lexical.terms(focus).distinct)
         self.features: Features = features or {}
@@ -161,11 +176,17 @@ class Relevance:
         return found
 
     def __call__(self, text: str) -> float:
-        """The query relevance of ``text``: the mean of its channel scores."""
+        """The query relevance of ``text``: its channel scores weighed by the
+        semantic channel's :func:`share` (the lexical score alone without one)."""
         value = self.memo.get(text)
         if value is None:
             found = self.scores(text)
-            value = self.memo[text] = sum(found.values()) / len(found)
+            if "semantic" in found:
+                semantic = self.share * found["semantic"]
+                value = (1 - self.share) * found["lexical"] + semantic
+            else:
+                value = found["lexical"]
+            self.memo[text] = value
         return value
 
     def near_focus(self, text: str) -> float:

@@ -18,7 +18,7 @@ that names another (the operator may read as anyone; ``Service.reads_as``).
 
 from __future__ import annotations
 
-from worldline.actors.projector import core, upgrade, views
+from worldline.actors.projector import core, upgrade, vectors, views
 from worldline.actors.runtime.spec import ActorSpec, Input, Service
 from worldline.protocols.messages import (
     PROJECTOR_INBOX,
@@ -49,6 +49,7 @@ def spec(replica: str = "0") -> ActorSpec:
                 core.handle,
                 coalesce=core.newest_only,
                 finish=views.refresh_stale,
+                prepare_batch=vectors.prepare,
             ),
         ),
         services=(
