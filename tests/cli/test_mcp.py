@@ -317,6 +317,17 @@ async def _beliefs(
             await anyio.sleep(0.05)
     again = await _ok(session, "relate", source=claim, target=risk, type="supports")
     assert again["edge_id"] == edge["edge_id"]  # the same content: the same edge
+    removed = await _ok(session, "unrelate", edge_id=edge["edge_id"])
+    assert (removed["id"], removed["removed"]) == (edge["edge_id"], True)
+    with anyio.fail_after(10):  # the trace leaves it out once fusion applied it
+        while True:
+            traced = await _ok(session, "trace", belief_id=claim)
+            if edge["edge_id"] not in {e["id"] for e in traced.get("edges", [])}:
+                break
+            await anyio.sleep(0.05)
+    unknown = await session.call_tool("unrelate", {"edge_id": "e-nope"})
+    assert unknown.is_error
+    assert "no belief edge 'e-nope'" in _text(unknown)
 
     gap = extracted["gaps"][0]
     resolved = await _ok(session, "resolve", belief_id=gap, reason="it is internal")

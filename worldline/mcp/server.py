@@ -83,6 +83,7 @@ TOOLS = (
     "retract",
     "resolve",
     "relate",
+    "unrelate",
     "trust",
     "search",
     "list",

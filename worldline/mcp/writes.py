@@ -14,7 +14,7 @@ from pydantic import Field
 from worldline.mcp.common import Agents, as_json, result, tool_errors
 from worldline.mcp.schemas import ARRAY_OF_IDS, shape, struct_schema, tool
 from worldline.protocols.base import Belief
-from worldline.protocols.beliefs import Direction, EdgeType, EvidenceKind
+from worldline.protocols.beliefs import BeliefEdge, Direction, EdgeType, EvidenceKind
 from worldline.protocols.messages import BeliefType
 from worldline.protocols.world import Value
 from worldline.sdk.hooks import Extracted, observed, reported
@@ -33,6 +33,7 @@ Wait = Annotated[
 ]
 
 BELIEF = struct_schema(Belief)
+EDGE = struct_schema(BeliefEdge)
 EXTRACTED = shape(
     {
         "obs_id": {"type": "string"},
@@ -186,6 +187,18 @@ def write_tools(agents: Agents) -> list[Tool]:
             }
         )
 
+    async def unrelate(
+        edge_id: Annotated[str, Field(min_length=1, description="the edge's id")],
+    ) -> CallToolResult:
+        """Remove a belief edge (the id ``relate`` returned, or one ``trace``
+        lists): the math stops reading it and ``trace`` leaves it out; it is kept,
+        tombstoned (``removed``).
+        Removing it again changes nothing; relating its ends again restores it.
+        Only who may re-state it (its author, the operator, the world's admins)."""
+        with tool_errors("unrelate"):
+            edge = await agents.current().unrelate(edge_id)
+        return result(as_json(edge))
+
     async def trust(
         source: Annotated[
             str,
@@ -282,6 +295,13 @@ def write_tools(agents: Agents) -> list[Tool]:
                     "seq": _INT,
                 }
             ),
+        ),
+        tool(
+            unrelate,
+            title="Remove a belief edge",
+            output=EDGE,
+            destructive=True,
+            idempotent=True,
         ),
         tool(
             trust,
