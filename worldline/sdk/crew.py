@@ -103,7 +103,8 @@ def validated(message: T) -> T:
     try:
         return msgspec.msgpack.decode(encode(message), type=type(message))
     except msgspec.ValidationError as exc:
-        raise BadRequest(explain(str(exc), named(type(message).__name__))) from exc
+        what = named(type(message).__name__)
+        raise BadRequest(explain(str(exc), what, type(message))) from exc
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ wrong with it, and what to do ("Expected `str` of length >= 1 - at `$.text`" bec
 from __future__ import annotations
 
 import re
+from typing import Any
 
 __all__ = ["explain", "named"]
 
@@ -32,6 +33,8 @@ _ERROR = re.compile(r"^(?P<what>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.DOTALL)
 _LENGTH = re.compile(r"^Expected `(?P<kind>\w+)` of length (?P<op>[<>]=) (?P<n>\d+)$")
 _BOUND = re.compile(r"^Expected `(?P<kind>\w+)` (?P<op>[<>]=?) (?P<n>[-\d.e+]+)$")
 _PATTERN = re.compile(r"^Expected `str` matching regex (?P<regex>.+)$")
+_ENUM = re.compile(r"^Invalid enum value (?P<value>.+)$")
+_STEP = re.compile(r"\.(?P<name>\w+)|\[(?P<index>\d+)\]")
 
 
 def _field(path: str) -> str:
@@ -39,10 +42,42 @@ def _field(path: str) -> str:
     return path.lstrip(".") or "the value"
 
 
-def explain(error: str, what: str = "the request") -> str:
+def _choices(message: type | None, path: str) -> list[str]:
+    """The values a ``Literal`` field at ``path`` of ``message`` allows (sorted),
+    or none when the path leads elsewhere."""
+    if message is None:
+        return []
+    import msgspec.inspect as mi  # only on an error: keeps `import worldline` light
+
+    found: list[mi.Type] = [mi.type_info(message)]
+    for step in _STEP.finditer(path):
+        reached: list[mi.Type] = []
+        for info in found:
+            for option in info.types if isinstance(info, mi.UnionType) else [info]:
+                if step["name"] and isinstance(option, mi.StructType):
+                    reached += [
+                        f.type for f in option.fields if f.encode_name == step["name"]
+                    ]
+                elif step["index"] and isinstance(
+                    option, mi.ListType | mi.VarTupleType
+                ):
+                    reached.append(option.item_type)
+                elif step["index"] and isinstance(option, mi.TupleType):
+                    reached += option.item_types[int(step["index"]) :][:1]
+        found = reached
+    values: set[Any] = set()
+    for info in found:
+        for option in info.types if isinstance(info, mi.UnionType) else [info]:
+            if isinstance(option, mi.LiteralType):
+                values.update(option.values)
+    return sorted(str(v) for v in values)
+
+
+def explain(error: str, what: str = "the request", message: type | None = None) -> str:
     """``error`` (a ``msgspec.ValidationError``'s text) as one plain sentence naming
     the field of ``what`` and the fix; an error it does not recognise keeps its
-    wording, with the field named first."""
+    wording, with the field named first. Given the ``message`` type, a value a
+    ``Literal`` field does not allow is answered with the values it does."""
     found = _ERROR.match(error.strip())
     assert found is not None  # the pattern matches any text
     problem, field = found["what"], _field(found["path"] or "")
@@ -62,5 +97,12 @@ def explain(error: str, what: str = "the request") -> str:
         return (
             f"the {field} of {what} has characters it may not hold: it must match "
             f"{pattern['regex']}"
+        )
+    if (enum := _ENUM.match(problem)) and (
+        choices := _choices(message, found["path"] or "")
+    ):
+        return (
+            f"the {field} of {what} is not valid: {enum['value']} is none of "
+            + ", ".join(choices)
         )
     return f"the {field} of {what} is not valid: {problem}"
