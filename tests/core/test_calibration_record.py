@@ -205,3 +205,36 @@ def test_the_fit_switches_on_with_enough_record_and_the_report_adds_up() -> None
     again = record_of([*CHANGES, CHANGES[3]])
     assert calibration_keys(again) == calibration_keys(full)
     assert msgspec.json.encode(reply)  # encodable as the reply it is
+
+
+def batched(changes: list[BeliefChanged], size: int) -> MemoryState:
+    """``changes`` applied as the runtime does: ``size`` per batch, each batch
+    closed by the projector's ``finish``."""
+    st = MemoryState()
+    for start in range(0, len(changes), size):
+        ctx = Context(world=W, author="m", subject=state(W, "belief"), seq=0, now=T0)
+        for change in changes[start : start + size]:
+            ctx = msgspec.structs.replace(ctx, seq=change.belief.version)
+            st.apply(core.handle(st, change, ctx))
+        st.apply(core.finish(st, ctx))
+    return st
+
+
+def test_the_fit_is_kept_once_per_batch_and_reads_never_fit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    few = batched(CHANGES[: math.MIN_RECORDS - 1], 7)
+    assert not any(k.startswith(b"calfit/") for k, _ in few.scan(b""))
+    kept = [batched(CHANGES, size) for size in (1, 8, 40)]
+    fits = [{k: v for k, v in st.scan(b"calfit/")} for st in kept]
+    assert fits[0] and fits[0] == fits[1] == fits[2]  # the same whatever the batches
+    expected = calibration.calibrator(record_of(CHANGES), W)  # fitted on the read
+
+    def no_fit(records: object) -> math.Calibrator:
+        raise AssertionError("a read fitted the record")
+
+    monkeypatch.setattr(math, "fit", no_fit)
+    for st in kept:
+        assert calibration.calibrator(st, W) == expected
+    # A batch that leaves the record as it is does not refit.
+    assert core.finish(kept[0], Context(W, "m", state(W, "belief"), 99, T0)).writes == {}

@@ -9,8 +9,9 @@ and the record's size and an order-free digest under ``calcount/<world>``: the s
 resolutions give the same bytes in any order of arrival. From :data:`MIN_RECORDS`
 entries on, reads apply a recalibration (a
 :class:`~worldline.actors.belief_model.calibration.Calibrator`) fitted on the record:
-a pure function of the entries, computed on the first read after the record changes
-and kept in memory by (world, size, digest). The math is
+a pure function of the entries, fitted when a batch changes the record (:func:`refit`,
+once per batch) and kept under ``calfit/<world>`` with the (size, digest) it was
+fitted on, so a read never fits. The math is
 :mod:`worldline.actors.belief_model.calibration`'s.
 """
 
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Final
 import msgspec
 
 from worldline.actors.belief_model import calibration as math
+from worldline.actors.runtime.spec import Step
 from worldline.protocols.calibration import FORECAST_SLOT
 from worldline.protocols.messages import (
     CalibrationBin,
@@ -36,7 +38,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
     from worldline.actors.projector.worldview import Scene
-    from worldline.actors.runtime.spec import Reader
+    from worldline.actors.runtime.spec import Context, Reader
     from worldline.protocols.messages import BeliefChanged, GetCalibration
 
 __all__ = [
@@ -46,6 +48,7 @@ __all__ = [
     "calibrator",
     "entry_key",
     "record_writes",
+    "refit",
     "reply",
 ]
 
@@ -72,7 +75,16 @@ class Entry(msgspec.Struct, frozen=True, kw_only=True):
     agents: dict[str, tuple[int, int]] = msgspec.field(default_factory=dict)
 
 
+class Fit(msgspec.Struct, frozen=True, kw_only=True):
+    """The recalibration fitted on the record of (``count`` entries, ``digest``)."""
+
+    count: int
+    digest: int
+    calibrator: math.Calibrator
+
+
 _ENTRY: Final = msgspec.msgpack.Decoder(Entry)
+_FIT: Final = msgspec.msgpack.Decoder(Fit)
 _COUNT: Final = msgspec.msgpack.Decoder(tuple[int, int])
 _IDENTITY: Final = math.Calibrator(method="identity")
 
@@ -84,6 +96,10 @@ def entry_key(world: str, belief_id: str) -> bytes:
 def _count_key(world: str) -> bytes:
     """(entries on record, their digest)."""
     return f"calcount/{world}".encode()
+
+
+def _fit_key(world: str) -> bytes:
+    return f"calfit/{world}".encode()
 
 
 def entry_of(change: BeliefChanged) -> Entry | None:
@@ -145,12 +161,34 @@ def _hash(payload: bytes) -> int:
     return int.from_bytes(hashlib.blake2b(payload, digest_size=8).digest(), "big")
 
 
+def refit(reader: Reader, ctx: Context) -> Step:
+    """Once per batch (the projector's ``finish``): when the batch changed the
+    record of ``ctx.world`` and it holds :data:`MIN_RECORDS` entries or more, the
+    fit on it, kept with the (size, digest) it was fitted on. A pure function of
+    the record, so batches and arrival orders leave the same bytes."""
+    raw = reader.get(_count_key(ctx.world))
+    if raw is None:
+        return Step()
+    count, digest = _COUNT.decode(raw)
+    if count < MIN_RECORDS:
+        return Step()
+    held = reader.get(_fit_key(ctx.world))
+    if held is not None:
+        kept = _FIT.decode(held)
+        if (kept.count, kept.digest) == (count, digest):
+            return Step()
+    fitted = Fit(count=count, digest=digest, calibrator=_fitted(reader, ctx.world))
+    return Step(writes={_fit_key(ctx.world): encode(fitted)})
+
+
 def calibrator(reader: Reader, world: str) -> math.Calibrator:
     """The recalibration the world's reads apply: identity until :data:`MIN_RECORDS`
-    resolutions are on record, then the fit on them (at most :data:`FIT_LIMIT`, the
-    entries whose belief ids hash lowest: a sample no arrival order changes). A pure
-    function of the record, kept in memory by the record's (size, digest) so it is
-    fitted once per change of the record, not per read."""
+    resolutions are on record, then the fit on them that :func:`refit` keeps. A
+    store written before fits were kept (one key, ``calfit/``) is fitted here, once
+    per change of the record: kept in memory by (world, size, digest)."""
+    held = reader.get(_fit_key(world))
+    if held is not None:
+        return _FIT.decode(held).calibrator
     raw = reader.get(_count_key(world))
     if raw is None:
         return _IDENTITY
@@ -160,15 +198,21 @@ def calibrator(reader: Reader, world: str) -> math.Calibrator:
     cache_key = (world, count, digest)
     fitted = _FITS.get(cache_key)
     if fitted is None:
-        entries = sorted(
-            _entries(reader, world),
-            key=lambda e: hashlib.blake2b(e.belief_id.encode()).digest(),
-        )
-        fitted = math.fit([_record(e) for e in entries[:FIT_LIMIT]])
+        fitted = _fitted(reader, world)
         if len(_FITS) >= _FITS_KEPT:
             _FITS.pop(next(iter(_FITS)))
         _FITS[cache_key] = fitted
     return fitted
+
+
+def _fitted(reader: Reader, world: str) -> math.Calibrator:
+    """The fit on at most :data:`FIT_LIMIT` entries, those whose belief ids hash
+    lowest: a sample no arrival order changes."""
+    entries = sorted(
+        _entries(reader, world),
+        key=lambda e: hashlib.blake2b(e.belief_id.encode()).digest(),
+    )
+    return math.fit([_record(e) for e in entries[:FIT_LIMIT]])
 
 
 def calibrated(scene: Scene, fitted: math.Calibrator) -> Scene:

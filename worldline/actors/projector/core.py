@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from worldline.actors.runtime.spec import Context, Reader
     from worldline.protocols.messages import Message
 
-__all__ = ["handle", "newest_only", "serve"]
+__all__ = ["finish", "handle", "newest_only", "serve"]
 
 
 def handle(reader: Reader, change: ProjectorInbox, ctx: Context) -> Step:
@@ -62,6 +62,19 @@ def handle(reader: Reader, change: ProjectorInbox, ctx: Context) -> Step:
     if not writes:
         return Step()
     return views.refresh_all(reader, writes, ctx)
+
+
+def finish(reader: Reader, ctx: Context) -> Step:
+    """Once per batch and world: rebuild the views the batch made stale (put off
+    during a backlog, :func:`views.refresh_stale`), and refit the recalibration
+    when the batch changed the calibration record (:func:`calibration.refit`)."""
+    stale = views.refresh_stale(reader, ctx)
+    fit = calibration.refit(reader, ctx)
+    if not fit.writes:
+        return stale
+    return Step(
+        writes={**stale.writes, **fit.writes}, out=stale.out, deferred=stale.deferred
+    )
 
 
 def newest_only(change: ProjectorInbox) -> str | None:

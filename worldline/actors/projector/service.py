@@ -8,7 +8,9 @@ from an older version is upgraded (``worldline.actors.projector.upgrade``).
 Outputs: each agent's startup view to the ``wl-views`` bucket (key
 ``<world>.<agent>``) whenever it changes, rebuilt once per batch for the agents its
 changes touched (while a backlog is pending, when it ends or a second after they
-went stale: ``views.refresh_stale``). State: see ``worldline.actors.projector.core``.
+went stale: ``views.refresh_stale``), and the calibration fit once per batch that
+changed the record (both from ``core.finish``). State: see
+``worldline.actors.projector.core``.
 Ack policy: after the LMDB commit.
 
 ``view`` and ``before`` read as the agent their body names (its inbox summary, its
@@ -18,7 +20,7 @@ that names another (the operator may read as anyone; ``Service.reads_as``).
 
 from __future__ import annotations
 
-from worldline.actors.projector import core, upgrade, vectors, views
+from worldline.actors.projector import core, upgrade, vectors
 from worldline.actors.runtime.spec import ActorSpec, Input, Service
 from worldline.protocols.messages import (
     PROJECTOR_INBOX,
@@ -48,7 +50,7 @@ def spec(replica: str = "0") -> ActorSpec:
                 PROJECTOR_INBOX,
                 core.handle,
                 coalesce=core.newest_only,
-                finish=views.refresh_stale,
+                finish=core.finish,
                 prepare_batch=vectors.prepare,
             ),
         ),
