@@ -60,7 +60,7 @@ from worldline.sdk.errors import (
 from worldline.sdk.export import ExportMixin
 from worldline.sdk.undecodable import decode_presence, readable_inbox
 from worldline.sdk.views import ViewsMixin
-from worldline.sdk.wording import explain, named
+from worldline.sdk.wording import explain
 
 if TYPE_CHECKING:
     import contextlib
@@ -103,8 +103,7 @@ def validated(message: T) -> T:
     try:
         return msgspec.msgpack.decode(encode(message), type=type(message))
     except msgspec.ValidationError as exc:
-        what = named(type(message).__name__)
-        raise BadRequest(explain(str(exc), what, type(message))) from exc
+        raise BadRequest(explain(str(exc), message=type(message))) from exc
 
 
 @dataclass(frozen=True)

@@ -73,11 +73,14 @@ def _choices(message: type | None, path: str) -> list[str]:
     return sorted(str(v) for v in values)
 
 
-def explain(error: str, what: str = "the request", message: type | None = None) -> str:
+def explain(error: str, what: str = "", message: type | None = None) -> str:
     """``error`` (a ``msgspec.ValidationError``'s text) as one plain sentence naming
-    the field of ``what`` and the fix; an error it does not recognise keeps its
-    wording, with the field named first. Given the ``message`` type, a value a
-    ``Literal`` field does not allow is answered with the values it does."""
+    the field of ``what`` (default: what a person calls ``message``, else "the
+    request") and the fix; an error it does not recognise keeps its wording, with
+    the field named first. Given the ``message`` type, a value a ``Literal`` field
+    does not allow is answered with the values it does."""
+    if not what:
+        what = "the request" if message is None else named(message.__name__)
     found = _ERROR.match(error.strip())
     assert found is not None  # the pattern matches any text
     problem, field = found["what"], _field(found["path"] or "")
