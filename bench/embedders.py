@@ -4,7 +4,9 @@ BM25 computed in the same run.
 
 Run: ``python bench/embedders.py [--corpus squad|friendsqa] [--questions 2000]
 [--embedders hashing,wordllama]`` (about a minute with ``hashing,wordllama``;
-``minilm`` where its package is installed).
+``minilm`` where its package is installed). ``contextual@onnx`` runs the contextual
+embedder with that runtime (``WORLDLINE_CONTEXTUAL_RUNTIME``: ``onnx-int8``,
+``onnx``, ``numpy``), so two runtimes compare in one run.
 
 For a deterministic sample of the dev questions (every k-th of
 ``bench/data/<corpus>/dev-questions.jsonl.gz``), it ranks ALL dev sentences
@@ -19,8 +21,10 @@ sentence among the first k) for:
 
 And each embedder's cost: load time (construction to first vector), embedding
 throughput (sentences/s, the dev sentences in one ``embed_many``), resident memory
-added (VmRSS after loading and embedding, less before), and the installed size of its
-package and of the dependencies it adds to worldline's own (from pip's records).
+added (VmRSS after loading and embedding, less before), the installed size of its
+package and of the dependencies it adds to worldline's own (from pip's records), and
+what a read pays: one question embedded at a time (the first ``--latency`` questions,
+the embedders taking turns on each, so load falls on all alike), p50 and p95.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import gzip
 import importlib.metadata
 import json
 import math
+import os
 import re
 import time
 from collections import Counter
@@ -38,7 +43,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from worldline.actors.belief_model.embedding import select
+from worldline.actors.belief_model.contextual import ENV_RUNTIME
+from worldline.actors.belief_model.embedding import EMBEDDERS, Embedder, select
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -185,6 +191,9 @@ def main() -> None:
     parser.add_argument(
         "--weight", type=float, default=0.5, help="the embedder's weight, 2nd fusion"
     )
+    parser.add_argument(
+        "--latency", type=int, default=200, help="questions embedded one at a time"
+    )
     args = parser.parse_args()
     data = DATA.parent / args.corpus
     sentences = load("dev-sentences.jsonl.gz", data)
@@ -204,15 +213,18 @@ def main() -> None:
     print(line("bm25", base) + f"   ({time.perf_counter() - started:.1f} s)")
 
     costs: list[str] = []
+    built: list[Embedder] = []
     for name in [n.strip() for n in args.embedders.split(",") if n.strip()]:
         before = rss_mb()
         started = time.perf_counter()
         try:
-            embedder = select(name)
+            embedder = _built(name)
             embedder.embed("warm up")
         except ValueError as why:
             print(f"  {name}: skipped ({why})")
             continue
+        built.append(embedder)
+        name = name.partition("@")[0]
         loaded = time.perf_counter() - started
         started = time.perf_counter()
         matrix = embedder.embed_many(texts)
@@ -233,6 +245,39 @@ def main() -> None:
     print("(in brackets: the difference with bm25)")
     print("cost:")
     print("\n".join(costs))
+    print(
+        f"a query embedded alone ({min(args.latency, len(asked))} questions, in turns):"
+    )
+    took: list[list[float]] = [[] for _ in built]
+    for question in asked[: args.latency]:
+        for times, embedder in zip(took, built, strict=True):
+            started = time.perf_counter()
+            embedder.embed(question)
+            times.append((time.perf_counter() - started) * 1000)
+    for times, embedder in zip(took, built, strict=True):
+        p50, p95 = np.percentile(times, [50, 95])
+        print(f"  {embedder.id}: p50 {p50:.2f} ms, p95 {p95:.2f} ms")
+
+
+def _built(name: str) -> Embedder:
+    """The embedder ``name``; ``contextual@RUNTIME`` with that runtime."""
+    base, _, runtime = name.partition("@")
+    if not runtime:
+        return select(base)
+    held = os.environ.get(ENV_RUNTIME)
+    os.environ[ENV_RUNTIME] = runtime
+    try:  # its own instance (select keeps one per name)
+        made: Embedder = EMBEDDERS[base]()
+        return made
+    except KeyError:
+        raise ValueError(
+            f"no embedder {base!r}: one of {', '.join(EMBEDDERS)}"
+        ) from None
+    finally:
+        if held is None:
+            del os.environ[ENV_RUNTIME]
+        else:
+            os.environ[ENV_RUNTIME] = held
 
 
 if __name__ == "__main__":

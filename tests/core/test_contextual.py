@@ -52,8 +52,8 @@ def test_the_id_pins_the_shipped_weights_by_hash() -> None:
     digest = hashlib.sha256(weights.read_bytes()).hexdigest()
     assert digest == contextual.PINNED  # the published all-MiniLM-L6-v2 weights
     assert isinstance(found, contextual.ContextualEmbedder)
-    runtime = "onnx" if contextual_onnx.available() else "numpy"
-    assert found.runtime == runtime  # onnxruntime whenever it is there
+    runtime = "onnx-int8" if contextual_onnx.available() else "numpy"
+    assert found.runtime == runtime  # onnxruntime in 8 bits whenever it is there
     assert found.id == f"all-minilm-l6-v2-384-{runtime}:{digest[:12]}"
     assert found.dimensions == 384
 
@@ -61,8 +61,8 @@ def test_the_id_pins_the_shipped_weights_by_hash() -> None:
 @needs_model
 def test_it_computes_the_published_model() -> None:
     # sentence-transformers' own documentation gives 0.8939 for this pair with
-    # all-MiniLM-L6-v2 (torch): the numpy forward pass is that model.
-    found = embedding.select("contextual")
+    # all-MiniLM-L6-v2 (torch): the float forward pass is that model.
+    found = contextual.ContextualEmbedder(runtime="numpy")
     a, b, c = found.embed_many(
         [
             "The new movie is awesome",
@@ -83,8 +83,37 @@ def test_both_runtimes_compute_the_same_vectors_in_their_own_spaces() -> None:
     texts = ["Joey: How you doin'?", "Where did Ross go after the wedding?"]
     assert np.abs(onnx.embed_many(texts) - plain.embed_many(texts)).max() < 1e-5
     assert onnx.id != plain.id  # not the same bits: never mixed in one index
-    with pytest.raises(ValueError, match="onnx or numpy"):
+    with pytest.raises(ValueError, match="not one of onnx-int8, onnx, numpy"):
         contextual.ContextualEmbedder(runtime="torch")
+
+
+@needs_model
+@pytest.mark.skipif(not contextual_onnx.available(), reason="onnxruntime is missing")
+def test_the_8_bit_pass_keeps_the_float_vectors_direction_in_its_own_space(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    small = contextual.ContextualEmbedder(runtime="onnx-int8")
+    full = contextual.ContextualEmbedder(runtime="onnx")
+    texts = [
+        "The new movie is awesome",
+        "The new movie is so great",
+        "The cat sits outside",
+        "Joey: How you doin'?",
+    ]
+    a, b = small.embed_many(texts), full.embed_many(texts)
+    cosines = (a * b).sum(axis=1)
+    assert cosines.min() > 0.98  # the same direction, not the same bits
+    assert np.abs(a - b).max() > 1e-4  # it is not the float pass
+    assert float(a[0] @ a[1]) == pytest.approx(0.8939, abs=0.02)
+    assert float(a[0] @ a[2]) < 0.1
+    # One text's vector does not depend on its batch.
+    assert np.array_equal(small.embed_many(texts[2:3])[0], a[2])
+    assert small.id != full.id
+    monkeypatch.setenv(contextual.ENV_RUNTIME, "onnx")
+    assert contextual.ContextualEmbedder().id == full.id
+    monkeypatch.setenv(contextual.ENV_RUNTIME, "fp16")
+    with pytest.raises(ValueError, match="set WORLDLINE_CONTEXTUAL_RUNTIME"):
+        contextual.ContextualEmbedder()
 
 
 @needs_model
