@@ -68,6 +68,7 @@ from worldline.actors.extractor.traces import parse_trace
 from worldline.actors.simulator import retrieval
 from worldline.actors.simulator.builder import IndexBuilder
 from worldline.actors.simulator.index import load, query_vector, retrieve, save
+from worldline.actors.simulator.partition import PROBES
 from worldline.actors.simulator.storage import call_tool
 
 try:
@@ -79,6 +80,7 @@ except ImportError:  # a worldline before issue 26 (measured for comparison)
         return None
 
 
+EVERY_CELL = 1 << 30  # probes: every cell, the exact scan
 TRACES = Path(__file__).resolve().parent.parent / "tests" / "data" / "traces"
 MB = 1024 * 1024
 
@@ -170,22 +172,38 @@ def measure(
     pin_blas_threads()  # as the simulator pins it where it starts
     rng = random.Random(11)
     embedder = active()
-    timings, raw, prefix = [], [], []
-    for _ in range(samples):
+    timings, exact, raw, prefix = [], [], [], []
+    hits = wanted = 0
+    cells = "probes" in inspect.signature(retrieve).parameters  # issue 26's cells
+    for i in range(samples):
         t = loaded.transitions[rng.randrange(n)]
         group = loaded.group_of(t.lineage)
-        start = time.perf_counter()
-        found = retrieve(
-            loaded,
-            task=t.task,
-            context=t.context,
-            action=t.action,
-            exclude_groups=[group],
-            kind="message" if t.pairing == "turn" else "tool",
-        )
-        timings.append(time.perf_counter() - start)
+        query = {
+            "task": t.task,
+            "context": t.context,
+            "action": t.action,
+            "exclude_groups": [group],
+            "kind": "message" if t.pairing == "turn" else "tool",
+        }
+        # The probed search (the default) and the exact scan, in turn first.
+        runs: list[tuple[bool, dict[str, int]]] = [(True, {})]
+        if cells:
+            runs.append((False, {"probes": EVERY_CELL}))
+        if i % 2:
+            runs.reverse()
+        for probed, options in runs:
+            start = time.perf_counter()
+            got = retrieve(loaded, **query, **options)
+            (timings if probed else exact).append(time.perf_counter() - start)
+            if probed:
+                found = got
+            else:
+                truth = got
         if any(loaded.group_of(f.lineage) == group for f, _ in found):
             raise SystemExit(f"retrieved from the excluded group {group}")
+        if cells:
+            hits += len({f.id for f, _ in found} & {f.id for f, _ in truth})
+            wanted += len(truth)
         start = time.perf_counter()
         query_vector(t.context, t.action, embedder)
         raw.append(time.perf_counter() - start)
@@ -203,6 +221,16 @@ def measure(
         "load_s": loading,
         "p50_ms": pct(timings, 0.5) * 1e3,
         "p95_ms": pct(timings, 0.95) * 1e3,
+        **(
+            {
+                "exact_p50_ms": pct(exact, 0.5) * 1e3,
+                "exact_p95_ms": pct(exact, 0.95) * 1e3,
+                "recall_at_5": hits / max(1, wanted),
+                "cells": sum(len(e) - 1 for e in loaded.manifest.partitions),
+            }
+            if cells
+            else {}
+        ),
         "raw_ms": pct(raw, 0.5) * 1e3,
         "prefix_ms": pct(prefix, 0.5) * 1e3,
         "message_share": sum(r.pairing == "turn" for r in loaded.rows) / n,
@@ -329,57 +357,103 @@ def bus_steps(out: Path, index: Any, samples: int) -> dict[str, float]:
 # --- the kernel at 1M, in process ------------------------------------------------
 
 
+def _clustered(n: int, dims: int, rng: np.random.Generator) -> np.ndarray:
+    """``n`` unit rows around ``n // 500`` random topics (cosine about 0.6 to
+    their topic), filled in chunks: text embeddings are clustered, random unit
+    rows are not, and an approximate search is only measured on the former."""
+    topics = rng.standard_normal((max(1, n // 500), dims), dtype=np.float32)
+    topics /= np.linalg.norm(topics, axis=1, keepdims=True)
+    vectors = np.empty((n, dims), dtype=np.float32)
+    for a in range(0, n, 65536):
+        size = min(n, a + 65536) - a
+        noise = rng.standard_normal((size, dims), dtype=np.float32) * 0.08
+        block = topics[rng.integers(len(topics), size=size)] + noise
+        vectors[a : a + size] = block / np.linalg.norm(block, axis=1, keepdims=True)
+    return vectors
+
+
+def _partitioned(vectors: np.ndarray, blocks: list[tuple[int, int]]) -> Any:
+    """Cut each block into cells as ``sim index`` does (``partition.py``), its rows
+    reordered by cell in place; the cells as retrieval reads them."""
+    from worldline.actors.simulator.partition import Cells, cells_of
+
+    bounds, centroids = [], []
+    for a, b in blocks:
+        cell, fitted = cells_of(lambda at, a=a: vectors[a + at], b - a)
+        if len(fitted):
+            by_cell = np.argsort(cell, kind="stable")
+            vectors[a:b] = vectors[a:b][by_cell]
+            edges = np.flatnonzero(np.diff(cell[by_cell])) + 1
+            bounds.append([a, *(a + edges).tolist(), b])
+            centroids.append(fitted)
+    return Cells.of(bounds, np.concatenate(centroids))
+
+
 def kernel(n: int, samples: int, messages: float) -> dict[str, float]:
-    """Score and pick through retrieval's own functions on ``n`` random unit rows
-    laid out as an index is (tools first, 40 of them, then the message turns)."""
+    """Score and pick through retrieval's own functions on ``n`` clustered unit
+    rows laid out as an index is (tools first, 40 of them, then the message
+    turns; each block cut into cells), probed and exact, in turn."""
     rng = np.random.default_rng(5)
     dims = active().dimensions
-    vectors = np.empty((n, dims), dtype=np.float32)
-    for a in range(0, n, 65536):  # filled and normalised in chunks
-        block = rng.standard_normal((min(n, a + 65536) - a, dims), dtype=np.float32)
-        vectors[a : a + len(block)] = block / np.linalg.norm(
-            block, axis=1, keepdims=True
-        )
+    vectors = _clustered(n, dims, rng)
     first_turn = int(n * (1 - messages))
     edges = np.linspace(0, first_turn, 41).astype(int)
+    tools = {f"tool{i}": (int(edges[i]), int(edges[i + 1])) for i in range(40)}
+    start = time.perf_counter()
+    cells = _partitioned(vectors, [*tools.values(), (first_turn, n)])
+    cutting = time.perf_counter() - start
     index = SimpleNamespace(
         vectors=vectors,
         _spans={"tool": (0, first_turn), "message": (first_turn, n)},
-        _tools={f"tool{i}": (int(edges[i]), int(edges[i + 1])) for i in range(40)},
+        _tools=tools,
         _commands={},
         _row_lineage=(np.arange(n) // 8).astype(np.int32),
-        _rank=np.arange(n, dtype=np.int64),
+        _rank=rng.permutation(n).astype(np.int64),  # ids in no order of the rows
+        _cells=cells,
     )
     ok = np.ones(n // 8 + 1, dtype=bool)
     ok[: n // 800] = False  # a few lineages excluded, as an episode's own are
-    out: dict[str, float] = {"kernel_n": n, "kernel_message_share": messages}
+    out: dict[str, float] = {
+        "kernel_n": n,
+        "kernel_message_share": messages,
+        "kernel_cells": len(cells.lo),
+        "kernel_cut_s": cutting,
+    }
     for threads in (1, os.cpu_count() or 1):
         pin_blas_threads(threads)
-        timings = []
+        timings: dict[int, list[float]] = {PROBES: [], EVERY_CELL: []}
+        hits = wanted = 0
         for k in range(samples):
             query = vectors[rng.integers(n)] + 0.1
             query = (query / np.linalg.norm(query)).astype(np.float32)
             message = rng.random() < messages
             action = "" if message else f"tool{k % 40}({{}})"
-            start = time.perf_counter()
-            retrieval._ranked(
-                index,  # type: ignore[arg-type]
-                query,
-                ok,
-                "message" if message else "tool",
-                action,
-                5,
-            )
-            timings.append(time.perf_counter() - start)
-        out[f"kernel_p50_ms_{threads}t"] = pct(timings, 0.5) * 1e3
-        out[f"kernel_p95_ms_{threads}t"] = pct(timings, 0.95) * 1e3
+            found = {}
+            for probes in (PROBES, EVERY_CELL)[:: 1 if k % 2 else -1]:
+                start = time.perf_counter()
+                found[probes] = retrieval._ranked(
+                    index,  # type: ignore[arg-type]
+                    query,
+                    ok,
+                    "message" if message else "tool",
+                    action,
+                    5,
+                    probes,
+                )
+                timings[probes].append(time.perf_counter() - start)
+            hits += len(set(found[PROBES]) & set(found[EVERY_CELL]))
+            wanted += len(found[EVERY_CELL])
+        for name, probes in (("", PROBES), ("_exact", EVERY_CELL)):
+            out[f"kernel{name}_p50_ms_{threads}t"] = pct(timings[probes], 0.5) * 1e3
+            out[f"kernel{name}_p95_ms_{threads}t"] = pct(timings[probes], 0.95) * 1e3
+        out[f"kernel_recall_{threads}t"] = hits / max(1, wanted)
     pin_blas_threads()
     return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 100000])
+    parser.add_argument("--sizes", type=int, nargs="*", default=[1000, 10000, 100000])
     parser.add_argument("--samples", type=int, default=200)
     parser.add_argument(
         "--messages", type=float, default=0.0, help="share of replicas as turns"
@@ -418,17 +492,21 @@ def main() -> None:
         )
         m = json.loads(child.stdout)
         rows.append(m)
-        if not args.json:
+        if args.json:
+            continue
+        print(
+            f"{n:>7} rows ({m['kernel_cells']} cells, cut in"
+            f" {m['kernel_cut_s']:.0f} s), scoring and picking alone (in process),"
+            f" {PROBES} cells probed (every cell: the exact scan):",
+            flush=True,
+        )
+        for t in sorted({1, os.cpu_count() or 1}):
             print(
-                f"{n:>7} rows, scoring and picking alone (in process):"
-                f"  1 BLAS thread p50 {m['kernel_p50_ms_1t']:6.2f} ms"
-                f" p95 {m['kernel_p95_ms_1t']:6.2f} ms",
-                *(
-                    f"  {t} threads p50 {m[f'kernel_p50_ms_{t}t']:6.2f} ms"
-                    f" p95 {m[f'kernel_p95_ms_{t}t']:6.2f} ms"
-                    for t in [os.cpu_count() or 1]
-                    if t > 1
-                ),
+                f"{'':>7} {t} BLAS thread(s): p50 {m[f'kernel_p50_ms_{t}t']:6.2f} ms"
+                f" p95 {m[f'kernel_p95_ms_{t}t']:6.2f} ms"
+                f" (exact p50 {m[f'kernel_exact_p50_ms_{t}t']:6.2f} ms"
+                f" p95 {m[f'kernel_exact_p95_ms_{t}t']:6.2f} ms);"
+                f" recall@5 {m[f'kernel_recall_{t}t']:.3f}",
                 flush=True,
             )
     for n in args.sizes:
@@ -443,6 +521,13 @@ def main() -> None:
         if args.json:
             rows.append(m)
             continue
+        exact = (
+            f" (exact scan p50 {m['exact_p50_ms']:5.2f} ms"
+            f" p95 {m['exact_p95_ms']:5.2f} ms; {m['cells']} cells,"
+            f" recall@5 {m['recall_at_5']:.3f})"
+            if "recall_at_5" in m
+            else ""
+        )
         print(
             f"{n:>7} transitions  build {m['build_s']:6.1f} s"
             f"  peak RSS {m['rss_peak_mb']:6.0f} MB"
@@ -451,6 +536,7 @@ def main() -> None:
             f" every context whole: {m['whole_contexts_mb']:,.0f})"
             f"  load {m['load_s']:5.2f} s"
             f"  retrieve p50 {m['p50_ms']:5.2f} ms p95 {m['p95_ms']:5.2f} ms"
+            f"{exact}"
             f"  raw embed p50 {m['raw_ms']:5.2f} ms"
             f" (whole prefix {m['prefix_ms']:5.2f} ms)"
             f"  messages {m['message_share']:.0%}",
