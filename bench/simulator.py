@@ -132,8 +132,12 @@ def as_turn(t: Any) -> Any:
 
 
 def measure(
-    n: int, samples: int, messages: float = 0.0, bus: bool = False
-) -> dict[str, float]:
+    n: int,
+    samples: int,
+    messages: float = 0.0,
+    bus: bool = False,
+    probes: tuple[int, ...] = (),
+) -> dict[str, Any]:
     """Build an index of ``n`` replicated real transitions and query it."""
     docs = originals()
     before = rss_mb()
@@ -172,9 +176,12 @@ def measure(
     pin_blas_threads()  # as the simulator pins it where it starts
     rng = random.Random(11)
     embedder = active()
-    timings, exact, raw, prefix = [], [], [], []
-    hits = wanted = 0
     cells = "probes" in inspect.signature(retrieve).parameters  # issue 26's cells
+    sweep = sorted({PROBES, *probes}) if cells else []
+    timings: dict[int, list[float]] = {p: [] for p in [*sweep, EVERY_CELL]}
+    hits = dict.fromkeys(sweep, 0)
+    wanted = 0
+    raw, prefix = [], []
     for i in range(samples):
         t = loaded.transitions[rng.randrange(n)]
         group = loaded.group_of(t.lineage)
@@ -185,25 +192,23 @@ def measure(
             "exclude_groups": [group],
             "kind": "message" if t.pairing == "turn" else "tool",
         }
-        # The probed search (the default) and the exact scan, in turn first.
-        runs: list[tuple[bool, dict[str, int]]] = [(True, {})]
-        if cells:
-            runs.append((False, {"probes": EVERY_CELL}))
+        # The exact scan (every cell) and each probe count, in turn first.
+        runs = [EVERY_CELL, *sweep]
         if i % 2:
             runs.reverse()
-        for probed, options in runs:
+        got = {}
+        for count in runs:
+            options = {"probes": count} if cells else {}
             start = time.perf_counter()
-            got = retrieve(loaded, **query, **options)
-            (timings if probed else exact).append(time.perf_counter() - start)
-            if probed:
-                found = got
-            else:
-                truth = got
-        if any(loaded.group_of(f.lineage) == group for f, _ in found):
-            raise SystemExit(f"retrieved from the excluded group {group}")
-        if cells:
-            hits += len({f.id for f, _ in found} & {f.id for f, _ in truth})
-            wanted += len(truth)
+            got[count] = retrieve(loaded, **query, **options)
+            timings[count].append(time.perf_counter() - start)
+        for found in got.values():
+            if any(loaded.group_of(f.lineage) == group for f, _ in found):
+                raise SystemExit(f"retrieved from the excluded group {group}")
+        truth = {f.id for f, _ in got[EVERY_CELL]}
+        wanted += len(truth)
+        for count in sweep:
+            hits[count] += len({f.id for f, _ in got[count]} & truth)
         start = time.perf_counter()
         query_vector(t.context, t.action, embedder)
         raw.append(time.perf_counter() - start)
@@ -219,14 +224,23 @@ def measure(
         "contexts_mb": files["contexts.jsonl"] / MB,
         "whole_contexts_mb": whole / MB,
         "load_s": loading,
-        "p50_ms": pct(timings, 0.5) * 1e3,
-        "p95_ms": pct(timings, 0.95) * 1e3,
+        "p50_ms": pct(timings[PROBES if cells else EVERY_CELL], 0.5) * 1e3,
+        "p95_ms": pct(timings[PROBES if cells else EVERY_CELL], 0.95) * 1e3,
         **(
             {
-                "exact_p50_ms": pct(exact, 0.5) * 1e3,
-                "exact_p95_ms": pct(exact, 0.95) * 1e3,
-                "recall_at_5": hits / max(1, wanted),
+                "exact_p50_ms": pct(timings[EVERY_CELL], 0.5) * 1e3,
+                "exact_p95_ms": pct(timings[EVERY_CELL], 0.95) * 1e3,
+                "recall_at_5": hits[PROBES] / max(1, wanted),
                 "cells": sum(len(e) - 1 for e in loaded.manifest.partitions),
+                "sweep": [
+                    {
+                        "probes": count,
+                        "p50_ms": pct(timings[count], 0.5) * 1e3,
+                        "p95_ms": pct(timings[count], 0.95) * 1e3,
+                        "recall_at_5": hits[count] / max(1, wanted),
+                    }
+                    for count in sweep
+                ],
             }
             if cells
             else {}
@@ -357,19 +371,26 @@ def bus_steps(out: Path, index: Any, samples: int) -> dict[str, float]:
 # --- the kernel at 1M, in process ------------------------------------------------
 
 
-def _clustered(n: int, dims: int, rng: np.random.Generator) -> np.ndarray:
-    """``n`` unit rows around ``n // 500`` random topics (cosine about 0.6 to
-    their topic), filled in chunks: text embeddings are clustered, random unit
-    rows are not, and an approximate search is only measured on the former."""
+def _draw(topics: np.ndarray, size: int, rng: np.random.Generator) -> np.ndarray:
+    """``size`` unit rows, each a random topic plus noise (cosine about 0.6 to it)."""
+    noise = rng.standard_normal((size, topics.shape[1]), dtype=np.float32) * 0.08
+    block = topics[rng.integers(len(topics), size=size)] + noise
+    out: np.ndarray = block / np.linalg.norm(block, axis=1, keepdims=True)
+    return out
+
+
+def _clustered(
+    n: int, dims: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` unit rows around ``n // 500`` random topics, filled in chunks, and
+    the topics: text embeddings are clustered, random unit rows are not, and an
+    approximate search is only worth measuring on the former."""
     topics = rng.standard_normal((max(1, n // 500), dims), dtype=np.float32)
     topics /= np.linalg.norm(topics, axis=1, keepdims=True)
     vectors = np.empty((n, dims), dtype=np.float32)
     for a in range(0, n, 65536):
-        size = min(n, a + 65536) - a
-        noise = rng.standard_normal((size, dims), dtype=np.float32) * 0.08
-        block = topics[rng.integers(len(topics), size=size)] + noise
-        vectors[a : a + size] = block / np.linalg.norm(block, axis=1, keepdims=True)
-    return vectors
+        vectors[a : min(n, a + 65536)] = _draw(topics, min(n, a + 65536) - a, rng)
+    return vectors, topics
 
 
 def _partitioned(vectors: np.ndarray, blocks: list[tuple[int, int]]) -> Any:
@@ -395,7 +416,7 @@ def kernel(n: int, samples: int, messages: float) -> dict[str, float]:
     turns; each block cut into cells), probed and exact, in turn."""
     rng = np.random.default_rng(5)
     dims = active().dimensions
-    vectors = _clustered(n, dims, rng)
+    vectors, topics = _clustered(n, dims, rng)
     first_turn = int(n * (1 - messages))
     edges = np.linspace(0, first_turn, 41).astype(int)
     tools = {f"tool{i}": (int(edges[i]), int(edges[i + 1])) for i in range(40)}
@@ -421,11 +442,12 @@ def kernel(n: int, samples: int, messages: float) -> dict[str, float]:
     }
     for threads in (1, os.cpu_count() or 1):
         pin_blas_threads(threads)
-        timings: dict[int, list[float]] = {PROBES: [], EVERY_CELL: []}
+        timings: dict[tuple[int, bool], list[float]] = {
+            (p, m): [] for p in (PROBES, EVERY_CELL) for m in (False, True)
+        }
         hits = wanted = 0
         for k in range(samples):
-            query = vectors[rng.integers(n)] + 0.1
-            query = (query / np.linalg.norm(query)).astype(np.float32)
+            query = _draw(topics, 1, rng)[0].astype(np.float32)  # a new row
             message = rng.random() < messages
             action = "" if message else f"tool{k % 40}({{}})"
             found = {}
@@ -440,12 +462,15 @@ def kernel(n: int, samples: int, messages: float) -> dict[str, float]:
                     5,
                     probes,
                 )
-                timings[probes].append(time.perf_counter() - start)
+                timings[probes, message].append(time.perf_counter() - start)
             hits += len(set(found[PROBES]) & set(found[EVERY_CELL]))
             wanted += len(found[EVERY_CELL])
         for name, probes in (("", PROBES), ("_exact", EVERY_CELL)):
-            out[f"kernel{name}_p50_ms_{threads}t"] = pct(timings[probes], 0.5) * 1e3
-            out[f"kernel{name}_p95_ms_{threads}t"] = pct(timings[probes], 0.95) * 1e3
+            for kind, message in (("", True), ("_tool", False)):
+                took = timings[probes, message]
+                if took:
+                    out[f"kernel{name}{kind}_p50_ms_{threads}t"] = pct(took, 0.5) * 1e3
+                    out[f"kernel{name}{kind}_p95_ms_{threads}t"] = pct(took, 0.95) * 1e3
         out[f"kernel_recall_{threads}t"] = hits / max(1, wanted)
     pin_blas_threads()
     return out
@@ -464,6 +489,13 @@ def main() -> None:
     parser.add_argument(
         "--kernel", type=int, nargs="*", default=[], help="scoring alone at N rows"
     )
+    parser.add_argument(
+        "--probes",
+        type=int,
+        nargs="*",
+        default=[],
+        help=f"also these probe counts, in process (default {PROBES} always)",
+    )
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--one-kernel", type=int, help=argparse.SUPPRESS)
     parser.add_argument(
@@ -471,7 +503,10 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(measure(args.one, args.samples, args.messages, args.bus)))
+        found = measure(
+            args.one, args.samples, args.messages, args.bus, tuple(args.probes)
+        )
+        print(json.dumps(found))
         return
     if args.one_kernel:
         print(json.dumps(kernel(args.one_kernel, args.samples, args.messages)))
@@ -483,6 +518,7 @@ def main() -> None:
         )
     rows = []
     options = ["--samples", str(args.samples), "--messages", str(args.messages)]
+    options += ["--probes", *map(str, args.probes)]
     for n in args.kernel:
         child = subprocess.run(
             [sys.executable, __file__, "--one-kernel", str(n), *options],
@@ -502,10 +538,15 @@ def main() -> None:
         )
         for t in sorted({1, os.cpu_count() or 1}):
             print(
-                f"{'':>7} {t} BLAS thread(s): p50 {m[f'kernel_p50_ms_{t}t']:6.2f} ms"
-                f" p95 {m[f'kernel_p95_ms_{t}t']:6.2f} ms"
-                f" (exact p50 {m[f'kernel_exact_p50_ms_{t}t']:6.2f} ms"
-                f" p95 {m[f'kernel_exact_p95_ms_{t}t']:6.2f} ms);"
+                f"{'':>7} {t} BLAS thread(s), message queries:"
+                f" p50 {m.get(f'kernel_p50_ms_{t}t', 0):6.2f} ms"
+                f" p95 {m.get(f'kernel_p95_ms_{t}t', 0):6.2f} ms"
+                f" (exact p50 {m.get(f'kernel_exact_p50_ms_{t}t', 0):6.2f} ms"
+                f" p95 {m.get(f'kernel_exact_p95_ms_{t}t', 0):6.2f} ms);"
+                f" tool queries: p50 {m.get(f'kernel_tool_p50_ms_{t}t', 0):6.2f} ms"
+                f" p95 {m.get(f'kernel_tool_p95_ms_{t}t', 0):6.2f} ms"
+                f" (exact p50 {m.get(f'kernel_exact_tool_p50_ms_{t}t', 0):6.2f} ms"
+                f" p95 {m.get(f'kernel_exact_tool_p95_ms_{t}t', 0):6.2f} ms);"
                 f" recall@5 {m[f'kernel_recall_{t}t']:.3f}",
                 flush=True,
             )
@@ -542,6 +583,13 @@ def main() -> None:
             f"  messages {m['message_share']:.0%}",
             flush=True,
         )
+        for row in m.get("sweep", []) if len(m.get("sweep", [])) > 1 else []:
+            print(
+                f"{'':>7} {row['probes']:>4} cells probed: retrieve"
+                f" p50 {row['p50_ms']:5.2f} ms p95 {row['p95_ms']:5.2f} ms,"
+                f" recall@5 {row['recall_at_5']:.3f}",
+                flush=True,
+            )
         if "bus_p50_ms" in m:
             print(
                 f"{'':>7} over the bus: sim_step p50 {m['bus_p50_ms']:5.2f} ms"

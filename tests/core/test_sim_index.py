@@ -403,13 +403,14 @@ def test_a_non_real_kind_is_refused(saved: Path) -> None:
         load(saved)
 
 
-@pytest.mark.parametrize("version", [None, 1])
+@pytest.mark.parametrize("version", [None, 1, 2])
 def test_an_older_format_is_refused_naming_the_rebuild(
     saved: Path, version: int | None
 ) -> None:
+    # 2: before large blocks were cut into cells (no centroids.npy, rows by id)
     edit_manifest(saved, version=version)
     with pytest.raises(
-        IndexRefused, match=r"version 1, this worldline reads version 3"
+        IndexRefused, match=rf"version {version or 1}, this worldline reads version 3"
     ):
         load(saved)
     with pytest.raises(IndexRefused, match=REBUILD.replace(".", r"\.")):

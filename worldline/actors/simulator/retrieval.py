@@ -8,15 +8,15 @@ never the other kind. A query is scored on
 the action and a bounded window of recent context, as every row was
 (:func:`~worldline.actors.simulator.storage.recent`). Excluded lineages and groups,
 and the rows of the other partition, are removed before any score is computed;
-ties are broken by transition id. Rows are stored grouped by kind and tool, so a
-query's candidates are one contiguous block; a large block is stored by cell
-(``partition.py``) and a query reads only the cells nearest it. Each slice it reads
-costs one matrix-vector product on a view of the vectors, never a copy.
+ties (to 5 decimals) are broken by transition id. Rows are stored grouped by kind
+and tool, so a query's candidates are one contiguous block; a large block is stored
+by cell (``partition.py``) and a query reads only the cells nearest it. Each slice
+it reads costs one matrix-vector product on a view of the vectors, never a copy.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Final, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -50,6 +50,7 @@ __all__ = [
 ]
 
 Kind = Literal["tool", "message"]
+DECIMALS: Final = 5  # of a cosine; closer scores tie, and ties go by id
 
 
 class UnknownLineage(SessionError):
@@ -128,9 +129,12 @@ def _pick(
     k: int,
 ) -> list[tuple[int, float]]:
     """The ``k`` best of the eligible ``rows`` and their ``scores`` (row, score),
-    ties by id."""
+    ties by id. Scores are rounded to :data:`DECIMALS` first: the same row scored
+    in a slice of another length can differ in its last bit (BLAS unrolls by
+    rows), and equal texts must tie however the rows were read."""
     if k <= 0 or not len(rows):
         return []
+    scores = np.round(scores, DECIMALS)
     if k < len(scores):
         # Every row scoring at least the k-th best, so ties at the edge go by id.
         kth = np.partition(-scores, k - 1)[k - 1]
