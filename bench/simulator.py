@@ -410,7 +410,9 @@ def _partitioned(vectors: np.ndarray, blocks: list[tuple[int, int]]) -> Any:
     return Cells.of(bounds, np.concatenate(centroids))
 
 
-def kernel(n: int, samples: int, messages: float) -> dict[str, float]:
+def kernel(
+    n: int, samples: int, messages: float, probes: tuple[int, ...] = ()
+) -> dict[str, Any]:
     """Score and pick through retrieval's own functions on ``n`` clustered unit
     rows laid out as an index is (tools first, 40 of them, then the message
     turns; each block cut into cells), probed and exact, in turn."""
@@ -434,7 +436,7 @@ def kernel(n: int, samples: int, messages: float) -> dict[str, float]:
     )
     ok = np.ones(n // 8 + 1, dtype=bool)
     ok[: n // 800] = False  # a few lineages excluded, as an episode's own are
-    out: dict[str, float] = {
+    out: dict[str, Any] = {
         "kernel_n": n,
         "kernel_message_share": messages,
         "kernel_cells": len(cells.lo),
@@ -442,36 +444,51 @@ def kernel(n: int, samples: int, messages: float) -> dict[str, float]:
     }
     for threads in (1, os.cpu_count() or 1):
         pin_blas_threads(threads)
+        # Other probe counts with one thread only (the query path's).
+        counts = sorted({PROBES, *(probes if threads == 1 else ())})
         timings: dict[tuple[int, bool], list[float]] = {
-            (p, m): [] for p in (PROBES, EVERY_CELL) for m in (False, True)
+            (p, m): [] for p in (*counts, EVERY_CELL) for m in (False, True)
         }
-        hits = wanted = 0
+        hits = dict.fromkeys(counts, 0)
+        wanted = 0
         for k in range(samples):
             query = _draw(topics, 1, rng)[0].astype(np.float32)  # a new row
             message = rng.random() < messages
             action = "" if message else f"tool{k % 40}({{}})"
             found = {}
-            for probes in (PROBES, EVERY_CELL)[:: 1 if k % 2 else -1]:
+            for count in [*counts, EVERY_CELL][:: 1 if k % 2 else -1]:
                 start = time.perf_counter()
-                found[probes] = retrieval._ranked(
+                found[count] = retrieval._ranked(
                     index,  # type: ignore[arg-type]
                     query,
                     ok,
                     "message" if message else "tool",
                     action,
                     5,
-                    probes,
+                    count,
                 )
-                timings[probes, message].append(time.perf_counter() - start)
-            hits += len(set(found[PROBES]) & set(found[EVERY_CELL]))
+                timings[count, message].append(time.perf_counter() - start)
+            for count in counts:
+                hits[count] += len(set(found[count]) & set(found[EVERY_CELL]))
             wanted += len(found[EVERY_CELL])
-        for name, probes in (("", PROBES), ("_exact", EVERY_CELL)):
+        for name, count in (("", PROBES), ("_exact", EVERY_CELL)):
             for kind, message in (("", True), ("_tool", False)):
-                took = timings[probes, message]
+                took = timings[count, message]
                 if took:
                     out[f"kernel{name}{kind}_p50_ms_{threads}t"] = pct(took, 0.5) * 1e3
                     out[f"kernel{name}{kind}_p95_ms_{threads}t"] = pct(took, 0.95) * 1e3
-        out[f"kernel_recall_{threads}t"] = hits / max(1, wanted)
+        out[f"kernel_recall_{threads}t"] = hits[PROBES] / max(1, wanted)
+        if threads == 1:
+            out["kernel_sweep"] = [
+                {
+                    "probes": count,
+                    "p50_ms": pct(timings[count, True], 0.5) * 1e3,
+                    "p95_ms": pct(timings[count, True], 0.95) * 1e3,
+                    "recall_at_5": hits[count] / max(1, wanted),
+                }
+                for count in counts
+                if timings[count, True]
+            ]
     pin_blas_threads()
     return out
 
@@ -509,7 +526,8 @@ def main() -> None:
         print(json.dumps(found))
         return
     if args.one_kernel:
-        print(json.dumps(kernel(args.one_kernel, args.samples, args.messages)))
+        found = kernel(args.one_kernel, args.samples, args.messages, tuple(args.probes))
+        print(json.dumps(found))
         return
     if not args.json:
         print(
@@ -548,6 +566,13 @@ def main() -> None:
                 f" (exact p50 {m.get(f'kernel_exact_tool_p50_ms_{t}t', 0):6.2f} ms"
                 f" p95 {m.get(f'kernel_exact_tool_p95_ms_{t}t', 0):6.2f} ms);"
                 f" recall@5 {m[f'kernel_recall_{t}t']:.3f}",
+                flush=True,
+            )
+        for row in m["kernel_sweep"] if len(m["kernel_sweep"]) > 1 else []:
+            print(
+                f"{'':>7} {row['probes']:>4} cells probed, 1 BLAS thread, message"
+                f" queries: p50 {row['p50_ms']:6.2f} ms p95 {row['p95_ms']:6.2f} ms,"
+                f" recall@5 {row['recall_at_5']:.3f}",
                 flush=True,
             )
     for n in args.sizes:
