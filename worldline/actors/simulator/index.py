@@ -126,6 +126,7 @@ KIND: Final = "real-transitions"
 
 Split = Literal["fit", "held-out"]
 Vectors = npt.NDArray[np.float32]
+_NONE: Final[Vectors] = np.zeros((0, 0), dtype=np.float32)  # no cells given
 
 _ENCODER: Final = msgspec.json.Encoder()
 _ROW: Final = msgspec.json.Decoder(Row)
@@ -179,7 +180,7 @@ class TransitionIndex:
     rows: tuple[Row, ...]
     contexts: tuple[Segment, ...]
     vectors: Vectors = field(repr=False)
-    centroids: Vectors | None = field(default=None, repr=False)
+    centroids: Vectors = field(default_factory=lambda: _NONE, repr=False)
     hashed: InitVar[bool] = False  # build and load checked the bytes' hashes
     _codes: dict[str, int] = field(init=False, repr=False)
     _group_codes: dict[str, int] = field(init=False, repr=False)
@@ -226,7 +227,7 @@ class TransitionIndex:
             )
         cells = sum(len(edges) - 1 for edges in m.partitions)
         centroids = np.ascontiguousarray(
-            np.zeros((0, m.dimensions)) if self.centroids is None else self.centroids,
+            np.zeros((0, m.dimensions)) if self.centroids is _NONE else self.centroids,
             dtype=np.float32,
         )
         if centroids.shape != (cells, m.dimensions):
