@@ -202,7 +202,7 @@ def measure(
     if not cells:  # a worldline before cells: one exact pass
         passes = [EVERY_CELL]
     for count in passes:
-        options = {"probes": count} if cells else {}
+        options: dict[str, Any] = {"probes": count} if cells else {}
         for query in queries:
             start = time.perf_counter()
             found = retrieve(loaded, **query, **options)
@@ -410,7 +410,12 @@ def _partitioned(vectors: np.ndarray, blocks: list[tuple[int, int]]) -> Any:
 
     bounds, centroids = [], []
     for a, b in blocks:
-        cell, fitted = cells_of(lambda at, a=a: vectors[a + at], b - a)
+
+        def rows(at: np.ndarray, a: int = a) -> np.ndarray:
+            picked: np.ndarray = vectors[a + at]
+            return picked
+
+        cell, fitted = cells_of(rows, b - a)
         if len(fitted):
             by_cell = np.argsort(cell, kind="stable")
             vectors[a:b] = vectors[a:b][by_cell]

@@ -32,6 +32,7 @@ from typing import IO, TYPE_CHECKING, Any, Final
 
 import msgspec
 import numpy as np
+import numpy.typing as npt
 
 from worldline.actors.belief_model.embedding import active
 from worldline.actors.simulator.index import (
@@ -263,9 +264,11 @@ class IndexBuilder:
             while stop < len(order) and self._keys[order[stop]][:2] == (kind, tool):
                 stop += 1
             block = np.array(order[start:stop], dtype=np.intp)
-            cell, fitted = cells_of(
-                lambda at, block=block: np.asarray(added[block[at]]), len(block)
-            )
+
+            def rows(at: npt.NDArray[np.intp], block: Any = block) -> Any:
+                return np.asarray(added[block[at]])
+
+            cell, fitted = cells_of(rows, len(block))
             if len(fitted):
                 by_cell = np.argsort(cell, kind="stable")  # id order kept inside
                 block = block[by_cell]

@@ -81,7 +81,10 @@ def assign(vectors: Vectors, centroids: Vectors) -> npt.NDArray[np.int32]:
 
 def _unit(rows: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     norms = np.linalg.norm(rows, axis=1, keepdims=True)
-    return np.divide(rows, norms, out=np.zeros_like(rows), where=norms > 0)
+    out: npt.NDArray[np.float64] = np.divide(
+        rows, norms, out=np.zeros_like(rows), where=norms > 0
+    )
+    return out
 
 
 def kmeans(sample: Vectors, cells: int, iterations: int = ITERATIONS) -> Vectors:
@@ -170,7 +173,8 @@ class Cells:
 def probe_order(cells: Cells, query: Vectors, first: int, end: int) -> list[int]:
     """Cells ``[first, end)`` best centroid first (ties to the lower cell)."""
     scores = cells.centroids[first:end] @ query
-    return (np.argsort(-scores, kind="stable") + first).tolist()
+    order: list[int] = (np.argsort(-scores, kind="stable") + first).tolist()
+    return order
 
 
 def row_cells(bounds: Sequence[Sequence[int]], rows: int) -> npt.NDArray[np.int32]:
@@ -180,7 +184,8 @@ def row_cells(bounds: Sequence[Sequence[int]], rows: int) -> npt.NDArray[np.int3
     cell = np.zeros(rows, dtype=np.int32)
     last = 0
     for edges in bounds:
-        steps = np.diff(np.asarray(edges, dtype=np.int64))
+        at = np.asarray(edges, dtype=np.int64)
+        steps = at[1:] - at[:-1]
         if len(edges) < 2 or edges[0] < last or edges[-1] > rows or (steps <= 0).any():
             raise ValueError(
                 f"cell bounds starting at row {edges[0] if edges else '?'} are not "

@@ -223,8 +223,8 @@ def _search(
         order = probe_order(cells, query, blocks[0][2], blocks[0][3])
     else:
         ids = np.concatenate([np.arange(f, e) for _, _, f, e in blocks])
-        order = ids[np.argsort(-(cells.centroids[ids] @ query), kind="stable")]
-        order = order.tolist()
+        best = np.argsort(-(cells.centroids[ids] @ query), kind="stable")
+        order = ids[best].tolist()
     lo, hi = cells.lo, cells.hi
     for read, cell in enumerate(order):
         if read >= probes and reader.held >= k:
