@@ -68,6 +68,7 @@ from worldline.actors.extractor.traces import parse_trace
 from worldline.actors.simulator import retrieval
 from worldline.actors.simulator.builder import IndexBuilder
 from worldline.actors.simulator.index import load, query_vector, retrieve, save
+from worldline.actors.simulator.partition import PROBES
 from worldline.actors.simulator.storage import call_tool
 
 try:
@@ -79,6 +80,7 @@ except ImportError:  # a worldline before issue 26 (measured for comparison)
         return None
 
 
+EVERY_CELL = 1 << 30  # probes: every cell, the exact scan
 TRACES = Path(__file__).resolve().parent.parent / "tests" / "data" / "traces"
 MB = 1024 * 1024
 
@@ -130,8 +132,12 @@ def as_turn(t: Any) -> Any:
 
 
 def measure(
-    n: int, samples: int, messages: float = 0.0, bus: bool = False
-) -> dict[str, float]:
+    n: int,
+    samples: int,
+    messages: float = 0.0,
+    bus: bool = False,
+    probes: tuple[int, ...] = (),
+) -> dict[str, Any]:
     """Build an index of ``n`` replicated real transitions and query it."""
     docs = originals()
     before = rss_mb()
@@ -170,28 +176,55 @@ def measure(
     pin_blas_threads()  # as the simulator pins it where it starts
     rng = random.Random(11)
     embedder = active()
-    timings, raw, prefix = [], [], []
+    cells = "probes" in inspect.signature(retrieve).parameters  # issue 26's cells
+    sweep = sorted({PROBES, *probes}) if cells else []
+    timings: dict[int, list[float]] = {p: [] for p in [*sweep, EVERY_CELL]}
+    got: dict[int, list[set[str]]] = {p: [] for p in timings}
+    raw: list[float] = []
+    prefix: list[float] = []
+    queries: list[dict[str, Any]] = []
+    # First the default: each query timed as before cells existed (then its raw
+    # embeds); then, in a second pass over the same queries, every other probe
+    # count and the exact scan (every cell), so nothing else runs between the
+    # default's queries.
     for _ in range(samples):
         t = loaded.transitions[rng.randrange(n)]
-        group = loaded.group_of(t.lineage)
-        start = time.perf_counter()
-        found = retrieve(
-            loaded,
-            task=t.task,
-            context=t.context,
-            action=t.action,
-            exclude_groups=[group],
-            kind="message" if t.pairing == "turn" else "tool",
+        queries.append(
+            {
+                "task": t.task,
+                "context": t.context,
+                "action": t.action,
+                "exclude_groups": [loaded.group_of(t.lineage)],
+                "kind": "message" if t.pairing == "turn" else "tool",
+            }
         )
-        timings.append(time.perf_counter() - start)
-        if any(loaded.group_of(f.lineage) == group for f, _ in found):
-            raise SystemExit(f"retrieved from the excluded group {group}")
-        start = time.perf_counter()
-        query_vector(t.context, t.action, embedder)
-        raw.append(time.perf_counter() - start)
-        start = time.perf_counter()
-        embedder.embed("\n".join((t.task, t.context, t.action)))
-        prefix.append(time.perf_counter() - start)
+    passes = [PROBES, *(c for c in sweep if c != PROBES), EVERY_CELL]
+    if not cells:  # a worldline before cells: one exact pass
+        passes = [EVERY_CELL]
+    for count in passes:
+        options: dict[str, Any] = {"probes": count} if cells else {}
+        for query in queries:
+            start = time.perf_counter()
+            found = retrieve(loaded, **query, **options)
+            timings[count].append(time.perf_counter() - start)
+            (group,) = query["exclude_groups"]
+            if any(loaded.group_of(f.lineage) == group for f, _ in found):
+                raise SystemExit(f"retrieved from the excluded group {group}")
+            got[count].append({f.id for f, _ in found})
+            if count == passes[0]:
+                start = time.perf_counter()
+                query_vector(query["context"], query["action"], embedder)
+                raw.append(time.perf_counter() - start)
+                start = time.perf_counter()
+                embedder.embed(
+                    "\n".join((query["task"], query["context"], query["action"]))
+                )
+                prefix.append(time.perf_counter() - start)
+    wanted = sum(map(len, got[EVERY_CELL]))
+    hits = {
+        count: sum(map(len, map(set.intersection, got[count], got[EVERY_CELL])))
+        for count in sweep
+    }
     return {
         "n": n,
         "build_s": built,
@@ -201,8 +234,27 @@ def measure(
         "contexts_mb": files["contexts.jsonl"] / MB,
         "whole_contexts_mb": whole / MB,
         "load_s": loading,
-        "p50_ms": pct(timings, 0.5) * 1e3,
-        "p95_ms": pct(timings, 0.95) * 1e3,
+        "p50_ms": pct(timings[PROBES if cells else EVERY_CELL], 0.5) * 1e3,
+        "p95_ms": pct(timings[PROBES if cells else EVERY_CELL], 0.95) * 1e3,
+        **(
+            {
+                "exact_p50_ms": pct(timings[EVERY_CELL], 0.5) * 1e3,
+                "exact_p95_ms": pct(timings[EVERY_CELL], 0.95) * 1e3,
+                "recall_at_5": hits[PROBES] / max(1, wanted),
+                "cells": sum(len(e) - 1 for e in loaded.manifest.partitions),
+                "sweep": [
+                    {
+                        "probes": count,
+                        "p50_ms": pct(timings[count], 0.5) * 1e3,
+                        "p95_ms": pct(timings[count], 0.95) * 1e3,
+                        "recall_at_5": hits[count] / max(1, wanted),
+                    }
+                    for count in sweep
+                ],
+            }
+            if cells
+            else {}
+        ),
         "raw_ms": pct(raw, 0.5) * 1e3,
         "prefix_ms": pct(prefix, 0.5) * 1e3,
         "message_share": sum(r.pairing == "turn" for r in loaded.rows) / n,
@@ -329,57 +381,136 @@ def bus_steps(out: Path, index: Any, samples: int) -> dict[str, float]:
 # --- the kernel at 1M, in process ------------------------------------------------
 
 
-def kernel(n: int, samples: int, messages: float) -> dict[str, float]:
-    """Score and pick through retrieval's own functions on ``n`` random unit rows
-    laid out as an index is (tools first, 40 of them, then the message turns)."""
+def _draw(topics: np.ndarray, size: int, rng: np.random.Generator) -> np.ndarray:
+    """``size`` unit rows, each a random topic plus noise (cosine about 0.6 to it)."""
+    noise = rng.standard_normal((size, topics.shape[1]), dtype=np.float32) * 0.08
+    block = topics[rng.integers(len(topics), size=size)] + noise
+    out: np.ndarray = block / np.linalg.norm(block, axis=1, keepdims=True)
+    return out
+
+
+def _clustered(
+    n: int, dims: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` unit rows around ``n // 500`` random topics, filled in chunks, and
+    the topics: text embeddings are clustered, random unit rows are not, and an
+    approximate search is only worth measuring on the former."""
+    topics = rng.standard_normal((max(1, n // 500), dims), dtype=np.float32)
+    topics /= np.linalg.norm(topics, axis=1, keepdims=True)
+    vectors = np.empty((n, dims), dtype=np.float32)
+    for a in range(0, n, 65536):
+        vectors[a : min(n, a + 65536)] = _draw(topics, min(n, a + 65536) - a, rng)
+    return vectors, topics
+
+
+def _partitioned(vectors: np.ndarray, blocks: list[tuple[int, int]]) -> Any:
+    """Cut each block into cells as ``sim index`` does (``partition.py``), its rows
+    reordered by cell in place; the cells as retrieval reads them."""
+    from worldline.actors.simulator.partition import Cells, cells_of
+
+    bounds, centroids = [], []
+    for a, b in blocks:
+
+        def rows(at: np.ndarray, a: int = a) -> np.ndarray:
+            picked: np.ndarray = vectors[a + at]
+            return picked
+
+        cell, fitted = cells_of(rows, b - a)
+        if len(fitted):
+            by_cell = np.argsort(cell, kind="stable")
+            vectors[a:b] = vectors[a:b][by_cell]
+            edges = np.flatnonzero(np.diff(cell[by_cell])) + 1
+            bounds.append([a, *(a + edges).tolist(), b])
+            centroids.append(fitted)
+    return Cells.of(bounds, np.concatenate(centroids))
+
+
+def kernel(
+    n: int, samples: int, messages: float, probes: tuple[int, ...] = ()
+) -> dict[str, Any]:
+    """Score and pick through retrieval's own functions on ``n`` clustered unit
+    rows laid out as an index is (tools first, 40 of them, then the message
+    turns; each block cut into cells), probed and exact, in turn."""
     rng = np.random.default_rng(5)
     dims = active().dimensions
-    vectors = np.empty((n, dims), dtype=np.float32)
-    for a in range(0, n, 65536):  # filled and normalised in chunks
-        block = rng.standard_normal((min(n, a + 65536) - a, dims), dtype=np.float32)
-        vectors[a : a + len(block)] = block / np.linalg.norm(
-            block, axis=1, keepdims=True
-        )
+    vectors, topics = _clustered(n, dims, rng)
     first_turn = int(n * (1 - messages))
     edges = np.linspace(0, first_turn, 41).astype(int)
+    tools = {f"tool{i}": (int(edges[i]), int(edges[i + 1])) for i in range(40)}
+    start = time.perf_counter()
+    cells = _partitioned(vectors, [*tools.values(), (first_turn, n)])
+    cutting = time.perf_counter() - start
     index = SimpleNamespace(
         vectors=vectors,
         _spans={"tool": (0, first_turn), "message": (first_turn, n)},
-        _tools={f"tool{i}": (int(edges[i]), int(edges[i + 1])) for i in range(40)},
+        _tools=tools,
         _commands={},
         _row_lineage=(np.arange(n) // 8).astype(np.int32),
-        _rank=np.arange(n, dtype=np.int64),
+        _rank=rng.permutation(n).astype(np.int64),  # ids in no order of the rows
+        _cells=cells,
     )
     ok = np.ones(n // 8 + 1, dtype=bool)
     ok[: n // 800] = False  # a few lineages excluded, as an episode's own are
-    out: dict[str, float] = {"kernel_n": n, "kernel_message_share": messages}
+    out: dict[str, Any] = {
+        "kernel_n": n,
+        "kernel_message_share": messages,
+        "kernel_cells": len(cells.lo),
+        "kernel_cut_s": cutting,
+    }
     for threads in (1, os.cpu_count() or 1):
         pin_blas_threads(threads)
-        timings = []
+        # Other probe counts with one thread only (the query path's).
+        counts = sorted({PROBES, *(probes if threads == 1 else ())})
+        timings: dict[tuple[int, bool], list[float]] = {
+            (p, m): [] for p in (*counts, EVERY_CELL) for m in (False, True)
+        }
+        hits = dict.fromkeys(counts, 0)
+        wanted = 0
         for k in range(samples):
-            query = vectors[rng.integers(n)] + 0.1
-            query = (query / np.linalg.norm(query)).astype(np.float32)
+            query = _draw(topics, 1, rng)[0].astype(np.float32)  # a new row
             message = rng.random() < messages
             action = "" if message else f"tool{k % 40}({{}})"
-            start = time.perf_counter()
-            retrieval._ranked(
-                index,  # type: ignore[arg-type]
-                query,
-                ok,
-                "message" if message else "tool",
-                action,
-                5,
-            )
-            timings.append(time.perf_counter() - start)
-        out[f"kernel_p50_ms_{threads}t"] = pct(timings, 0.5) * 1e3
-        out[f"kernel_p95_ms_{threads}t"] = pct(timings, 0.95) * 1e3
+            found = {}
+            for count in [*counts, EVERY_CELL][:: 1 if k % 2 else -1]:
+                start = time.perf_counter()
+                found[count] = retrieval._ranked(
+                    index,  # type: ignore[arg-type]
+                    query,
+                    ok,
+                    "message" if message else "tool",
+                    action,
+                    5,
+                    count,
+                )
+                timings[count, message].append(time.perf_counter() - start)
+            for count in counts:
+                hits[count] += len(set(found[count]) & set(found[EVERY_CELL]))
+            wanted += len(found[EVERY_CELL])
+        for name, count in (("", PROBES), ("_exact", EVERY_CELL)):
+            for kind, message in (("", True), ("_tool", False)):
+                took = timings[count, message]
+                if took:
+                    out[f"kernel{name}{kind}_p50_ms_{threads}t"] = pct(took, 0.5) * 1e3
+                    out[f"kernel{name}{kind}_p95_ms_{threads}t"] = pct(took, 0.95) * 1e3
+        out[f"kernel_recall_{threads}t"] = hits[PROBES] / max(1, wanted)
+        if threads == 1:
+            out["kernel_sweep"] = [
+                {
+                    "probes": count,
+                    "p50_ms": pct(timings[count, True], 0.5) * 1e3,
+                    "p95_ms": pct(timings[count, True], 0.95) * 1e3,
+                    "recall_at_5": hits[count] / max(1, wanted),
+                }
+                for count in counts
+                if timings[count, True]
+            ]
     pin_blas_threads()
     return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 100000])
+    parser.add_argument("--sizes", type=int, nargs="*", default=[1000, 10000, 100000])
     parser.add_argument("--samples", type=int, default=200)
     parser.add_argument(
         "--messages", type=float, default=0.0, help="share of replicas as turns"
@@ -390,6 +521,13 @@ def main() -> None:
     parser.add_argument(
         "--kernel", type=int, nargs="*", default=[], help="scoring alone at N rows"
     )
+    parser.add_argument(
+        "--probes",
+        type=int,
+        nargs="*",
+        default=[],
+        help=f"also these probe counts, in process (default {PROBES} always)",
+    )
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--one-kernel", type=int, help=argparse.SUPPRESS)
     parser.add_argument(
@@ -397,10 +535,14 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(measure(args.one, args.samples, args.messages, args.bus)))
+        found = measure(
+            args.one, args.samples, args.messages, args.bus, tuple(args.probes)
+        )
+        print(json.dumps(found))
         return
     if args.one_kernel:
-        print(json.dumps(kernel(args.one_kernel, args.samples, args.messages)))
+        found = kernel(args.one_kernel, args.samples, args.messages, tuple(args.probes))
+        print(json.dumps(found))
         return
     if not args.json:
         print(
@@ -409,6 +551,7 @@ def main() -> None:
         )
     rows = []
     options = ["--samples", str(args.samples), "--messages", str(args.messages)]
+    options += ["--probes", *map(str, args.probes)]
     for n in args.kernel:
         child = subprocess.run(
             [sys.executable, __file__, "--one-kernel", str(n), *options],
@@ -418,17 +561,33 @@ def main() -> None:
         )
         m = json.loads(child.stdout)
         rows.append(m)
-        if not args.json:
+        if args.json:
+            continue
+        print(
+            f"{n:>7} rows ({m['kernel_cells']} cells, cut in"
+            f" {m['kernel_cut_s']:.0f} s), scoring and picking alone (in process),"
+            f" {PROBES} cells probed (every cell: the exact scan):",
+            flush=True,
+        )
+        for t in sorted({1, os.cpu_count() or 1}):
             print(
-                f"{n:>7} rows, scoring and picking alone (in process):"
-                f"  1 BLAS thread p50 {m['kernel_p50_ms_1t']:6.2f} ms"
-                f" p95 {m['kernel_p95_ms_1t']:6.2f} ms",
-                *(
-                    f"  {t} threads p50 {m[f'kernel_p50_ms_{t}t']:6.2f} ms"
-                    f" p95 {m[f'kernel_p95_ms_{t}t']:6.2f} ms"
-                    for t in [os.cpu_count() or 1]
-                    if t > 1
-                ),
+                f"{'':>7} {t} BLAS thread(s), message queries:"
+                f" p50 {m.get(f'kernel_p50_ms_{t}t', 0):6.2f} ms"
+                f" p95 {m.get(f'kernel_p95_ms_{t}t', 0):6.2f} ms"
+                f" (exact p50 {m.get(f'kernel_exact_p50_ms_{t}t', 0):6.2f} ms"
+                f" p95 {m.get(f'kernel_exact_p95_ms_{t}t', 0):6.2f} ms);"
+                f" tool queries: p50 {m.get(f'kernel_tool_p50_ms_{t}t', 0):6.2f} ms"
+                f" p95 {m.get(f'kernel_tool_p95_ms_{t}t', 0):6.2f} ms"
+                f" (exact p50 {m.get(f'kernel_exact_tool_p50_ms_{t}t', 0):6.2f} ms"
+                f" p95 {m.get(f'kernel_exact_tool_p95_ms_{t}t', 0):6.2f} ms);"
+                f" recall@5 {m[f'kernel_recall_{t}t']:.3f}",
+                flush=True,
+            )
+        for row in m["kernel_sweep"] if len(m["kernel_sweep"]) > 1 else []:
+            print(
+                f"{'':>7} {row['probes']:>4} cells probed, 1 BLAS thread, message"
+                f" queries: p50 {row['p50_ms']:6.2f} ms p95 {row['p95_ms']:6.2f} ms,"
+                f" recall@5 {row['recall_at_5']:.3f}",
                 flush=True,
             )
     for n in args.sizes:
@@ -443,6 +602,13 @@ def main() -> None:
         if args.json:
             rows.append(m)
             continue
+        exact = (
+            f" (exact scan p50 {m['exact_p50_ms']:5.2f} ms"
+            f" p95 {m['exact_p95_ms']:5.2f} ms; {m['cells']} cells,"
+            f" recall@5 {m['recall_at_5']:.3f})"
+            if "recall_at_5" in m
+            else ""
+        )
         print(
             f"{n:>7} transitions  build {m['build_s']:6.1f} s"
             f"  peak RSS {m['rss_peak_mb']:6.0f} MB"
@@ -451,11 +617,19 @@ def main() -> None:
             f" every context whole: {m['whole_contexts_mb']:,.0f})"
             f"  load {m['load_s']:5.2f} s"
             f"  retrieve p50 {m['p50_ms']:5.2f} ms p95 {m['p95_ms']:5.2f} ms"
+            f"{exact}"
             f"  raw embed p50 {m['raw_ms']:5.2f} ms"
             f" (whole prefix {m['prefix_ms']:5.2f} ms)"
             f"  messages {m['message_share']:.0%}",
             flush=True,
         )
+        for row in m.get("sweep", []) if len(m.get("sweep", [])) > 1 else []:
+            print(
+                f"{'':>7} {row['probes']:>4} cells probed: retrieve"
+                f" p50 {row['p50_ms']:5.2f} ms p95 {row['p95_ms']:5.2f} ms,"
+                f" recall@5 {row['recall_at_5']:.3f}",
+                flush=True,
+            )
         if "bus_p50_ms" in m:
             print(
                 f"{'':>7} over the bus: sim_step p50 {m['bus_p50_ms']:5.2f} ms"

@@ -14,6 +14,7 @@ import pytest
 from worldline.actors.belief_model.embedding import DIMENSIONS, EMBEDDER_ID, embed
 from worldline.actors.simulator.builder import IndexBuilder, group_split
 from worldline.actors.simulator.index import (
+    CENTROIDS,
     CONTEXTS,
     MANIFEST,
     REBUILD,
@@ -113,7 +114,7 @@ def test_build_sorts_dedupes_and_fills_the_manifest() -> None:
     assert list(index.transitions) == sorted([twice, *items[1:]], key=lambda t: t.id)
     m = index.manifest
     assert m.kind == "real-transitions"
-    assert m.version == INDEX_VERSION == 2
+    assert m.version == INDEX_VERSION == 3
     assert m.embedder == EMBEDDER_ID
     assert m.dimensions == DIMENSIONS
     assert m.transitions == len(items) == index.vectors.shape[0]
@@ -298,7 +299,7 @@ def test_save_then_load_round_trips(tmp_path: Path) -> None:
     index = build(corpus(), sources=["run.traj"], held_out=0.5)
     save(index, tmp_path / "ix")
     assert sorted(p.name for p in (tmp_path / "ix").iterdir()) == sorted(
-        [MANIFEST, TRANSITIONS, CONTEXTS, VECTORS]
+        [MANIFEST, TRANSITIONS, CONTEXTS, VECTORS, CENTROIDS]
     )
     lines = (tmp_path / "ix" / TRANSITIONS).read_text().splitlines()
     assert len(lines) == len(index.transitions)
@@ -402,13 +403,14 @@ def test_a_non_real_kind_is_refused(saved: Path) -> None:
         load(saved)
 
 
-@pytest.mark.parametrize("version", [None, 1])
+@pytest.mark.parametrize("version", [None, 1, 2])
 def test_an_older_format_is_refused_naming_the_rebuild(
     saved: Path, version: int | None
 ) -> None:
+    # 2: before large blocks were cut into cells (no centroids.npy, rows by id)
     edit_manifest(saved, version=version)
     with pytest.raises(
-        IndexRefused, match=r"version 1, this worldline reads version 2"
+        IndexRefused, match=rf"version {version or 1}, this worldline reads version 3"
     ):
         load(saved)
     with pytest.raises(IndexRefused, match=REBUILD.replace(".", r"\.")):

@@ -38,7 +38,9 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 DEFAULT_LIMITS: Final = Limits()
 
 
-INDEX_VERSION: Final = 2  # contexts stored once, as shared chains of segments
+# 2: contexts stored once, as shared chains of segments; 3: large blocks cut into
+# cells (k-means), their rows stored by cell, so a query reads a few cells
+INDEX_VERSION: Final = 3
 
 
 class IndexManifest(msgspec.Struct, frozen=True, kw_only=True):
@@ -57,6 +59,9 @@ class IndexManifest(msgspec.Struct, frozen=True, kw_only=True):
     transitions_sha256: str  # of transitions.jsonl
     contexts_sha256: str  # of contexts.jsonl
     vectors_sha256: str  # of vectors.npy
+    centroids_sha256: str = ""  # of centroids.npy (every cell's centroid, in order)
+    # each partitioned block's cells: each cell's first row, then the block's end
+    partitions: list[list[int]] = msgspec.field(default_factory=list)
     lineages: dict[str, str] = msgspec.field(default_factory=dict)  # -> its group
     groups: dict[str, Literal["fit", "held-out"]] = msgspec.field(default_factory=dict)
     sources: list[str] = msgspec.field(default_factory=list)  # trace files, by name

@@ -6,7 +6,9 @@ numbers, while texts wait in temporary files until the index is written.
 it interns each context as shared segments (``storage.py``, texts spilled to a
 temporary file), appends a compact row to a temporary file, embeds in batches
 (vectors appended to a temporary file), and forgets the transition.
-:meth:`~IndexBuilder.write` sorts the rows into stored order, numbers the segments
+:meth:`~IndexBuilder.write` sorts the rows into stored order (a large block's rows by
+the cell k-means puts them in, ``partition.py``, its vectors read from disk a chunk
+at a time), numbers the segments
 canonically, splits the lineage groups into fit and held-out, and writes the files
 line by line and the vectors chunk by chunk, hashing as it goes, then certifies them
 in a manifest; :meth:`~IndexBuilder.finish` does the same into a temporary folder
@@ -30,9 +32,11 @@ from typing import IO, TYPE_CHECKING, Any, Final
 
 import msgspec
 import numpy as np
+import numpy.typing as npt
 
 from worldline.actors.belief_model.embedding import active
 from worldline.actors.simulator.index import (
+    CENTROIDS,
     CONTEXTS,
     KIND,
     TRANSITIONS,
@@ -43,6 +47,7 @@ from worldline.actors.simulator.index import (
     load,
     manifest_id,
 )
+from worldline.actors.simulator.partition import cells_of
 from worldline.actors.simulator.storage import (
     MANIFEST,
     QUERY,
@@ -221,19 +226,58 @@ class IndexBuilder:
             support=support,
         )
 
+    def _added(self) -> np.memmap[Any, np.dtype[np.float32]]:
+        """The vectors embedded so far, in the order they were added (on disk)."""
+        self._vectors.flush()
+        dims = self.embedder.dimensions
+        return np.memmap(
+            self._vectors, dtype="<f4", mode="r", shape=(self._embedded, dims)
+        )
+
     def _vector_chunks(self, order: Sequence[int]) -> Iterator[bytes]:
         """The vectors in stored order, ``CHUNK`` rows at a time."""
         if not order:
             return
-        self._vectors.flush()
-        dims = self.embedder.dimensions
-        added = np.memmap(
-            self._vectors, dtype="<f4", mode="r", shape=(self._embedded, dims)
-        )
+        added = self._added()
         for start in range(0, len(order), CHUNK):
             picked = np.array(order[start : start + CHUNK], dtype=np.intp)
             yield np.ascontiguousarray(added[picked]).tobytes()
         del added
+
+    def _partition(
+        self, order: list[int]
+    ) -> tuple[list[int], list[list[int]], list[bytes]]:
+        """Cut each large block (one tool's results, or the message turns) into
+        cells (``partition.py``) and store its rows by cell, then id: the stored
+        order, each partitioned block's cell bounds, and the centroids' bytes.
+        Reads the block's vectors from disk a chunk at a time."""
+        if not order:
+            return order, [], []
+        added = self._added()
+        stored: list[int] = []
+        bounds: list[list[int]] = []
+        centroids: list[bytes] = []
+        start = 0
+        while start < len(order):
+            kind, tool = self._keys[order[start]][:2]
+            stop = start + 1
+            while stop < len(order) and self._keys[order[stop]][:2] == (kind, tool):
+                stop += 1
+            block = np.array(order[start:stop], dtype=np.intp)
+
+            def rows(at: npt.NDArray[np.intp], block: Any = block) -> Any:
+                return np.asarray(added[block[at]])
+
+            cell, fitted = cells_of(rows, len(block))
+            if len(fitted):
+                by_cell = np.argsort(cell, kind="stable")  # id order kept inside
+                block = block[by_cell]
+                edges = np.flatnonzero(np.diff(cell[by_cell])) + 1
+                bounds.append([start, *(start + edges).tolist(), stop])
+                centroids.append(fitted.astype("<f4").tobytes())
+            stored.extend(block.tolist())
+            start = stop
+        return stored, bounds, centroids
 
     def close(self) -> None:
         """Drop the temporary files (the builder is unusable after)."""
@@ -267,7 +311,9 @@ class IndexBuilder:
             )
         self._flush()
         n, dims = len(self._keys), self.embedder.dimensions
-        order = sorted(range(n), key=self._keys.__getitem__)
+        order, partitions, centroids = self._partition(
+            sorted(range(n), key=self._keys.__getitem__)
+        )
         splits = {
             g: group_split(g, self.held_out) for g in sorted(set(self._groups.values()))
         }
@@ -301,6 +347,14 @@ class IndexBuilder:
             "vectors_sha256": _write(
                 out / VECTORS, _chain(header, self._vector_chunks(order))
             ),
+            "centroids_sha256": _write(
+                out / CENTROIDS,
+                _chain(
+                    _npy_header((sum(map(len, centroids)) // (4 * dims), dims)),
+                    centroids,
+                ),
+            ),
+            "partitions": partitions,
             "lineages": dict(sorted(self._groups.items())),
             "groups": splits,
             "sources": sorted(set(sources)),

@@ -26,15 +26,22 @@ and groups and the rows of the other partition are removed *before* scoring; ran
 is cosine similarity, ties broken by transition id. Excluding a name the index does
 not hold raises :class:`UnknownLineage`.
 
-Artifact layout (a directory), version 2 (see ``storage.py``):
+Large blocks (one tool's results, or the message turns, of at least
+:data:`~worldline.actors.simulator.partition.PARTITION_MIN` rows) are cut into cells
+by k-means, their rows stored by cell, and a query reads the cells nearest it
+(``partition.py``).
+
+Artifact layout (a directory), version 3 (see ``storage.py``, ``partition.py``):
 
 - ``manifest.json``: :class:`~worldline.protocols.simulator.IndexManifest`;
 - ``transitions.jsonl``: one :class:`~worldline.actors.simulator.storage.Row` per
   line (msgspec JSON arrays), tool results first, grouped by tool, then message
-  turns, each group sorted by id;
+  turns, each group sorted by cell (a partitioned block's; else one) then id;
 - ``contexts.jsonl``: one :class:`~worldline.actors.simulator.storage.Segment` per
   line, each context's messages stored once and shared between transitions;
-- ``vectors.npy``: float32 ``[n, dimensions]``, row i embeds transition i.
+- ``vectors.npy``: float32 ``[n, dimensions]``, row i embeds transition i;
+- ``centroids.npy``: float32 ``[cells, dimensions]``, every cell's centroid, in the
+  order of the manifest's ``partitions`` (each block's cell bounds).
 
 The embedder is the process's selected one unless one is passed; an index is only
 loaded or queried with the embedder it names (else :class:`IndexRefused`).
@@ -42,8 +49,6 @@ loaded or queried with the embedder it names (else :class:`IndexRefused`).
 
 from __future__ import annotations
 
-import hashlib
-import io
 from collections.abc import Sequence
 from dataclasses import InitVar, dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal
@@ -53,6 +58,17 @@ import numpy as np
 import numpy.typing as npt
 
 from worldline.actors.belief_model.embedding import active
+from worldline.actors.simulator.artifact import (
+    REBUILD,
+    decoded_lines,
+    lines_sha256,
+    read_array,
+    read_bytes,
+    sha256_of,
+    vectors_bytes,
+    write_lines,
+)
+from worldline.actors.simulator.partition import Cells, row_cells
 from worldline.actors.simulator.retrieval import (
     Kind,
     UnknownLineage,
@@ -81,6 +97,7 @@ if TYPE_CHECKING:
     from worldline.actors.belief_model.embedding import Embedder
 
 __all__ = [
+    "CENTROIDS",
     "CONTEXTS",
     "KIND",
     "MANIFEST",
@@ -104,11 +121,12 @@ __all__ = [
 TRANSITIONS: Final = "transitions.jsonl"
 CONTEXTS: Final = "contexts.jsonl"
 VECTORS: Final = "vectors.npy"
+CENTROIDS: Final = "centroids.npy"
 KIND: Final = "real-transitions"
-REBUILD: Final = "worldline sim index TRACES... --out NEW_DIR"
 
 Split = Literal["fit", "held-out"]
 Vectors = npt.NDArray[np.float32]
+_NONE: Final[Vectors] = np.zeros((0, 0), dtype=np.float32)  # no cells given
 
 _ENCODER: Final = msgspec.json.Encoder()
 _ROW: Final = msgspec.json.Decoder(Row)
@@ -116,37 +134,12 @@ _SEGMENT: Final = msgspec.json.Decoder(Segment)
 _MANIFEST: Final = msgspec.json.Decoder(IndexManifest)
 
 
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def _lines_sha256(items: Iterable[msgspec.Struct]) -> str:
-    """The sha256 of the JSONL of ``items`` (one msgspec-JSON value a line), hashed
-    line by line, never held whole."""
-    digest = hashlib.sha256()
-    for item in items:
-        digest.update(_ENCODER.encode(item) + b"\n")
-    return digest.hexdigest()
-
-
-def _write_lines(path: Path, items: Iterable[msgspec.Struct]) -> None:
-    with path.open("wb") as f:
-        for item in items:
-            f.write(_ENCODER.encode(item) + b"\n")
-
-
-def _vectors_bytes(vectors: Vectors) -> bytes:
-    buffer = io.BytesIO()
-    np.save(buffer, vectors, allow_pickle=False)
-    return buffer.getvalue()
-
-
 def manifest_id(manifest: IndexManifest) -> str:
     """The sha256 of every field of the manifest but ``id`` (sorted-key JSON), so
     the id names exactly what the manifest says."""
     fields: dict[str, Any] = msgspec.structs.asdict(manifest)
     del fields["id"]
-    return _sha256(msgspec.json.encode(msgspec.to_builtins(fields), order="sorted"))
+    return sha256_of(msgspec.json.encode(msgspec.to_builtins(fields), order="sorted"))
 
 
 def _kind_key(row: Row) -> tuple[int, str, str]:
@@ -175,7 +168,8 @@ class _Transitions(Sequence[Transition]):
 @dataclass(frozen=True, eq=False)
 class TransitionIndex:
     """A read-only index: ``rows`` in stored order, ``contexts`` their shared
-    segments, ``vectors[i]`` embeds row i (float32, unit, not writeable). Make one
+    segments, ``vectors[i]`` embeds row i (float32, unit, not writeable),
+    ``centroids`` the cells' (none when no block is partitioned). Make one
     with :func:`build` or :func:`load`. Construction checks that the parts are
     exactly what the manifest certifies (counts, shape, order, lineages and groups,
     the manifest id and every content hash), so no index holds a row its manifest
@@ -186,6 +180,7 @@ class TransitionIndex:
     rows: tuple[Row, ...]
     contexts: tuple[Segment, ...]
     vectors: Vectors = field(repr=False)
+    centroids: Vectors = field(default_factory=lambda: _NONE, repr=False)
     hashed: InitVar[bool] = False  # build and load checked the bytes' hashes
     _codes: dict[str, int] = field(init=False, repr=False)
     _group_codes: dict[str, int] = field(init=False, repr=False)
@@ -195,6 +190,7 @@ class TransitionIndex:
     _rank: npt.NDArray[np.int64] = field(init=False, repr=False)  # of each row's id
     _tools: dict[str, tuple[int, int]] = field(init=False, repr=False)
     _spans: dict[Kind, tuple[int, int]] = field(init=False, repr=False)
+    _cells: Cells = field(init=False, repr=False)  # the partitioned blocks' cells
     # message rows by the command their action issues (storage.command_of)
     _commands: dict[str, npt.NDArray[np.int64]] = field(init=False, repr=False)
 
@@ -229,6 +225,16 @@ class TransitionIndex:
                 f"{TRANSITIONS}: {n} transitions, manifest says {m.transitions}; "
                 "rebuild the index"
             )
+        cells = sum(len(edges) - 1 for edges in m.partitions)
+        centroids = np.ascontiguousarray(
+            np.zeros((0, m.dimensions)) if self.centroids is _NONE else self.centroids,
+            dtype=np.float32,
+        )
+        if centroids.shape != (cells, m.dimensions):
+            raise IndexRefused(
+                f"{CENTROIDS}: shape {centroids.shape}, the manifest's partitions "
+                f"have {cells} cells of {m.dimensions} dimensions; rebuild the index"
+            )
         if m.contexts != len(self.contexts):
             raise IndexRefused(
                 f"{CONTEXTS}: {len(self.contexts)} segments, manifest says "
@@ -236,9 +242,10 @@ class TransitionIndex:
             )
         if not hashed:
             for name, found, expected in (
-                (TRANSITIONS, _lines_sha256(self.rows), m.transitions_sha256),
-                (CONTEXTS, _lines_sha256(self.contexts), m.contexts_sha256),
-                (VECTORS, _sha256(_vectors_bytes(vectors)), m.vectors_sha256),
+                (TRANSITIONS, lines_sha256(self.rows), m.transitions_sha256),
+                (CONTEXTS, lines_sha256(self.contexts), m.contexts_sha256),
+                (VECTORS, sha256_of(vectors_bytes(vectors)), m.vectors_sha256),
+                (CENTROIDS, sha256_of(vectors_bytes(centroids)), m.centroids_sha256),
             ):
                 if found != expected:
                     raise IndexRefused(
@@ -246,7 +253,7 @@ class TransitionIndex:
                         "never changed: build a new one"
                     )
         self._check_segments()
-        self._derive(vectors)
+        self._derive(vectors, centroids)
 
     def _check_segments(self) -> None:
         for i, segment in enumerate(self.contexts):
@@ -256,8 +263,12 @@ class TransitionIndex:
                     "earlier segment; rebuild the index"
                 )
 
-    def _derive(self, vectors: Vectors) -> None:
+    def _derive(self, vectors: Vectors, centroids: Vectors) -> None:
         m, n = self.manifest, len(self.rows)
+        try:
+            cell = row_cells(m.partitions, n).tolist()
+        except ValueError as exc:
+            raise IndexRefused(f"{MANIFEST}: partitions: {exc}; rebuild") from exc
         groups = {name: i for i, name in enumerate(sorted(m.groups))}
         codes = {name: i for i, name in enumerate(sorted(m.lineages))}
         lineage_group = np.empty(len(codes), dtype=np.int32)
@@ -272,12 +283,13 @@ class TransitionIndex:
         held_group = np.array([m.groups[g] == "held-out" for g in groups], dtype=bool)
         row_lineage = np.empty(n, dtype=np.int32)
         tools: dict[str, tuple[int, int]] = {}
-        previous: tuple[int, str, str] | None = None
+        previous: tuple[int, str, int, str] | None = None
         segments = len(self.contexts)
         for i, row in enumerate(self.rows):
             if not isinstance(row, Row):
                 raise TypeError(f"row {i} is a {type(row).__name__}, not a Row")
-            key = _kind_key(row)
+            kind_key = _kind_key(row)
+            key = (kind_key[0], kind_key[1], cell[i], row.id)
             if previous is not None and key <= previous:
                 raise IndexRefused(
                     f"{TRANSITIONS}: rows not in stored order at {row.id!r}; "
@@ -307,8 +319,17 @@ class TransitionIndex:
         first_turn = next(
             (i for i, r in enumerate(self.rows) if r.pairing == "turn"), n
         )
+        blocks = {*tools.values(), (first_turn, n)}
+        if any((edges[0], edges[-1]) not in blocks for edges in m.partitions):
+            raise IndexRefused(
+                f"{MANIFEST}: a partition is not one block (a tool's results or the "
+                "message turns); rebuild the index"
+            )
         vectors.flags.writeable = False
+        centroids.flags.writeable = False
         setattr_ = object.__setattr__
+        setattr_(self, "centroids", centroids)
+        setattr_(self, "_cells", Cells.of(m.partitions, centroids))
         setattr_(self, "vectors", vectors)
         setattr_(self, "_codes", codes)
         setattr_(self, "_group_codes", groups)
@@ -384,58 +405,11 @@ def save(index: TransitionIndex, out: Path) -> None:
             "directory"
         )
     out.mkdir(parents=True, exist_ok=True)
-    _write_lines(out / TRANSITIONS, index.rows)
-    _write_lines(out / CONTEXTS, index.contexts)
-    (out / VECTORS).write_bytes(_vectors_bytes(index.vectors))
+    write_lines(out / TRANSITIONS, index.rows)
+    write_lines(out / CONTEXTS, index.contexts)
+    (out / VECTORS).write_bytes(vectors_bytes(index.vectors))
+    (out / CENTROIDS).write_bytes(vectors_bytes(index.centroids))
     (out / MANIFEST).write_bytes(msgspec.json.format(_ENCODER.encode(index.manifest)))
-
-
-def _read(path: Path, name: str) -> bytes:
-    try:
-        return (path / name).read_bytes()
-    except OSError as exc:
-        raise IndexRefused(
-            f"{name}: cannot be read ({exc.strerror}); point at a directory written "
-            f"by save() (built with {REBUILD})"
-        ) from exc
-
-
-def _verified(path: Path, name: str, expected: str) -> bytes:
-    data = _read(path, name)
-    _check(name, _sha256(data), expected)
-    return data
-
-
-def _check(name: str, found: str, expected: str) -> None:
-    if found != expected:
-        raise IndexRefused(
-            f"{name}: sha256 does not match the manifest (changed after it was "
-            f"built); rebuild the index from its traces ({REBUILD})"
-        )
-
-
-def _decoded_lines(
-    path: Path, name: str, decoder: msgspec.json.Decoder[Any], expected: str
-) -> tuple[Any, ...]:
-    """Each line of a JSONL file decoded, the file hashed as it is read (never held
-    whole); a sha256 other than ``expected`` is refused."""
-    digest = hashlib.sha256()
-    found = []
-    try:
-        with (path / name).open("rb") as f:
-            for line in f:
-                digest.update(line)
-                found.append(decoder.decode(line))
-    except OSError as exc:
-        raise IndexRefused(
-            f"{name}: cannot be read ({exc.strerror}); point at a directory written "
-            f"by save() (built with {REBUILD})"
-        ) from exc
-    except msgspec.DecodeError as exc:
-        _verified(path, name, expected)  # a changed file is refused as changed
-        raise IndexRefused(f"{name}: unreadable ({exc}); {REBUILD}") from exc
-    _check(name, digest.hexdigest(), expected)
-    return tuple(found)
 
 
 def load(path: Path, *, embedder: Embedder | str | None = None) -> TransitionIndex:
@@ -444,7 +418,7 @@ def load(path: Path, *, embedder: Embedder | str | None = None) -> TransitionInd
     recipe are this process's (``embedder``: default the selected one, or an
     embedder id), the manifest id matches its content and every file its sha256.
     Anything else raises :class:`IndexRefused` naming the cause and the fix."""
-    raw = _read(path, MANIFEST)
+    raw = read_bytes(path, MANIFEST)
     try:
         head = msgspec.json.decode(raw, type=dict[str, Any])
     except msgspec.DecodeError as exc:
@@ -460,8 +434,8 @@ def load(path: Path, *, embedder: Embedder | str | None = None) -> TransitionInd
     if version != INDEX_VERSION:
         raise IndexRefused(
             f"{MANIFEST}: index format version {version}, this worldline reads "
-            f"version {INDEX_VERSION} (contexts stored once, retrieval centred on the "
-            f"action); rebuild it from its traces: {REBUILD}"
+            f"version {INDEX_VERSION} (contexts stored once, large blocks cut into "
+            f"cells a query probes); rebuild it from its traces: {REBUILD}"
         )
     if embedder is None:
         embedder = active()
@@ -482,13 +456,13 @@ def load(path: Path, *, embedder: Embedder | str | None = None) -> TransitionInd
             f"{MANIFEST}: its id does not match its content (changed after it was "
             f"built); rebuild the index from its traces ({REBUILD})"
         )
-    stored = _decoded_lines(path, TRANSITIONS, _ROW, manifest.transitions_sha256)
-    segments = _decoded_lines(path, CONTEXTS, _SEGMENT, manifest.contexts_sha256)
-    blob = _verified(path, VECTORS, manifest.vectors_sha256)
-    try:
-        vectors = np.load(io.BytesIO(blob), allow_pickle=False)
-    except (msgspec.DecodeError, ValueError) as exc:
-        raise IndexRefused(f"unreadable index content ({exc}); {REBUILD}") from exc
-    if vectors.dtype != np.float32:
-        raise IndexRefused(f"{VECTORS}: dtype {vectors.dtype}, not float32; rebuild")
-    return TransitionIndex(manifest, stored, segments, vectors, hashed=True)
+    stored = decoded_lines(path, TRANSITIONS, _ROW, manifest.transitions_sha256)
+    segments = decoded_lines(path, CONTEXTS, _SEGMENT, manifest.contexts_sha256)
+    vectors, centroids = (
+        read_array(path, name, expected)
+        for name, expected in (
+            (VECTORS, manifest.vectors_sha256),
+            (CENTROIDS, manifest.centroids_sha256),
+        )
+    )
+    return TransitionIndex(manifest, stored, segments, vectors, centroids, hashed=True)

@@ -8,20 +8,21 @@ never the other kind. A query is scored on
 the action and a bounded window of recent context, as every row was
 (:func:`~worldline.actors.simulator.storage.recent`). Excluded lineages and groups,
 and the rows of the other partition, are removed before any score is computed;
-ties are broken by transition id. Scoring reads one contiguous block of the vectors
-per kind (rows are stored grouped by kind and tool), so a query costs one
-matrix-vector product over its candidates, on a slice of the vectors (a view, never a
-copy).
+ties (to 5 decimals) are broken by transition id. Rows are stored grouped by kind
+and tool, so a query's candidates are one contiguous block; a large block is stored
+by cell (``partition.py``) and a query reads only the cells nearest it. Each slice
+it reads costs one matrix-vector product on a view of the vectors, never a copy.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Final, Literal
 
 import numpy as np
 import numpy.typing as npt
 
 from worldline.actors.belief_model.embedding import active
+from worldline.actors.simulator.partition import PARTITION_MIN, PROBES, probe_order
 from worldline.actors.simulator.sessions import SessionError
 from worldline.actors.simulator.storage import (
     MANIFEST,
@@ -49,6 +50,7 @@ __all__ = [
 ]
 
 Kind = Literal["tool", "message"]
+DECIMALS: Final = 5  # of a cosine; closer scores tie, and ties go by id
 
 
 class UnknownLineage(SessionError):
@@ -120,44 +122,115 @@ def check_exclusions(
     _allowed(index, exclude_lineages, exclude_groups, "all")
 
 
-def _scored(
+def _pick(
+    index: TransitionIndex,
+    rows: npt.NDArray[np.int64],
+    scores: npt.NDArray[np.float32],
+    k: int,
+) -> list[tuple[int, float]]:
+    """The ``k`` best of the eligible ``rows`` and their ``scores`` (row, score),
+    ties by id. Scores are rounded to :data:`DECIMALS` first: the same row scored
+    in a slice of another length can differ in its last bit (BLAS unrolls by
+    rows), and equal texts must tie however the rows were read."""
+    if k <= 0 or not len(rows):
+        return []
+    scores = np.round(scores, DECIMALS)
+    if k < len(scores):
+        # Every row scoring at least the k-th best, so ties at the edge go by id.
+        kth = np.partition(-scores, k - 1)[k - 1]
+        chosen = np.flatnonzero(-scores <= kth)
+        rows, scores = rows[chosen], scores[chosen]
+    order = np.lexsort((index._rank[rows], -scores))[:k]
+    return [(int(rows[i]), float(scores[i])) for i in order]
+
+
+class _Reader:
+    """Scores slices of the vectors (views: scoring one copies nothing; indexing
+    with an array of rows would copy the whole block first, 7x the cost at 50k
+    rows) and keeps the eligible rows' scores."""
+
+    def __init__(
+        self,
+        index: TransitionIndex,
+        query: Vectors,
+        ok: npt.NDArray[np.bool_],
+        mask: tuple[int, npt.NDArray[np.bool_]] | None,
+    ) -> None:
+        self.index, self.query, self.ok, self.mask = index, query, ok, mask
+        self.rows: list[npt.NDArray[np.int64]] = []
+        self.scores: list[npt.NDArray[np.float32]] = []
+        self.held = 0  # eligible rows read
+
+    def read(self, a: int, b: int) -> None:
+        index = self.index
+        eligible = self.ok[index._row_lineage[a:b]]
+        if self.mask is not None:
+            offset, allowed = self.mask
+            eligible &= allowed[a - offset : b - offset]
+        picks = np.flatnonzero(eligible)
+        if len(picks):
+            scores: npt.NDArray[np.float32] = index.vectors[a:b] @ self.query
+            self.rows.append(picks + a)
+            self.scores.append(scores[picks])
+            self.held += len(picks)
+
+    def best(self, k: int) -> list[tuple[int, float]]:
+        if not self.rows:
+            return []
+        rows, scores = np.concatenate(self.rows), np.concatenate(self.scores)
+        return _pick(self.index, rows, scores, k)
+
+
+def _search(
     index: TransitionIndex,
     query: Vectors,
     ok: npt.NDArray[np.bool_],
-    start: int,
-    stop: int,
-) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.bool_]]:
-    """The scores of rows ``[start, stop)`` and which of them are eligible. The
-    block is a slice of the vectors, a view: scoring it copies nothing (indexing
-    with an array of rows would copy the whole block first, 7x the cost at 50k
-    rows)."""
-    scores: npt.NDArray[np.float32] = index.vectors[start:stop] @ query
-    return scores, ok[index._row_lineage[start:stop]]
-
-
-def _best(
-    index: TransitionIndex,
-    scores: npt.NDArray[np.float32],
-    eligible: npt.NDArray[np.bool_],
-    offset: int,
+    span: tuple[int, int],
     k: int,
+    probes: int,
+    *,
+    skip: tuple[int, int] = (0, 0),
+    mask: tuple[int, npt.NDArray[np.bool_]] | None = None,
 ) -> list[tuple[int, float]]:
-    """The ``k`` best eligible rows of a scored block starting at row ``offset``
-    (row, score), ties by id."""
+    """The ``k`` best eligible rows of ``span`` outside ``skip`` (and where
+    ``mask``, from its offset, allows). A block that is not partitioned is read
+    whole; a partitioned block's cells are read best centroid first until at
+    least ``probes`` cells are read and ``k`` eligible rows held (``partition.py``);
+    probes covering every cell read everything: the exact answer."""
     if k <= 0:
         return []
-    picks = np.flatnonzero(eligible)
-    if not len(picks):
-        return []
-    kept = scores[picks]
-    if k < len(kept):
-        # Every row scoring at least the k-th best, so ties at the edge go by id.
-        kth = np.partition(-kept, k - 1)[k - 1]
-        chosen = np.flatnonzero(-kept <= kth)
-        picks, kept = picks[chosen], kept[chosen]
-    rows = picks + offset
-    order = np.lexsort((index._rank[rows], -kept))[:k]
-    return [(int(rows[i]), float(kept[i])) for i in order]
+    start, stop = span
+    cells = index._cells
+    blocks = [
+        (a, b, first, end)
+        for a, (b, first, end) in cells.blocks.items()
+        if start <= a < stop and (a, b) != skip
+    ]
+    cut = sorted([*((a, b) for a, b, _, _ in blocks), skip])
+    reader = _Reader(index, query, ok, mask)
+    at = start
+    for a, b in cut:  # the rows no partition holds are read whole
+        if a > at:
+            reader.read(at, min(a, stop))
+        at = max(at, b)
+    if at < stop:
+        reader.read(at, stop)
+    if probes >= sum(end - first for _, _, first, end in blocks):
+        for a, b, _, _ in blocks:
+            reader.read(a, b)
+        return reader.best(k)
+    if len(blocks) == 1:
+        order = probe_order(cells, query, blocks[0][2], blocks[0][3])
+    else:
+        ids = np.concatenate([np.arange(f, e) for _, _, f, e in blocks])
+        best = np.argsort(-(cells.centroids[ids] @ query), kind="stable")
+        order = ids[best].tolist()
+    lo, hi = cells.lo, cells.hi
+    for read, cell in enumerate(order):
+        if read >= probes and reader.held >= k:
+            break
+        reader.read(int(lo[cell]), int(hi[cell]))
+    return reader.best(k)
 
 
 def _ranked(
@@ -167,31 +240,42 @@ def _ranked(
     kind: Kind,
     action: str,
     k: int,
+    probes: int = PROBES,
 ) -> list[tuple[int, float]]:
     """The ``k`` best rows of ``kind`` for ``action`` (the same tool's, or the
-    same command's, first), each block scored as one slice."""
+    same command's, first)."""
     start, stop = index._spans[kind]
     if kind == "tool":
         a, b = index._tools.get(call_tool(action) or "", (start, start))
-        scores, eligible = _scored(index, query, ok, a, b)
-        found = _best(index, scores, eligible, a, k)
+        found = _search(index, query, ok, (a, b), k, probes)
         if len(found) >= k:
             return found
-        # The other tools' results: the kind's block without this tool's rows.
-        scores, eligible = _scored(index, query, ok, start, stop)
-        eligible[a - start : b - start] = False
-        return found + _best(index, scores, eligible, start, k - len(found))
+        # The other tools' results: the kind's span without this tool's rows.
+        rest = _search(
+            index, query, ok, (start, stop), k - len(found), probes, skip=(a, b)
+        )
+        return found + rest
     # A text action that issues a command (its last code block's first word) is
     # answered from replies to the same command first, as a call is from its
     # tool's results.
-    scores, eligible = _scored(index, query, ok, start, stop)
     same = index._commands.get(command_of(action) or "")
     if same is None:
-        return _best(index, scores, eligible, start, k)
+        return _search(index, query, ok, (start, stop), k, probes)
     issued = np.zeros(stop - start, dtype=bool)
     issued[same - start] = True
-    found = _best(index, scores, eligible & issued, start, k)
-    rest = _best(index, scores, eligible & ~issued, start, k - len(found))
+    if len(same) < PARTITION_MIN:  # few: scored exactly, by row
+        eligible = same[ok[index._row_lineage[same]]]
+        scores: npt.NDArray[np.float32] = index.vectors[eligible] @ query
+        found = _pick(index, eligible, scores, k)
+    else:
+        found = _search(
+            index, query, ok, (start, stop), k, probes, mask=(start, issued)
+        )
+    if len(found) >= k:
+        return found
+    rest = _search(
+        index, query, ok, (start, stop), k - len(found), probes, mask=(start, ~issued)
+    )
     return found + rest
 
 
@@ -207,6 +291,7 @@ def retrieve(
     embedder: Embedder | None = None,
     kind: Kind | None = None,
     exclude_groups: Collection[str] = (),
+    probes: int = PROBES,
 ) -> list[tuple[Transition, float]]:
     """Up to ``k`` real transitions after an action like this one, with their cosine
     similarity: for a tool call, tool results (the same tool's first, best first,
@@ -221,6 +306,8 @@ def retrieve(
     any score is computed; a name the index does not hold raises
     :class:`UnknownLineage`. The query is embedded with ``embedder`` (default: the
     process's selected one), which must be the index's (else :class:`IndexRefused`).
+    A large block is read ``probes`` cells at least (``partition.py``; as many as it
+    has: exact).
     """
     del task  # not scored: the action and recent context are (see the docstring)
     found = retrieve_rows(
@@ -233,6 +320,7 @@ def retrieve(
         embedder=embedder,
         kind=kind,
         exclude_groups=exclude_groups,
+        probes=probes,
     )
     return [(index.transition(row), score) for row, score in found]
 
@@ -248,6 +336,7 @@ def retrieve_rows(
     embedder: Embedder | None = None,
     kind: Kind | None = None,
     exclude_groups: Collection[str] = (),
+    probes: int = PROBES,
 ) -> list[tuple[int, float]]:
     """What :func:`retrieve` finds, as stored rows (row number, score), before
     any transition is read back."""
@@ -264,4 +353,6 @@ def retrieve_rows(
     if k == 0 or stop <= start or not ok.any():
         return []
     query = query_vector(context, action, embedder)
-    return _ranked(index, query, ok, kind, action, k)
+    if probes < 1:
+        raise ValueError(f"probes {probes}: at least 1 cell of a partitioned block")
+    return _ranked(index, query, ok, kind, action, k, probes)
