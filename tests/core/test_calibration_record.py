@@ -226,15 +226,17 @@ def test_the_fit_is_kept_once_per_batch_and_reads_never_fit(
     few = batched(CHANGES[: math.MIN_RECORDS - 1], 7)
     assert not any(k.startswith(b"calfit/") for k, _ in few.scan(b""))
     kept = [batched(CHANGES, size) for size in (1, 8, 40)]
-    fits = [{k: v for k, v in st.scan(b"calfit/")} for st in kept]
-    assert fits[0] and fits[0] == fits[1] == fits[2]  # the same whatever the batches
+    fits = [dict(state_.scan(b"calfit/")) for state_ in kept]
+    assert fits[0]
+    assert fits[0] == fits[1] == fits[2]  # the same whatever the batches
     expected = calibration.calibrator(record_of(CHANGES), W)  # fitted on the read
 
     def no_fit(records: object) -> math.Calibrator:
         raise AssertionError("a read fitted the record")
 
     monkeypatch.setattr(math, "fit", no_fit)
-    for st in kept:
-        assert calibration.calibrator(st, W) == expected
+    for state_ in kept:
+        assert calibration.calibrator(state_, W) == expected
     # A batch that leaves the record as it is does not refit.
-    assert core.finish(kept[0], Context(W, "m", state(W, "belief"), 99, T0)).writes == {}
+    again = Context(W, "m", state(W, "belief"), 99, T0)
+    assert core.finish(kept[0], again).writes == {}
