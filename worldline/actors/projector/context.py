@@ -11,8 +11,10 @@ so the same evidence gives the same card in any order), less its own terms, at m
 is its own terms and its near terms, its length both lengths (one BM25 document, as
 if the turn before were written above it), so a reply that holds none of the
 question's words ("Yeah, he did.") is found through the turn it answers, and a
-speaker question reaches every sentence that speaker said. Computed when the card is
-written, never at read time.
+speaker question reaches every sentence that speaker said. With a semantic
+embedder the card's vector reads the context too: the normalised mean of the
+text's embedding and that of the text after its contexts (:func:`in_context`).
+Computed when the card is written, never at read time.
 """
 
 from __future__ import annotations
@@ -27,21 +29,36 @@ if TYPE_CHECKING:
 
     from worldline.protocols.beliefs import Evidence
 
-__all__ = ["CONTEXTS", "CONTEXT_TERMS", "near"]
+__all__ = ["CONTEXTS", "CONTEXT_TERMS", "contexts", "in_context", "near"]
 
 CONTEXTS: Final = 2  # evidence items whose context a card reads
 CONTEXT_TERMS: Final = 24  # near terms a card keeps at most
+
+
+def contexts(evidence: Iterable[Evidence]) -> list[str]:
+    """The contexts a card reads: of the first :data:`CONTEXTS` evidence items
+    that have one, by id."""
+    return [c for _, c in sorted((e.id, e.context) for e in evidence if e.context)][
+        :CONTEXTS
+    ]
+
+
+def in_context(evidence: Iterable[Evidence], text: str) -> str:
+    """``text`` after its :func:`contexts` ("" when it has none): what the
+    semantic channel embeds beside the text alone (the card's vector is the
+    normalised mean of the two: :func:`.index.index_writes`)."""
+    found = contexts(evidence)
+    return " ".join([*found, text]) if found else ""
 
 
 def near(evidence: Iterable[Evidence], own: lexical.Terms) -> lexical.Terms:
     """The near terms of a belief whose evidence is ``evidence`` and whose own
     terms are ``own`` (distinct, first occurrence first), and their length: the
     content words of the contexts read."""
-    texts = sorted((e.id, e.context) for e in evidence if e.context)[:CONTEXTS]
     mine = set(own.distinct)
     found: dict[str, None] = {}
     length = 0
-    for _, text in texts:
+    for text in contexts(evidence):
         words = content_stems(text)
         length += len(words)
         found.update((w, None) for w in words if w not in mine)

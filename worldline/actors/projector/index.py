@@ -216,14 +216,18 @@ def index_writes(
         close = lexical.Terms(old.near, old.near_length)
     else:
         close = lexical.Terms((), 0)
+    kept = evidence is None or (
+        old is not None
+        and (old.near, old.near_length) == (close.distinct, close.length)
+    )
     if isinstance(active, embedding.HashingEmbedder):
         vector = b""
-    elif old is not None and same and old.vector:
+    elif old is not None and same and old.vector and kept:
         vector = old.vector
-    elif vectors is not None and belief.text in vectors:
-        vector = vectors[belief.text]
     else:
-        vector = _embedded(belief.text)
+        vector = _vector(belief.text, vectors or {})
+        if evidence is not None and (text := context.in_context(evidence, belief.text)):
+            vector = _mean(vector, _vector(text, vectors or {}))
     new = Card(
         belief=belief,
         weight=weight,
@@ -252,6 +256,18 @@ def index_writes(
 
 def _embedded(text: str) -> bytes:
     return embedding.embed(text).astype(np.float32).tobytes()
+
+
+def _vector(text: str, vectors: Mapping[str, bytes]) -> bytes:
+    found = vectors.get(text)
+    return _embedded(text) if found is None else found
+
+
+def _mean(a: bytes, b: bytes) -> bytes:
+    """The normalised mean of two float32 vectors (a text alone, in context)."""
+    both = np.frombuffer(a, dtype=np.float32) + np.frombuffer(b, dtype=np.float32)
+    norm = float(np.linalg.norm(both))
+    return (both / norm if norm > 0 else both).astype(np.float32).tobytes()
 
 
 def _first(reader: Reader, prefix: bytes, limit: int) -> list[str]:
