@@ -7,12 +7,17 @@ Through the extractor and projector cores on in-memory stores."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
+import anyio
+import numpy as np
+
+from tests.core.test_contextual import needs_model
 from tests.core.test_index import Replica
+from worldline.actors.belief_model import embedding
 from worldline.actors.extractor import core as extractor
 from worldline.actors.extractor.text import speaker
-from worldline.actors.projector import core, index
+from worldline.actors.projector import core, index, vectors
 from worldline.actors.runtime.memory import MemoryState
 from worldline.actors.runtime.spec import Context
 from worldline.protocols.messages import (
@@ -21,9 +26,13 @@ from worldline.protocols.messages import (
     Observe,
     Statement,
     WorldviewReply,
+    encode,
 )
 from worldline.protocols.subjects import obs
 from worldline.sdk.beliefs import observation_id
+
+if TYPE_CHECKING:
+    import pytest
 
 W: Final = "w1"
 T0: Final = datetime(2026, 1, 1, tzinfo=UTC)
@@ -137,3 +146,32 @@ def test_an_edge_change_keeps_a_cards_near_terms() -> None:
     assert after is not None
     assert after.near == before.near
     assert after.weight != before.weight
+
+
+@needs_model
+def test_a_semantic_card_reads_its_context_too(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(embedding.ENV_EMBEDDER, "contextual")
+    turn = "Rachel Green: Did Joey finish the lasagna?"
+    reply = statements("Chandler Bing: Every last bite.", context=turn)[0]
+    b = Belief(id=reply.belief_id, text=reply.text, type="claim", author="ada",
+               created_at=T0, updated_at=T0, version=1)  # fmt: skip
+    change = BeliefChanged(belief=b, evidence=[reply.evidence])
+    found = anyio.run(vectors.prepare, None, [encode(change)])
+    assert found is not None
+    in_context = f"{turn} {reply.text}"
+    assert set(found) == {reply.text, in_context}  # both embedded per batch
+    writes: dict[bytes, bytes | None] = {}
+    state = MemoryState()
+    index.index_writes(state, W, b, 1.0, writes, found, change.evidence)
+    state.data.update((k, v) for k, v in writes.items() if v is not None)
+    card = index.card(state, W, b.id)
+    assert card is not None
+    alone = np.frombuffer(found[reply.text], dtype=np.float32)
+    mean = alone + np.frombuffer(found[in_context], dtype=np.float32)
+    assert np.allclose(index.vector_of(card), mean / np.linalg.norm(mean), atol=1e-6)
+    question = embedding.embed("Who ate the lasagna?")
+    assert embedding.cosine(question, index.vector_of(card)) > embedding.cosine(
+        question, alone.astype(np.float64)
+    )
