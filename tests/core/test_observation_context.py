@@ -17,7 +17,7 @@ from tests.core.test_index import Replica
 from worldline.actors.belief_model import embedding
 from worldline.actors.extractor import core as extractor
 from worldline.actors.extractor.text import speaker
-from worldline.actors.projector import core, index, vectors
+from worldline.actors.projector import context, core, index, vectors
 from worldline.actors.runtime.memory import MemoryState
 from worldline.actors.runtime.spec import Context
 from worldline.protocols.messages import (
@@ -169,7 +169,10 @@ def test_a_semantic_card_reads_its_context_too(
     card = index.card(state, W, b.id)
     assert card is not None
     alone = np.frombuffer(found[reply.text], dtype=np.float32)
-    mean = alone + np.frombuffer(found[in_context], dtype=np.float32)
+    share = context.VECTOR_SHARE
+    mean = (1 - share) * alone + share * np.frombuffer(
+        found[in_context], dtype=np.float32
+    )
     assert np.allclose(index.vector_of(card), mean / np.linalg.norm(mean), atol=1e-6)
     question = embedding.embed("Who ate the lasagna?")
     assert embedding.cosine(question, index.vector_of(card)) > embedding.cosine(

@@ -264,8 +264,12 @@ def _vector(text: str, vectors: Mapping[str, bytes]) -> bytes:
 
 
 def _mean(a: bytes, b: bytes) -> bytes:
-    """The normalised mean of two float32 vectors (a text alone, in context)."""
-    both = np.frombuffer(a, dtype=np.float32) + np.frombuffer(b, dtype=np.float32)
+    """The normalised weighted mean of two float32 vectors, a text alone and in
+    context (:data:`.context.VECTOR_SHARE` the second's weight)."""
+    share = context.VECTOR_SHARE
+    both = (1 - share) * np.frombuffer(a, dtype=np.float32) + share * np.frombuffer(
+        b, dtype=np.float32
+    )
     norm = float(np.linalg.norm(both))
     return (both / norm if norm > 0 else both).astype(np.float32).tobytes()
 
