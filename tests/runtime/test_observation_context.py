@@ -11,6 +11,7 @@ import pytest
 
 import worldline
 from tests.support import all_actors, running, unique_world
+from worldline.sdk.hooks import observed
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -33,7 +34,9 @@ async def test_a_reply_observed_after_its_turn_is_found_through_it(
         for i in range(4):
             await ada.observe(f"Gunther: Table {i} wants more coffee.", source=f"f{i}")
         await ada.observe(TURN, source="scene-u1")
-        await ada.observe(REPLY, source="scene-u2", context=TURN)
+        # observed() (the SDK hook that waits) passes the context on too
+        done = await observed(ada, REPLY, source="scene-u2", context=TURN)
+        assert done.applied
         with anyio.fail_after(10):
             while True:  # extraction is asynchronous
                 beliefs = await ada.list()
