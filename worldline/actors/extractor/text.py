@@ -171,7 +171,15 @@ def contexts(found: list[str], before: str, artifact: str) -> list[str]:
     who = speaker(artifact)
     out = []
     for i in range(len(found)):
-        prior = " ".join(part for part in (before.strip(), *found[:i]) if part)
+        parts: list[str] = []  # the last statements before it, as many as fit
+        size = 0
+        for part in (before.strip(), *found[:i])[::-1]:
+            if part:
+                parts.append(part)
+                size += len(part) + 1
+            if size > CONTEXT_CHARS:
+                break
+        prior = " ".join(parts[::-1])
         if len(prior) > CONTEXT_CHARS:
             prior = prior[-CONTEXT_CHARS:].split(" ", 1)[-1]
         if who and i > 0 and who not in prior:
