@@ -14,7 +14,9 @@ an embedded nats-server on a free loopback port and every actor in one ``worldli
 folder.
 
 (1) quality: each dev sentence is observed as an artifact whose source is its id
-    (``observe(text, source=id)``, many calls in flight); once every durable from the
+    and whose context is the ``--context`` rows before it in its article (default
+    1, issue 27: ``observe(text, source=id, context=...)``, many calls in flight);
+    once every durable from the
     extractor to the projector holds nothing pending, every active belief is read
     back (``list`` with its cursor) with the sources of its evidence (``trace``).
     For every k-th question (``--questions``), ``before(question)`` is asked as an
@@ -33,10 +35,10 @@ folder.
     bus).
 
 Run: ``python bench/relevance.py [--corpus squad|friendsqa] [--questions N]
-[--sizes 1000 10000 100000] [--embedder NAME] [--quick] [--json]``. Results:
-``docs/benchmarks.md`` ("Relevance (issue 16)"). Longer than 500 lines because it is
-one run whose parts share their data and results: the dev set, the BM25 baseline, the
-stack, both measurements and the report.
+[--sizes 1000 10000 100000] [--embedder NAME] [--context N] [--quick] [--json]``.
+Results: ``docs/benchmarks.md`` ("Relevance (issue 16)"). Longer than 500 lines
+because it is one run whose parts share their data and results: the dev set, the
+BM25 baseline, the stack, both measurements and the report.
 """
 
 from __future__ import annotations
