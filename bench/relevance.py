@@ -14,7 +14,9 @@ an embedded nats-server on a free loopback port and every actor in one ``worldli
 folder.
 
 (1) quality: each dev sentence is observed as an artifact whose source is its id
-    (``observe(text, source=id)``, many calls in flight); once every durable from the
+    and whose context is the ``--context`` rows before it in its article (default
+    1, issue 27: ``observe(text, source=id, context=...)``, many calls in flight);
+    once every durable from the
     extractor to the projector holds nothing pending, every active belief is read
     back (``list`` with its cursor) with the sources of its evidence (``trace``).
     For every k-th question (``--questions``), ``before(question)`` is asked as an
@@ -33,10 +35,10 @@ folder.
     bus).
 
 Run: ``python bench/relevance.py [--corpus squad|friendsqa] [--questions N]
-[--sizes 1000 10000 100000] [--embedder NAME] [--quick] [--json]``. Results:
-``docs/benchmarks.md`` ("Relevance (issue 16)"). Longer than 500 lines because it is
-one run whose parts share their data and results: the dev set, the BM25 baseline, the
-stack, both measurements and the report.
+[--sizes 1000 10000 100000] [--embedder NAME] [--context N] [--quick] [--json]``.
+Results: ``docs/benchmarks.md`` ("Relevance (issue 16)"). Longer than 500 lines
+because it is one run whose parts share their data and results: the dev set, the
+BM25 baseline, the stack, both measurements and the report.
 """
 
 from __future__ import annotations
@@ -133,6 +135,9 @@ class Config:
     # the dense baseline's embedder (BM25 + dense fused by RRF, issue 27); None:
     # the stack's when it is semantic, else no dense baseline
     dense: str | None = None
+    # rows before each dev sentence in its article observed as its context
+    # (observe(context=), issue 27); 0: none
+    context: int = 1
     window: int = 512  # observations in flight
     settle_timeout: float = 1800.0  # seconds a load may take to reach the projector
 
@@ -171,6 +176,7 @@ class Results:
     load_file: str = ""  # the latency load's sentences
     dense: str = ""  # the dense baseline's embedder id ("" when none)
     data: str = ""  # the dev set's folder
+    context: int = 0  # rows observed as each dev sentence's context
 
     def rate(self, name: str) -> float:
         found = [getattr(q, name) for q in self.questions]
@@ -226,6 +232,18 @@ def dev_set(
         if q["answers"] and set(q["answers"]) <= held
     ]
     return sentences, questions
+
+
+def with_context(
+    sentences: list[dict[str, Any]], turns: int
+) -> Iterator[tuple[str, str, str]]:
+    """(text, source, context) of each dev sentence: its context the ``turns``
+    rows just before it in its article (a conversation's previous turns, the
+    sentences above; ``observe(context=)``), none for 0."""
+    for n, row in enumerate(sentences):
+        before = sentences[max(0, n - turns) : n] if turns > 0 else []
+        same = [r["text"] for r in before if r["article"] == row["article"]]
+        yield row["text"], row["id"], " ".join(same)
 
 
 def load_lines(path: Path) -> Iterator[str]:
@@ -339,15 +357,19 @@ async def stack(embedder: str | None) -> AsyncIterator[Stack]:
 
 
 async def observe_all(
-    w: worldline.World, items: Iterable[tuple[str, str]], window: int
+    w: worldline.World,
+    items: Iterable[tuple[str, str] | tuple[str, str, str]],
+    window: int,
 ) -> int:
-    """Observe each (text, source) as an artifact, ``window`` calls in flight."""
+    """Observe each (text, source) or (text, source, context) as an artifact,
+    ``window`` calls in flight."""
     done = 0
     chunk = list(islice(items, window))
     while chunk:
         async with anyio.create_task_group() as tg:
-            for text, source in chunk:
-                tg.start_soon(partial(w.observe, text, source=source))
+            for text, source, *before in chunk:
+                context = before[0] if before else ""
+                tg.start_soon(partial(w.observe, text, source=source, context=context))
         done += len(chunk)
         chunk = list(islice(items, window))
     return done
@@ -504,7 +526,7 @@ async def quality(running: Stack, config: Config, results: Results) -> None:
     try:
         async with worldline.connect(url, world=world, agent=LOADER) as w:
             start = time.perf_counter()
-            items = ((row["text"], row["id"]) for row in sentences)
+            items = with_context(sentences, config.context)
             await observe_all(w, items, config.window)
             await settle(nc, config.settle_timeout, running)
             results.load_seconds = time.perf_counter() - start
@@ -616,6 +638,7 @@ async def measure(config: Config) -> Results:
         load_seconds=math.nan,
         load_file=_shown_path(config.load),
         data=_shown_path(config.data),
+        context=config.context,
     )
     async with stack(config.embedder) as running:
         await quality(running, config, results)
@@ -644,6 +667,7 @@ def report(r: Results) -> None:
         embedder += f"; search reports {r.search_embedder}"
     row("embedder (WORLDLINE_EMBEDDER)", embedder)
     row("dev set", r.data)
+    row("context (rows before, observed)", f"{r.context}")
     row(
         "dev set loaded",
         f"{r.sentences:,} sentences of {r.articles} articles -> {r.beliefs:,} "
@@ -707,6 +731,13 @@ def parse(argv: Sequence[str] | None) -> tuple[Config, bool]:
         help="the BM25 + dense RRF baseline's embedder (default: --embedder when "
         "it is semantic; 'none' for no dense baseline)",
     )
+    parser.add_argument(
+        "--context",
+        type=int,
+        default=None,
+        help="rows before each dev sentence in its article observed as its "
+        "context (default 1: the previous turn or sentence; 0: none)",
+    )
     parser.add_argument("--json", action="store_true", help="print results as JSON")
     parser.add_argument("--quick", action="store_true", help="a smoke run (~1 min)")
     args = parser.parse_args(argv)
@@ -723,6 +754,7 @@ def parse(argv: Sequence[str] | None) -> tuple[Config, bool]:
         "samples": args.samples,
         "sizes": None if args.sizes is None else tuple(args.sizes),
         "load": args.load,
+        "context": args.context,
     }
     dense = args.dense or (
         args.embedder if args.embedder not in (None, "", "hashing") else None

@@ -70,6 +70,10 @@ class Evidence(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     # and learned reliability go by it; "" (evidence recorded before the field
     # existed) counts as ``source`` (docs/belief-math.md, "Source identity").
     voice: Annotated[str, msgspec.Meta(max_length=256)] = ""
+    # For extracted evidence: what came just before the statement (the artifact's
+    # speaker, the sentence or turn before it), which retrieval reads beside the
+    # belief's text; never evidence itself. Empty for evidence written by hand.
+    context: Annotated[str, msgspec.Meta(max_length=1024)] = ""
 
 
 class BeliefEdge(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

@@ -55,6 +55,10 @@ class Observe(Message, tag="obs.artifact.v1", kw_only=True, frozen=True):
     text: ArtifactText
     role: Literal["artifact", "output", "tool"] = "artifact"  # what produced it
     media_type: Literal["text", "markdown", "json"] = "text"
+    # What came just before the artifact (the previous turn of a conversation,
+    # the paragraph above): read by retrieval as the statements' context, never
+    # as statements of its own (docs/worldview.md, "The observation's context").
+    context: Annotated[str, msgspec.Meta(max_length=4096)] = ""
 
 
 class AddBelief(Message, tag="op.add_belief.v1", kw_only=True, frozen=True):

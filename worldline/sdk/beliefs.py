@@ -321,8 +321,13 @@ class BeliefMixin(SourceMixin, EdgeMixin):
         source: str = "",
         role: Literal["artifact", "output", "tool"] = "artifact",
         media_type: Literal["text", "markdown", "json"] | None = None,
+        context: str = "",
     ) -> str:
         """Hand an artifact to the extractor; return the observation id.
+
+        ``context`` is what came just before the artifact (the previous turn of a
+        conversation, say): retrieval reads it beside the statements (a reply is
+        found through the turn it answers), and it adds no statement itself.
 
         The id is derived from the world and the content (:func:`observation_id`):
         observing the same artifact twice in one world changes nothing (the repeat's
@@ -333,13 +338,16 @@ class BeliefMixin(SourceMixin, EdgeMixin):
         kind = media_type or _sniff(text)
         observation = validated(
             Observe(
-                obs_id=observation_id(self.world, self.agent, source, role, kind, text),
+                obs_id=observation_id(
+                    self.world, self.agent, source, role, kind, text, context
+                ),
                 author=self.agent,
                 at=utc_now(),
                 source=source,
                 text=text,
                 role=role,
                 media_type=kind,
+                context=context,
             )
         )
         await self._publish(obs(self.world, self.agent), observation, new_id("obs"))
@@ -399,14 +407,23 @@ class BeliefMixin(SourceMixin, EdgeMixin):
 
 
 def observation_id(
-    world: str, agent: str, source: str, role: str, media_type: str, text: str
+    world: str,
+    agent: str,
+    source: str,
+    role: str,
+    media_type: str,
+    text: str,
+    context: str = "",
 ) -> str:
     """The idempotency id of an observation, with the agent the seed of its
     statements' op ids; not its ``Nats-Msg-Id``, since anyone can compute it. The
     world is part of it: the same artifact observed into two worlds is two
     observations (``tests/runtime/test_world_scoped_ids.py``).
     """
-    material = "\0".join((world, agent, source, role, media_type, text))
+    parts = (world, agent, source, role, media_type, text)
+    # The same text after another turn is another observation; without a context
+    # the id is what it always was.
+    material = "\0".join((*parts, context) if context else parts)
     return f"obs-{hashlib.sha256(material.encode()).hexdigest()[:24]}"
 
 

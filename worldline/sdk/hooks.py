@@ -103,6 +103,7 @@ async def observed(
     source: str = "",
     role: Role = "artifact",
     wait: float | None = None,
+    context: str = "",
 ) -> Extracted:
     """Hand ``text`` to the extractor and wait until what it reads is applied.
 
@@ -113,6 +114,8 @@ async def observed(
         role: ``artifact`` (a document), ``output`` (an agent's own), ``tool``.
         wait: seconds to wait for every statement to be readable (default: the
             world's request timeout); 0 returns at once with ``applied=False``.
+        context: what came just before it (the previous turn), which retrieval
+            reads beside its statements (:meth:`World.observe`).
 
     Returns:
         The statements the extractor reads in it, and whether all are applied.
@@ -124,7 +127,7 @@ async def observed(
     """
     # Refuse before publishing what the extractor would only dead-letter.
     _preview(world, "obs-preview", text, source, role)
-    obs_id = await world.observe(text, source=source, role=role)
+    obs_id = await world.observe(text, source=source, role=role, context=context)
     statements = _preview(world, obs_id, text, source, role)
     pending = {s.evidence_id: s.belief_id for s in statements}
     limit = world.timeout if wait is None else wait

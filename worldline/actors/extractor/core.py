@@ -45,7 +45,7 @@ from typing import Annotated, Final, Literal
 import msgspec
 
 from worldline.actors.extractor.llm import DETERMINISTIC, LlmItem, LlmReading
-from worldline.actors.extractor.text import belief_id, classify, statements
+from worldline.actors.extractor.text import belief_id, classify, contexts, statements
 from worldline.actors.runtime.errors import InvalidInput
 from worldline.actors.runtime.spec import Context, Outgoing, Reader, Step, Unprepared
 from worldline.protocols.beliefs import Direction, Evidence, EvidenceKind
@@ -123,6 +123,7 @@ class Found:
     source: str
     negated: bool
     note: str = ""
+    context: str = ""  # what came just before it (text.contexts)
 
 
 def handle(reader: Reader, obs: Observe, ctx: Context) -> Step:
@@ -150,7 +151,7 @@ def handle(reader: Reader, obs: Observe, ctx: Context) -> Step:
         by = prepared.model
         writes[USED] = _bump(reader, USED)
     else:
-        found = _from_text(obs.text, source, kind)
+        found = _from_text(obs.text, source, kind, obs.context)
         if isinstance(prepared, LlmReading | Unprepared):
             writes[FALLBACKS] = _bump(reader, FALLBACKS)
     if len(found) > MAX_STATEMENTS:
@@ -219,8 +220,14 @@ def _read(text: str, source: str, kind: EvidenceKind) -> Found:
     )
 
 
-def _from_text(text: str, source: str, kind: EvidenceKind) -> list[Found]:
-    return [_read(sentence, source, kind) for sentence in statements(text)]
+def _from_text(
+    text: str, source: str, kind: EvidenceKind, before: str = ""
+) -> list[Found]:
+    found = statements(text)
+    return [
+        dataclasses.replace(_read(sentence, source, kind), context=context)
+        for sentence, context in zip(found, contexts(found, before, text), strict=True)
+    ]
 
 
 def _from_json(text: str, source: str, kind: EvidenceKind) -> list[Found]:
@@ -288,6 +295,7 @@ def _statement(
             # agent:<name>`` weighs what that agent saw. The op stays the extractor's.
             author=ctx.author,
             extracted_by=by[:256],
+            context=(item.context or obs.context)[-1024:],
         ),
     )
     return Outgoing(subject=ops(ctx.world, AUTHOR), message=op, msg_id=op_id)

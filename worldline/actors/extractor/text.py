@@ -13,6 +13,7 @@ from typing import Final, Literal
 from worldline.actors.belief_model.text import HEDGES, WORD, belief_id, normalize
 
 __all__ = [
+    "CONTEXT_CHARS",
     "RISKS",
     "TERM_AFTER",
     "TERM_BEFORE",
@@ -20,7 +21,9 @@ __all__ = [
     "Reading",
     "belief_id",
     "classify",
+    "contexts",
     "normalize",
+    "speaker",
     "statements",
 ]
 
@@ -134,6 +137,12 @@ _MONTH = re.compile(r"(?<=\S)(\s+)May\b")
 # Hedges for typing only: not in the shared HEDGES, which also shape belief keys.
 TYPING_HEDGES: Final = frozenset(["assumption", "expect", "expects", "supposedly"])
 
+# What a statement's context keeps of the text before it (contexts()), in chars.
+CONTEXT_CHARS: Final = 320
+# A transcript's speaker: up to four capitalised words, speakers joined by ", ".
+_NAME = r"[A-Z][\w.'-]*(?: [A-Z][\w.'-]*){0,3}"
+_SPEAKER = re.compile(rf"({_NAME}(?:, {_NAME})*): ")
+
 BeliefKind = Literal["claim", "assumption", "risk", "gap"]
 
 
@@ -145,6 +154,38 @@ class Reading:
     type: BeliefKind
     negated: bool
     key: str
+
+
+def speaker(text: str) -> str:
+    """Who says ``text``, when it opens as a transcript writes a turn (``Monica
+    Geller: ...``, several speakers joined by ``, ``); "" otherwise."""
+    found = _SPEAKER.match(text.lstrip())
+    return found.group(1) if found else ""
+
+
+def contexts(found: list[str], before: str, artifact: str) -> list[str]:
+    """Each statement's context, in order: the artifact's :func:`speaker` and the
+    last :data:`CONTEXT_CHARS` of what came before the statement (``before``, the
+    observation's context, then the statements of ``found`` ahead of it), cut at a
+    word. Retrieval reads it beside the statement (docs/worldview.md)."""
+    who = speaker(artifact)
+    out = []
+    for i in range(len(found)):
+        parts: list[str] = []  # the last statements before it, as many as fit
+        size = 0
+        for part in (before.strip(), *found[:i])[::-1]:
+            if part:
+                parts.append(part)
+                size += len(part) + 1
+            if size > CONTEXT_CHARS:
+                break
+        prior = " ".join(parts[::-1])
+        if len(prior) > CONTEXT_CHARS:
+            prior = prior[-CONTEXT_CHARS:].split(" ", 1)[-1]
+        if who and i > 0 and who not in prior:
+            prior = f"{who}: {prior}"
+        out.append(prior)
+    return out
 
 
 def statements(text: str) -> list[str]:

@@ -115,7 +115,8 @@ def apply_belief(
     writes.update(slots.index_writes(ctx.world, change.belief))
     # A belief change writes no edge: the edges touching it are still ``touching``.
     vectors = ctx.batch_prepared if isinstance(ctx.batch_prepared, dict) else None
-    _reindex(reader, ctx.world, change.belief, writes, edges=touching, vectors=vectors)
+    found = change.evidence  # its contexts give the card its near terms
+    _reindex(reader, ctx.world, change.belief, writes, touching, vectors, found)
     return writes
 
 
@@ -124,19 +125,20 @@ def _reindex(
     world: str,
     belief: Belief,
     writes: dict[bytes, bytes | None],
-    *,
     edges: list[BeliefEdge] | None = None,
     vectors: dict[str, bytes] | None = None,
+    evidence: list[Evidence] | None = None,
 ) -> None:
     """Write ``belief``'s card and ranks (``edges``: those touching it, when the
-    caller has them as ``writes`` leave them; ``vectors``: :mod:`.vectors`)."""
+    caller has them as ``writes`` leave them; ``vectors``: :mod:`.vectors`;
+    ``evidence``: the belief's, for the card's near terms, None to keep them)."""
     overlay = Overlay(reader, writes)
     if edges is None:
         edges = _touching(overlay, world, "from", belief.id) + _touching(
             overlay, world, "to", belief.id
         )
     weight = posterior.local_influence(belief.id, edges)
-    index.index_writes(overlay, world, belief, weight, writes, vectors)
+    index.index_writes(overlay, world, belief, weight, writes, vectors, evidence)
 
 
 def apply_edge(

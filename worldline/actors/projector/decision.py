@@ -70,10 +70,14 @@ class _Ranked(
     weight: float
     stems: tuple[str, ...]
     length: int = -1
+    near: tuple[str, ...] = ()
+    near_length: int = 0
 
     @property
     def terms(self) -> lexical.Terms:
-        return lexical.Terms(self.stems, self.length)
+        if self.length < 0:
+            return lexical.Terms(self.stems, self.length)
+        return lexical.Terms(self.stems + self.near, self.length + self.near_length)
 
 
 _RANKED = msgspec.msgpack.Decoder(_Ranked)

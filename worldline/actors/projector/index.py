@@ -31,14 +31,15 @@ import msgspec
 import numpy as np
 
 from worldline.actors.belief_model import embedding
-from worldline.actors.projector import lexical
+from worldline.actors.projector import context, lexical
 from worldline.actors.runtime.keys import key_part
 from worldline.protocols.messages import Belief, encode
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
 
     from worldline.actors.runtime.spec import Reader
+    from worldline.protocols.beliefs import Evidence
 
 __all__ = [
     "Card",
@@ -84,10 +85,17 @@ class Card(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag="car
     # In content words (lexical.terms); -1: written before the lexical channel
     # (its terms are not indexed yet: see worldline.actors.projector.upgrade).
     length: int = -1
+    # The near terms: what came just before the statements it was read from
+    # (worldline.actors.projector.context), and their length in content words.
+    near: tuple[str, ...] = ()
+    near_length: int = 0
 
     @property
     def terms(self) -> lexical.Terms:
-        return lexical.Terms(self.stems, self.length)
+        """Its lexical document: its own terms, then its near terms."""
+        if self.length < 0:
+            return lexical.Terms(self.stems, self.length)
+        return lexical.Terms(self.stems + self.near, self.length + self.near_length)
 
 
 _CARD = msgspec.msgpack.Decoder(Card)
@@ -165,7 +173,8 @@ def _document(c: Card | None) -> lexical.Terms | None:
     while the belief is active (None: not a document)."""
     if c is None or c.belief.status != "active" or c.length < 0:
         return None
-    return lexical.Terms(tuple(map(_stem, c.stems)), c.length)
+    found = c.terms
+    return lexical.Terms(tuple(map(_stem, found.distinct)), found.length)
 
 
 def index_writes(
@@ -175,11 +184,13 @@ def index_writes(
     weight: float,
     writes: dict[bytes, bytes | None],
     vectors: Mapping[str, bytes] | None = None,
+    evidence: Sequence[Evidence] | None = None,
 ) -> None:
     """Add to ``writes`` the card and index keys of ``belief`` at ``weight``,
     replacing the keys of its previous card (``vectors``: texts the batch's
     :func:`worldline.actors.projector.vectors.prepare` step embedded already, to
-    the bytes :func:`_embedded` gives).
+    the bytes :func:`_embedded` gives; ``evidence``: the belief's, whose contexts
+    give the card its near terms, :mod:`.context`; None keeps the old card's).
 
     Only a semantic embedder's vectors are ever read
     (:func:`worldline.actors.projector.relevance.is_semantic`): the hashing
@@ -196,17 +207,27 @@ def index_writes(
         old is not None and old.belief.text == belief.text and old.embedder == embedder
     )
     if old is not None and old.belief.text == belief.text and old.length >= 0:
-        found = old.terms
+        found = lexical.Terms(old.stems, old.length)
     else:
         found = lexical.terms(belief.text)
+    if evidence is not None:
+        close = context.near(evidence, found)
+    elif old is not None and old.belief.text == belief.text:
+        close = lexical.Terms(old.near, old.near_length)
+    else:
+        close = lexical.Terms((), 0)
+    kept = evidence is None or (
+        old is not None
+        and (old.near, old.near_length) == (close.distinct, close.length)
+    )
     if isinstance(active, embedding.HashingEmbedder):
         vector = b""
-    elif old is not None and same and old.vector:
+    elif old is not None and same and old.vector and kept:
         vector = old.vector
-    elif vectors is not None and belief.text in vectors:
-        vector = vectors[belief.text]
     else:
-        vector = _embedded(belief.text)
+        vector = _vector(belief.text, vectors or {})
+        if evidence is not None and (text := context.in_context(evidence, belief.text)):
+            vector = _mean(vector, _vector(text, vectors or {}))
     new = Card(
         belief=belief,
         weight=weight,
@@ -214,6 +235,8 @@ def index_writes(
         length=found.length,
         vector=vector,
         embedder=embedder,
+        near=close.distinct,
+        near_length=close.length,
     )
     writes[_card_key(world, belief.id)] = encode(new)
     # Unchanged keys are neither deleted nor written again.
@@ -233,6 +256,22 @@ def index_writes(
 
 def _embedded(text: str) -> bytes:
     return embedding.embed(text).astype(np.float32).tobytes()
+
+
+def _vector(text: str, vectors: Mapping[str, bytes]) -> bytes:
+    found = vectors.get(text)
+    return _embedded(text) if found is None else found
+
+
+def _mean(a: bytes, b: bytes) -> bytes:
+    """The normalised weighted mean of two float32 vectors, a text alone and in
+    context (:data:`.context.VECTOR_SHARE` the second's weight)."""
+    share = context.VECTOR_SHARE
+    both = (1 - share) * np.frombuffer(a, dtype=np.float32) + share * np.frombuffer(
+        b, dtype=np.float32
+    )
+    norm = float(np.linalg.norm(both))
+    return (both / norm if norm > 0 else both).astype(np.float32).tobytes()
 
 
 def _first(reader: Reader, prefix: bytes, limit: int) -> list[str]:

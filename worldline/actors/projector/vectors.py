@@ -5,11 +5,11 @@ sentence encoder is far cheaper run over a batch than text by text.
 :func:`prepare` is the projector input's ``prepare_batch`` step: outside the write
 transaction and off the event loop (a worker thread), it embeds, in one
 ``embed_many`` call per :data:`CHUNK` texts, the distinct texts of the batch's
-belief changes, and hands the handlers ``{text: float32 bytes}``
-(``Context.batch_prepared``), the very bytes a card would embed by itself
-(:func:`worldline.actors.projector.index.index_writes` falls back to that for a
-text not in it). With the default hashing embedder it does nothing: cards carry no
-vector then. Reads never embed a card; ``before`` embeds only its query.
+belief changes (and each after its contexts: :mod:`.context`), and hands the
+handlers ``{text: float32 bytes}`` (``Context.batch_prepared``), the very
+bytes a card would embed by itself (:func:`.index.index_writes` falls back to
+that for a text not in it). With the default hashing embedder it does nothing:
+cards carry no vector then. Reads never embed a card; ``before`` embeds only its query.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import msgspec
 import numpy as np
 
 from worldline.actors.belief_model import embedding
+from worldline.actors.projector import context
 from worldline.protocols.messages import PROJECTOR_INBOX, BeliefChanged
 
 if TYPE_CHECKING:
@@ -58,6 +59,9 @@ async def prepare(
             continue  # the store dead-letters it
         if isinstance(change, BeliefChanged) and change.belief.text.strip():
             texts.setdefault(change.belief.text)
+            # and the text after its contexts, which the card's vector reads too
+            if near := context.in_context(change.evidence, change.belief.text):
+                texts.setdefault(near)
     if not texts:
         return None
     return await anyio.to_thread.run_sync(embedded, list(texts))
