@@ -343,6 +343,14 @@ async def _beliefs(
     active = await _ok(session, "list", type="risk")
     assert risk not in {b["id"] for b in active["beliefs"]}
 
+    # A reply observed with the turn it answers as its context is found through it.
+    reply = "Chandler Bing: Every last bite."
+    context = "Rachel Green: Did Joey finish the lasagna?"
+    seen = await _ok(session, "observe", text=reply, source="scene", context=context)
+    assert seen["applied"]
+    hits = await _ok(session, "search", query="Joey lasagna")
+    assert reply in {h["belief"]["text"] for h in hits["hits"]}
+
 
 async def _judgment(session: ClientSession) -> None:
     """Rival answers through add's slot, then assess_sources, sources,

@@ -4,7 +4,10 @@ though it holds none of the question's words."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import json
+import os
+import sys
+from pathlib import Path
 
 import anyio
 import pytest
@@ -13,10 +16,9 @@ import worldline
 from tests.support import all_actors, running, unique_world
 from worldline.sdk.hooks import observed
 
-if TYPE_CHECKING:
-    from pathlib import Path
-
 pytestmark = pytest.mark.nats
+
+WORLDLINE = str(Path(sys.executable).with_name("worldline"))
 
 QUESTION = "Did Joey finish the lasagna?"
 TURN = f"Rachel Green: {QUESTION}"
@@ -47,3 +49,35 @@ async def test_a_reply_observed_after_its_turn_is_found_through_it(
         view = await ada.before(QUESTION)
     shown = {ref for leaf in [*view.current, *view.moves] for ref in leaf.trace}
     assert reply.id in shown
+
+
+async def test_the_cli_observes_with_a_context(nats_url: str, tmp_path: Path) -> None:
+    """``worldline observe FILE --context TEXT``: the same as the SDK's context."""
+    world = unique_world()
+    reply_file = tmp_path / "reply.txt"
+    reply_file.write_text(REPLY)
+    env = {
+        **os.environ,
+        "WORLDLINE_NATS": nats_url,
+        "WORLDLINE_WORLD": world,
+        "WORLDLINE_AGENT": "ada",
+    }
+    async with (
+        running(all_actors(), url=nats_url, data=tmp_path / "actors"),
+        worldline.connect(nats_url, world=world, agent="ada") as ada,
+    ):
+        for i in range(4):
+            await ada.observe(f"Gunther: Table {i} wants more coffee.", source=f"f{i}")
+        command = [WORLDLINE, "observe", str(reply_file), "--context", TURN, "--json"]
+        done = await anyio.run_process(command, env=env, check=False)
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["obs_id"]
+        with anyio.fail_after(10):
+            while True:  # extraction is asynchronous
+                beliefs = await ada.list()
+                if any(b.text == REPLY for b in beliefs):
+                    break
+                await anyio.sleep(0.05)
+        reply = next(b for b in beliefs if b.text == REPLY)
+        hits = await ada.search("Joey lasagna")
+    assert reply.id in {h.belief.id for h in hits.hits}

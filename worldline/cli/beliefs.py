@@ -448,7 +448,7 @@ def _observe(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
         if args.verb == "after":
             obs_id = await world.after(text)
         else:
-            obs_id = await world.observe(text, source=source)
+            obs_id = await world.observe(text, source=source, context=args.context)
         emit(args, {"obs_id": obs_id}, f"observed {obs_id} (extraction is async)")
 
     return run

@@ -317,6 +317,11 @@ def parser() -> argparse.ArgumentParser:
     )
     observe.add_argument("file", help="a text file, or - for standard input")
     observe.add_argument("--source", default="", help="where the artifact came from")
+    observe.add_argument(
+        "--context",
+        default="",
+        help="what came just before it (the previous turn), read beside its statements",
+    )
 
     world = verbs.add_parser("world", help="declare a world, or show it")
     world_verbs = world.add_subparsers(dest="world_verb", required=True, metavar="VERB")

@@ -82,11 +82,21 @@ def write_tools(agents: Agents) -> list[Tool]:
         text: Annotated[str, Field(description="the artifact: text, markdown, JSON")],
         source: Annotated[str, Field(description="where it came from")] = "",
         wait: Wait = 10.0,
+        context: Annotated[
+            str,
+            Field(
+                max_length=4096,
+                description="what came just before it (the previous turn): read "
+                "beside its statements, so a reply is found through what it answers",
+            ),
+        ] = "",
     ) -> CallToolResult:
         """Hand an artifact (a document, a tool result) to the extractor; returns
         the belief ids read from it by type, once applied."""
         with tool_errors("observe"):
-            found = await observed(agents.current(), text, source=source, wait=wait)
+            found = await observed(
+                agents.current(), text, source=source, wait=wait, context=context
+            )
         return _extracted(found)
 
     async def add(
