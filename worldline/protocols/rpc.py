@@ -94,6 +94,7 @@ class SearchBeliefs(Message, tag="rpc.search.v1", kw_only=True, frozen=True):
     at: datetime | None = None  # None: the world's one read clock, as ``get``
     # Opaque: the previous page's ``next_cursor`` ("" for the first page)
     cursor: Cursor = ""
+    as_of: datetime | None = None  # recorded time, as ``GetBelief.as_of``
 
 
 class SearchHit(msgspec.Struct, frozen=True, kw_only=True):
@@ -318,6 +319,7 @@ class TraceBelief(Message, tag="rpc.trace.v1", kw_only=True, frozen=True):
     """Ask for a belief's provenance chain."""
 
     belief_id: Ident
+    as_of: datetime | None = None  # recorded time, as ``GetBelief.as_of``
 
 
 class TraceReply(Message, tag="rpc.trace_reply.v1", kw_only=True, frozen=True):

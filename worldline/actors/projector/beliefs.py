@@ -25,7 +25,14 @@ from worldline.actors.belief_model import contradictions as contra_model
 from worldline.actors.belief_model import embedding, posterior
 from worldline.actors.belief_model.posterior import NO_PROBABILITY, UNCERTAIN_SD
 from worldline.actors.projector import contradictions as contra
-from worldline.actors.projector import edge_trace, index, lexical, relevance, slots
+from worldline.actors.projector import (
+    edge_trace,
+    history,
+    index,
+    lexical,
+    relevance,
+    slots,
+)
 from worldline.actors.projector import worldview as worldview_model
 from worldline.actors.projector.clocks import (
     Reads,
@@ -83,17 +90,6 @@ def _edge_key(world: str, edge_id: str) -> bytes:
     return f"bedge/{world}/{edge_id}".encode()
 
 
-class _Stamp(msgspec.Struct):
-    updated_at: datetime
-
-
-class _StampedHead(msgspec.Struct):
-    belief: _Stamp
-
-
-_STAMP = msgspec.msgpack.Decoder(_StampedHead)
-
-
 def apply_belief(
     reader: Reader, change: BeliefChanged, ctx: Context
 ) -> dict[bytes, bytes | None]:
@@ -115,6 +111,8 @@ def apply_belief(
     writes.update(slots.index_writes(ctx.world, change.belief))
     # A belief change writes no edge: the edges touching it are still ``touching``.
     _reindex(reader, ctx.world, change.belief, writes, edges=touching)
+    # Last, so the index's reads through ``writes`` need not step over them.
+    writes.update(history.writes(ctx.world, change, raw))  # for ``as_of`` reads
     return writes
 
 
@@ -342,11 +340,16 @@ def get(
 
 
 def with_evidence(
-    reader: Reader, world: str, belief_ids: list[str], at: datetime | None
+    reader: Reader,
+    world: str,
+    belief_ids: list[str],
+    at: datetime | None,
+    as_of: datetime | None = None,
 ) -> list[tuple[Belief, list[Evidence]]]:
     """Each belief as ``get`` reports it (at one clock for all) with the evidence
-    held for it, each record read once; ids not visible are left out."""
-    reads = _Reads(reader, world, at)
+    held for it (as of ``as_of``), each record read once; ids not visible are left
+    out."""
+    reads = _Reads(reader, world, at, as_of=as_of)
     found = []
     for belief_id in belief_ids:
         belief = visible(reads, belief_id)
@@ -406,32 +409,44 @@ def _contradictions(
     return list(found.values())
 
 
-def trace(reader: Reader, world: str, belief_id: str) -> TraceReply:
-    """The provenance chain: each evidence item and how confidence moved with it."""
+def trace(
+    reader: Reader, world: str, belief_id: str, as_of: datetime | None = None
+) -> TraceReply:
+    """The provenance chain: each evidence item and how confidence moved with it
+    (as the world knew it at ``as_of``: the belief as ``get`` reports it then, the
+    evidence recorded by then and the trust that weighed it then)."""
     raw = reader.get(_key(world, belief_id))
     if raw is None:  # an edge's trace, or nothing
         return edge_trace.trace(
-            reader, world, belief_id, reader.get(_edge_key(world, belief_id))
+            reader, world, belief_id, reader.get(_edge_key(world, belief_id)), as_of
         )
-    record = _RECORD.decode(raw)
+    reads = _Reads(reader, world, None, as_of=as_of)
+    newest = _RECORD.decode(raw)
+    rivals = slots.rival_records(
+        reader, world, newest.belief, lambda rival: _key(world, rival)
+    )
+    record = reads.known(newest, rivals)
+    if record is None:
+        return TraceReply()  # not created by ``as_of``
+    shown = record.belief if as_of is None else visible(reads, belief_id)
     steps = posterior.trajectory(
         record.belief.prior,
         record.evidence,
         record.trust,
         probabilistic=record.belief.type not in NO_PROBABILITY,
     )
-    edges = _touching(reader, world, "from", belief_id) + _touching(
-        reader, world, "to", belief_id
-    )
-    rivals = slots.rival_records(
-        reader, world, record.belief, lambda rival: _key(world, rival)
+    edges = reads.edges(
+        _touching(reader, world, "from", belief_id)
+        + _touching(reader, world, "to", belief_id)
     )
     return TraceReply(
-        belief=record.belief,
+        belief=shown,
         steps=[TraceStep(evidence=e, before=b, after=a) for e, b, a in steps],
         edges=edges,
         weights=dict(record.trust),
-        rivals=[r.belief.id for r in rivals],
+        rivals=[
+            r.belief.id for r in rivals if as_of is None or r.belief.created_at <= as_of
+        ],
     )
 
 

@@ -17,7 +17,8 @@ import msgspec
 
 from worldline.actors.belief_model import posterior
 from worldline.actors.belief_model.posterior import NO_PROBABILITY
-from worldline.actors.projector import slots
+from worldline.actors.projector import history, slots
+from worldline.actors.projector.history import recorded
 from worldline.protocols.messages import Belief, BeliefChanged
 
 if TYPE_CHECKING:
@@ -48,12 +49,6 @@ def world_clock(reader: Reader, world: str) -> datetime | None:
     read."""
     raw = reader.get(clock_key(world))
     return None if raw is None else _CLOCK.decode(raw)
-
-
-def recorded(item: Evidence) -> datetime:
-    """When the world was told of ``item`` (its observation time for evidence
-    recorded before ``recorded_at`` was kept)."""
-    return item.observed_at if item.recorded_at is None else item.recorded_at
 
 
 def at_clock(
@@ -120,7 +115,8 @@ class Reads:
         if at is None and (one_clock or as_of is not None):
             self.clock = world_clock(reader, world)
             if as_of is not None and (self.clock is None or self.clock > as_of):
-                self.clock = as_of  # the world's clock as it stood then
+                # the world's clock as it stood then (as_of: none kept)
+                self.clock = history.clock_at(reader, world, as_of) or as_of
         self.memo: dict[str, Belief | None] = {}
         self.evidence: dict[str, list[Evidence]] = {}  # of each belief read, as held
 
@@ -134,6 +130,15 @@ class Reads:
         if belief_id not in self.memo:
             raw = self.reader.get(_key(self.world, belief_id))
             record = None if raw is None else _RECORD.decode(raw)
+            rivals: list[BeliefChanged] = []
+            if record is not None:
+                rivals = slots.rival_records(
+                    self.reader,
+                    self.world,
+                    record.belief,
+                    lambda rival: _key(self.world, rival),
+                )
+                record = self.known(record, rivals)
             if record is not None:
                 self.evidence[belief_id] = record.evidence
             self.memo[belief_id] = (
@@ -144,15 +149,23 @@ class Reads:
                     self.clock,
                     dated=self.at is not None,
                     as_of=self.as_of,
-                    rivals=slots.rival_records(
-                        self.reader,
-                        self.world,
-                        record.belief,
-                        lambda rival: _key(self.world, rival),
-                    ),
+                    rivals=[
+                        known
+                        for rival in rivals
+                        if (known := self.known(rival)) is not None
+                    ],
                 )
             )
         return self.memo[belief_id]
+
+    def known(
+        self, record: BeliefChanged, rivals: Sequence[BeliefChanged] = ()
+    ) -> BeliefChanged | None:
+        """``record`` as the world knew it at ``as_of`` (None: not yet created);
+        ``rivals``: its rival answers' records, whose items re-read it."""
+        if self.as_of is None:
+            return record
+        return history.known(self.reader, self.world, record, self.as_of, rivals)
 
 
 def as_of(belief: Belief, at: datetime) -> Belief:
