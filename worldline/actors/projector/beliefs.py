@@ -413,14 +413,14 @@ def trace(
     reader: Reader, world: str, belief_id: str, as_of: datetime | None = None
 ) -> TraceReply:
     """The provenance chain: each evidence item and how confidence moved with it
-    (as the world knew it at ``as_of``: the belief as ``get`` reports it then, the
+    (as the world knew it at ``as_of``: the belief as it was stored then, the
     evidence recorded by then and the trust that weighed it then)."""
     raw = reader.get(_key(world, belief_id))
     if raw is None:  # an edge's trace, or nothing
         return edge_trace.trace(
             reader, world, belief_id, reader.get(_edge_key(world, belief_id)), as_of
         )
-    reads = _Reads(reader, world, None, as_of=as_of)
+    reads = _Reads(reader, world, None, one_clock=False, as_of=as_of)
     newest = _RECORD.decode(raw)
     rivals = slots.rival_records(
         reader, world, newest.belief, lambda rival: _key(world, rival)
@@ -428,7 +428,12 @@ def trace(
     record = reads.known(newest, rivals)
     if record is None:
         return TraceReply()  # not created by ``as_of``
-    shown = record.belief if as_of is None else visible(reads, belief_id)
+    shown = record.belief
+    if as_of is not None:  # the reading stored then: made at its own clock
+        rivals = [r for rival in rivals if (r := reads.known(rival)) is not None]
+        shown = at_clock(
+            record, shown.updated_at, dated=False, as_of=as_of, rivals=rivals
+        )
     steps = posterior.trajectory(
         record.belief.prior,
         record.evidence,
@@ -444,9 +449,7 @@ def trace(
         steps=[TraceStep(evidence=e, before=b, after=a) for e, b, a in steps],
         edges=edges,
         weights=dict(record.trust),
-        rivals=[
-            r.belief.id for r in rivals if as_of is None or r.belief.created_at <= as_of
-        ],
+        rivals=[r.belief.id for r in rivals],
     )
 
 
