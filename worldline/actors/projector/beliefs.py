@@ -39,6 +39,7 @@ from worldline.actors.projector.clocks import (
     as_of,
     at_clock,
     clock_key,
+    stored_then,
     world_clock,
 )
 from worldline.actors.runtime.memory import Overlay
@@ -49,7 +50,6 @@ from worldline.protocols.messages import (
     BeliefEdgeChanged,
     BeliefReply,
     TraceReply,
-    belief_version,
     encode,
 )
 
@@ -97,7 +97,8 @@ def apply_belief(
     ranks in the index."""
     key = _key(ctx.world, change.belief.id)
     raw = reader.get(key)
-    if raw is not None and belief_version(raw) >= change.belief.version:
+    before = None if raw is None else history.held(raw)
+    if before is not None and before.belief.version >= change.belief.version:
         return {}
     writes: dict[bytes, bytes | None] = {key: encode(change)}
     clock = clock_key(ctx.world)
@@ -112,7 +113,7 @@ def apply_belief(
     # A belief change writes no edge: the edges touching it are still ``touching``.
     _reindex(reader, ctx.world, change.belief, writes, edges=touching)
     # Last, so the index's reads through ``writes`` need not step over them.
-    writes.update(history.writes(ctx.world, change, raw))  # for ``as_of`` reads
+    writes.update(history.writes(ctx.world, change, before))  # for ``as_of`` reads
     return writes
 
 
@@ -422,18 +423,13 @@ def trace(
         )
     reads = _Reads(reader, world, None, one_clock=False, as_of=as_of)
     newest = _RECORD.decode(raw)
-    rivals = slots.rival_records(
-        reader, world, newest.belief, lambda rival: _key(world, rival)
-    )
-    record = reads.known(newest, rivals)
+    record = newest if as_of is None else stored_then(reader, world, newest, as_of)
     if record is None:
         return TraceReply()  # not created by ``as_of``
     shown = record.belief
-    if as_of is not None:  # the reading stored then: made at its own clock
-        rivals = [r for rival in rivals if (r := reads.known(rival)) is not None]
-        shown = at_clock(
-            record, shown.updated_at, dated=False, as_of=as_of, rivals=rivals
-        )
+    rivals = slots.rival_records(
+        reader, world, newest.belief, lambda rival: _key(world, rival)
+    )
     steps = posterior.trajectory(
         record.belief.prior,
         record.evidence,

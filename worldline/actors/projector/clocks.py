@@ -27,7 +27,15 @@ if TYPE_CHECKING:
     from worldline.actors.runtime.spec import Reader
     from worldline.protocols.beliefs import BeliefEdge, Evidence
 
-__all__ = ["Reads", "as_of", "at_clock", "clock_key", "recorded", "world_clock"]
+__all__ = [
+    "Reads",
+    "as_of",
+    "at_clock",
+    "clock_key",
+    "recorded",
+    "stored_then",
+    "world_clock",
+]
 
 _RECORD = msgspec.msgpack.Decoder(BeliefChanged)
 _CLOCK = msgspec.msgpack.Decoder(datetime)
@@ -174,3 +182,21 @@ def as_of(belief: Belief, at: datetime) -> Belief:
     if belief.valid_until is not None and belief.valid_until > at:
         return msgspec.structs.replace(belief, status="active", valid_until=None)
     return belief
+
+
+def stored_then(
+    reader: Reader, world: str, record: BeliefChanged, as_of: datetime
+) -> BeliefChanged | None:
+    """``record`` (a belief's newest) as it was stored at recorded time ``as_of``:
+    its head then, read at its own clock then as fusion read it (with its rival
+    answers as they stood); None when it was not created by then."""
+    rivals = slots.rival_records(
+        reader, world, record.belief, lambda rival: _key(world, rival)
+    )
+    known = history.known(reader, world, record, as_of, rivals)
+    if known is None or known is record:
+        return known
+    then = known.belief.updated_at
+    others = [r for rival in rivals if (r := history.known(reader, world, rival, then))]
+    belief = at_clock(known, then, dated=False, as_of=then, rivals=others)
+    return msgspec.structs.replace(known, belief=belief)

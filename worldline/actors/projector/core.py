@@ -90,7 +90,8 @@ def newest_only(
             change, change.evidence
         ):
             return None
-        return belief.id, belief.label, tuple(sorted(change.trust.items()))
+        trust = tuple(change.trust.items()) if change.trust else ()
+        return belief.id, belief.label, trust
     return None
 
 

@@ -34,6 +34,7 @@ label and trust (with the evidence recorded by then).
 
 from __future__ import annotations
 
+import operator
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final, Literal
 
@@ -53,6 +54,7 @@ __all__ = [
     "Kept",
     "clock_at",
     "closed_since",
+    "held",
     "known",
     "recorded",
     "state_of",
@@ -85,6 +87,7 @@ class Kept(msgspec.Struct, frozen=True, array_like=True):
 
 
 _KEPT: Final = msgspec.msgpack.Decoder(Kept)
+_RECORDED_SEQ: Final = operator.attrgetter("recorded_seq")  # a scan in C
 
 
 class _HeldHead(msgspec.Struct):
@@ -104,6 +107,13 @@ class _Held(msgspec.Struct):
 
 
 _HELD: Final = msgspec.msgpack.Decoder(_Held)
+
+
+def held(raw: bytes) -> _Held:
+    """What ``writes`` needs of the stored change (and its version), decoding no
+    evidence."""
+    return _HELD.decode(raw)
+
 
 State = tuple[
     Literal["active", "retracted", "resolved"],
@@ -166,29 +176,26 @@ def own(change: BeliefChanged, fresh: Iterable[Evidence]) -> bool:
     """Whether ``change`` was caused by the belief's creation or by an item of its
     own evidence (``fresh``: the items recorded since the change held before)."""
     v = change.belief.version
-    if v == change.belief.created_seq:
-        return True
-    for e in fresh:  # noqa: SIM110 - one item, usually: any() and its generator cost more
-        if e.recorded_seq == v:
-            return True
-    return False
+    return v == change.belief.created_seq or v in map(_RECORDED_SEQ, fresh)
 
 
 def writes(
-    world: str, change: BeliefChanged, held_raw: bytes | None
+    world: str, change: BeliefChanged, before: _Held | None
 ) -> dict[bytes, bytes | None]:
     """What to keep of an applied change for ``as_of`` reads (see the module
-    docstring); ``held_raw``: the change held before it (None: none). The usual
-    change (an item of its own evidence, nothing else moved) writes its time only."""
+    docstring); ``before``: the change held before it (:func:`held`; None: none).
+    The usual change (an item of its own evidence, nothing else moved) writes its
+    time only."""
     belief = change.belief
     found: dict[bytes, bytes | None] = {}
-    if held_raw is None:
+    if before is None:
         fresh = change.evidence
         _heads_writes(world, change, fresh, None, found)
-        _clock_writes(world, belief.created_at, None, found)
+        if belief.created_at != belief.updated_at:
+            _clock_writes(world, belief.created_at, None, found)
         held_at = None
     else:
-        held = _HELD.decode(held_raw)
+        held = before
         h = held.belief.version
         # The items of the changes since the one held (coalesced into this one).
         fresh = [e for e in change.evidence if e.recorded_seq > h]
@@ -259,9 +266,15 @@ def _heads_writes(
     elif state != state_of(held) or not (caused or belief.slot):
         heads[start] = (start_at, {})
     if change.trust != held_trust:
+        mine = None  # a rival answer keeps only its own sources' (its rivals theirs)
+        if belief.slot:
+            mine = {e.source for e in change.evidence}
+            mine |= {f"agent:{e.author}" for e in change.evidence}
         for source in sorted(change.trust.keys() | held_trust.keys()):
             value = change.trust.get(source)
-            if value == held_trust.get(source):
+            if value == held_trust.get(source) or (
+                mine is not None and source not in mine
+            ):
                 continue
             at: datetime | None = start_at
             seq = start
@@ -338,6 +351,13 @@ def known(
     if belief.updated_at <= as_of:
         return record  # every op that changed it was recorded by then
     evidence = [e for e in record.evidence if recorded(e) <= as_of]
+    # Its rival answers active then weigh against it, with their sources' trust.
+    weighing = [
+        then
+        for rival in rivals
+        if (then := known(reader, world, rival, as_of)) is not None
+        and then.belief.status == "active"
+    ]
     names = {e.source for e in evidence} | {f"agent:{e.author}" for e in evidence}
     every = _heads(reader, world, belief.id)
     heads = [(seq, k) for seq, k in every if k.at is not None and k.at <= as_of]
@@ -346,7 +366,11 @@ def known(
     marks = [(belief.created_seq, belief.created_at)]
     marks += [(e.recorded_seq, recorded(e)) for e in evidence]
     marks += [(seq, k.at) for seq, k in heads if k.at is not None]
-    for rival in rivals:  # each item and closing of a rival re-reads it
+    own_marks = set(marks)
+    # Each item and closing of a rival re-reads it while it is active.
+    closed = max((k.valid_until or k.at for _, k in heads if k.status != "active"),
+                 default=as_of)  # fmt: skip
+    for rival in rivals:
         marks += [(e.recorded_seq, recorded(e)) for e in rival.evidence]
         marks += [
             (seq, k.at)
@@ -354,6 +378,7 @@ def known(
             if k.at is not None and not k.created
         ]
     marks = [m for m in marks if m[1] <= as_of]
+    marks = marks[:1] + [m for m in marks[1:] if m[1] <= closed or m in own_marks]
     version = max(seq for seq, _ in marks)
     updated_at = max(at for _, at in marks)
     if not any(k.created for _, k in heads):  # kept before these keys existed
@@ -369,6 +394,9 @@ def known(
                 trust.pop(source, None)
             else:
                 trust[source] = value
+    for then in weighing:  # the multipliers of its rivals' sources, as they were
+        for source, value in then.trust.items():
+            trust.setdefault(source, value)
     last = heads[-1][1]
     head = msgspec.structs.replace(
         belief,
