@@ -23,7 +23,7 @@ import msgspec
 
 from worldline.actors.belief_model import contradictions as contra_model
 from worldline.actors.belief_model import embedding, posterior
-from worldline.actors.belief_model.posterior import NO_PROBABILITY, UNCERTAIN_SD
+from worldline.actors.belief_model.posterior import UNCERTAIN_SD
 from worldline.actors.projector import contradictions as contra
 from worldline.actors.projector import (
     edge_trace,
@@ -39,17 +39,15 @@ from worldline.actors.projector.clocks import (
     as_of,
     at_clock,
     clock_key,
-    stored_then,
     world_clock,
 )
 from worldline.actors.runtime.memory import Overlay
-from worldline.protocols.beliefs import BeliefEdge, Contradiction, Evidence, TraceStep
+from worldline.protocols.beliefs import BeliefEdge, Contradiction, Evidence
 from worldline.protocols.messages import (
     Belief,
     BeliefChanged,
     BeliefEdgeChanged,
     BeliefReply,
-    TraceReply,
     encode,
 )
 
@@ -67,7 +65,6 @@ __all__ = [
     "contradictions",
     "evidence",
     "get",
-    "trace",
     "visible",
     "with_evidence",
     "world_beliefs",
@@ -408,45 +405,6 @@ def _contradictions(
             if c is not None and c.status in keep:
                 found.setdefault(c.id, c)
     return list(found.values())
-
-
-def trace(
-    reader: Reader, world: str, belief_id: str, as_of: datetime | None = None
-) -> TraceReply:
-    """The provenance chain: each evidence item and how confidence moved with it
-    (as the world knew it at ``as_of``: the belief as it was stored then, the
-    evidence recorded by then and the trust that weighed it then)."""
-    raw = reader.get(_key(world, belief_id))
-    if raw is None:  # an edge's trace, or nothing
-        return edge_trace.trace(
-            reader, world, belief_id, reader.get(_edge_key(world, belief_id)), as_of
-        )
-    reads = _Reads(reader, world, None, one_clock=False, as_of=as_of)
-    newest = _RECORD.decode(raw)
-    record = newest if as_of is None else stored_then(reader, world, newest, as_of)
-    if record is None:
-        return TraceReply()  # not created by ``as_of``
-    shown = record.belief
-    rivals = slots.rival_records(
-        reader, world, newest.belief, lambda rival: _key(world, rival)
-    )
-    steps = posterior.trajectory(
-        record.belief.prior,
-        record.evidence,
-        record.trust,
-        probabilistic=record.belief.type not in NO_PROBABILITY,
-    )
-    edges = reads.edges(
-        _touching(reader, world, "from", belief_id)
-        + _touching(reader, world, "to", belief_id)
-    )
-    return TraceReply(
-        belief=shown,
-        steps=[TraceStep(evidence=e, before=b, after=a) for e, b, a in steps],
-        edges=edges,
-        weights=dict(record.trust),
-        rivals=[r.belief.id for r in rivals],
-    )
 
 
 def decision_scene(

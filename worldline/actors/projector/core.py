@@ -18,6 +18,7 @@ from worldline.actors.projector import (
     decision,
     history,
     pages,
+    provenance,
     search,
     views,
 )
@@ -107,7 +108,7 @@ def serve(reader: Reader, request: ProjectorRpc, world: str) -> Message:
         case ListBeliefs():
             return pages.list_beliefs(reader, world, request)
         case TraceBelief(belief_id=belief_id, as_of=as_of):
-            return beliefs.trace(reader, world, belief_id, as_of)
+            return provenance.trace(reader, world, belief_id, as_of)
         case ReadWorld():
             # Paged and bounded in bytes (see worldline.actors.projector.pages).
             return pages.read_world(reader, world, request)
