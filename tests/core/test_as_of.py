@@ -21,6 +21,7 @@ from worldline.actors.registry import build
 from worldline.actors.runtime.memory import MemoryState
 from worldline.actors.runtime.spec import Step
 from worldline.protocols.messages import (
+    Before,
     Belief,
     BeliefChanged,
     BeliefListReply,
@@ -35,6 +36,7 @@ from worldline.protocols.messages import (
     TraceBelief,
     TraceReply,
     WorldReply,
+    WorldviewReply,
     encode,
 )
 from worldline.protocols.subjects import state
@@ -324,3 +326,33 @@ def _stack(log: list[Any]) -> Stack:
     for op in log:
         s.op(op)
     return s
+
+
+def worldview(st_: MemoryState, at: datetime, as_of: datetime | None = None) -> Any:
+    request = Before(agent="ada", query="claim b1", at=at, as_of=as_of)
+    reply = projector.serve(st_, request, W)
+    assert isinstance(reply, WorldviewReply)
+    return reply.view
+
+
+def test_before_as_of_a_time_shows_each_belief_as_it_stood_then() -> None:
+    """``before`` as of T: the beliefs in play as the world had been told by T (b1
+    before the lab's refutation and the paper's trust cut, although retracted
+    since; b2, created later, not at all), read as a replica of the log up to T
+    reads them (the ranking itself, recency included, is today's index's)."""
+    stack, _ = history()
+    st_ = stack.run()
+    known, _ = history(upto=2)
+
+    def shown(view: Any) -> list[tuple[str, float | None]]:
+        return [(leaf.id, leaf.confidence) for leaf in view.beliefs]
+
+    then = worldview(st_, BETWEEN, as_of=BETWEEN)
+    assert shown(then) == shown(worldview(known.run(), BETWEEN))
+    assert [leaf.id for leaf in then.beliefs] == ["b1"]
+    assert "b1" not in [leaf.id for leaf in worldview(st_, BETWEEN).beliefs]  # closed
+    later = T0 + 16 * DAY  # refuted by the lab and the paper's trust cut, still active
+    (b1,) = worldview(st_, later, as_of=later).beliefs
+    reference, _ = history(upto=5)
+    assert shown(worldview(reference.run(), later)) == [("b1", b1.confidence)]
+    assert b1.confidence != then.beliefs[0].confidence

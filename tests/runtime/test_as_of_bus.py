@@ -38,6 +38,7 @@ async def test_reads_as_of_a_time_between_two_changes_show_the_first(
         await ada.evidence("b1", direction="supports", kind="citation", source="doc")
         then = await ada.get("b1")  # as it read after t1, at the world's clock
         assert then is not None
+        then_trace = await ada.trace("b1")  # the belief as stored after t1
         await anyio.sleep(0.01)
         between = datetime.now(UTC)
         await anyio.sleep(0.01)
@@ -55,7 +56,7 @@ async def test_reads_as_of_a_time_between_two_changes_show_the_first(
         hits = (await ada.search("cache warm", as_of=between)).hits
         assert [h.belief for h in hits] == [then]
         trace = await ada.trace("b1", as_of=between)
-        assert trace.belief == then
+        assert trace.belief == then_trace.belief
         assert [s.evidence.source for s in trace.steps] == ["doc"]
 
         assert await ada.get("b1", as_of=before) is None
@@ -78,6 +79,16 @@ async def test_reads_as_of_a_time_between_two_changes_show_the_first(
             nats_url, world, "search", "cache", "--as-of", between.isoformat()
         )
         assert found.returncode == 0, found.stderr
+        view = await cli(
+            nats_url, world, "before", "cache warm", "--at", between.isoformat(),
+            "--as-of", between.isoformat(), "--json",
+        )  # fmt: skip
+        assert view.returncode == 0, view.stderr
+        (leaf,) = [x for x in json.loads(view.stdout)["current"] if x["id"] == "b1"]
+        assert then.confidence is not None
+        assert now.confidence is not None
+        assert abs(leaf["confidence"] - then.confidence) < 1e-3
+        assert abs(leaf["confidence"] - now.confidence) > 1e-2
         missing = await cli(nats_url, world, "get", "b1", "--as-of", before.isoformat())
         assert missing.returncode != 0
         assert b"as of" in missing.stderr

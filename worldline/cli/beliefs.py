@@ -270,7 +270,9 @@ def _show_move(rank: int, move: Leaf) -> str:
 def _before(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
     async def run(world: World) -> None:
         if getattr(args, "forecast", False):
-            annotated = await world.before_with_forecasts(args.query, at=args.at)
+            annotated = await world.before_with_forecasts(
+                args.query, at=args.at, as_of=args.as_of
+            )
             if args.json:  # {"view": ..., "forecasts": [...]}, sorted keys
                 text = msgspec.json.encode(annotated, order="sorted").decode()
                 sys.stdout.write(text + "\n")
@@ -278,7 +280,7 @@ def _before(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
             prompt = annotated.view.prompt.rstrip("\n")
             sys.stdout.write("\n".join([prompt, "", *_forecasts(annotated)]) + "\n")
             return
-        view = await world.before(args.query, at=args.at)
+        view = await world.before(args.query, at=args.at, as_of=args.as_of)
         if args.json:  # canonical: sorted keys, so equal views are equal bytes
             sys.stdout.write(msgspec.json.encode(view, order="sorted").decode() + "\n")
         else:

@@ -232,6 +232,7 @@ def parser() -> argparse.ArgumentParser:
     )
     before.add_argument("query", help="the move about to be made")
     before.add_argument("--at", type=_instant, default=None, help="evaluate at")
+    before.add_argument("--as-of", type=_instant, default=None, help=AS_OF)
     before.add_argument(
         "--forecast",
         action="store_true",

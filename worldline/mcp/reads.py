@@ -71,6 +71,7 @@ def read_tools(agents: Agents) -> list[Tool]:
     async def before(
         query: Annotated[str, Field(description="the move you are about to make")],
         at: At = None,
+        as_of: AsOf = None,
         forecast: Annotated[
             bool,
             Field(
@@ -87,10 +88,10 @@ def read_tools(agents: Agents) -> list[Tool]:
         world = agents.current()
         with tool_errors("before"):
             if forecast:
-                annotated = await world.before_with_forecasts(query, at=at)
+                annotated = await world.before_with_forecasts(query, at=at, as_of=as_of)
                 view = annotated.view
             else:
-                view = await world.before(query, at=at)
+                view = await world.before(query, at=at, as_of=as_of)
         canonical = msgspec.json.encode(view, order="sorted").decode()
         data: dict[str, Any] = {
             "prompt": view.prompt,

@@ -342,6 +342,8 @@ class Before(Message, tag="rpc.before.v1", kw_only=True, frozen=True):
     agent: Token
     query: Annotated[str, msgspec.Meta(max_length=4096)]
     at: datetime  # the clock: passed in, never sampled by the projector
+    # Recorded time: each belief shown as the world had been told by then (None: all)
+    as_of: datetime | None = None
 
 
 class WorldviewReply(Message, tag="rpc.worldview.v1", kw_only=True, frozen=True):

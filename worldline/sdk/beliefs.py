@@ -381,11 +381,15 @@ class BeliefMixin(SourceMixin, EdgeMixin):
         valid time ``at`` and recorded time ``as_of`` (as :meth:`get`)."""
         return await self._read_pages(ReadWorld(at=at, as_of=as_of), fenced=False)
 
-    async def before(self, query: str, *, at: datetime | None = None) -> Worldview:
+    async def before(
+        self, query: str, *, at: datetime | None = None, as_of: datetime | None = None
+    ) -> Worldview:
         """The worldview for the move ``query``: six bounded, traced slices and the
         prompt rendered from them. The clock is this call's (or ``at``), passed to
-        the projector, so the same state, query and clock give the same bytes."""
-        request = Before(agent=self.agent, query=query, at=at or utc_now())
+        the projector, so the same state, query and clock give the same bytes. With
+        ``as_of`` (recorded time), each belief as the world had been told by then
+        (ranked from today's index; none created after)."""
+        request = Before(agent=self.agent, query=query, at=at or utc_now(), as_of=as_of)
         reply = await self._request("before", request)
         if not isinstance(reply, WorldviewReply):
             raise BadRequest(f"unexpected reply to before: {reply!r}")
