@@ -265,7 +265,7 @@ def test_the_world_clock_as_it_stood_is_the_last_change_time_by_then() -> None:
             updated_at=at.astimezone(timezone(timedelta(hours=2))),
         )
         change = msgspec.structs.replace(created, belief=belief)
-        st_.apply(Step(writes=clock_history.writes(W, change, None)))
+        st_.apply(Step(writes=clock_history.writes(st_, W, change, None)))
     assert clock_history.clock_at(st_, W, base - MINUTE) is None
     assert clock_history.clock_at(st_, W, base) == base
     assert clock_history.clock_at(st_, W, base + 45 * MINUTE) == base + 30 * MINUTE

@@ -110,7 +110,7 @@ def apply_belief(
     # A belief change writes no edge: the edges touching it are still ``touching``.
     _reindex(reader, ctx.world, change.belief, writes, edges=touching)
     # Last, so the index's reads through ``writes`` need not step over them.
-    writes.update(history.writes(ctx.world, change, before))  # for ``as_of`` reads
+    writes.update(history.writes(reader, ctx.world, change, before))  # ``as_of``
     return writes
 
 

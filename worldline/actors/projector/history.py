@@ -10,7 +10,8 @@ the order of causally independent ops:
 
 - The times and sequences come from what every order and batching hold alike: the
   belief's ``created_seq``/``created_at``, each evidence item's ``recorded_seq``/
-  ``recorded_at``, and, for a rival answer, its rivals' items (each re-reads it).
+  ``recorded_at``, and, for a rival answer, its rivals' items and closings while it
+  is active (each re-reads it).
 - What else a change may move (status, closing, outcome, label, trust) is kept in
   ``bhead/<w>/<id>/<seq, 12 digits>`` -> :class:`Kept`: one at the belief's creation,
   one at each op from which those fields differ (a trust multiplier is kept per
@@ -18,7 +19,8 @@ the order of causally independent ops:
   slot that no item of its own evidence caused (a trust setting, an assessment, a
   closing: they are applied one by one). A coalesced run of changes shares its
   state (the coalescing key holds it), so what differs from the change held before
-  started with the run's first item (a new source: with its first item).
+  started with the run's first item (a new source: with its first item). A rival
+  answer keeps only its own sources' multipliers; its rivals' come from theirs.
 - The world's clock as it stood at T (the newest change time by then, the clock a
   read made then used): ``bclkd/<w>/<hour>`` -> b"" per hour with a change,
   ``bclkt/<w>/<hour>/<microseconds into it>`` -> the time, for each change and each
@@ -36,6 +38,7 @@ from __future__ import annotations
 
 import operator
 from datetime import UTC, datetime
+from itertools import compress
 from typing import TYPE_CHECKING, Final, Literal
 
 import msgspec
@@ -87,7 +90,7 @@ class Kept(msgspec.Struct, frozen=True, array_like=True):
 
 
 _KEPT: Final = msgspec.msgpack.Decoder(Kept)
-_RECORDED_SEQ: Final = operator.attrgetter("recorded_seq")  # a scan in C
+_SEQ: Final = operator.attrgetter("recorded_seq")  # a scan in C
 
 
 class _HeldHead(msgspec.Struct):
@@ -176,42 +179,48 @@ def own(change: BeliefChanged, fresh: Iterable[Evidence]) -> bool:
     """Whether ``change`` was caused by the belief's creation or by an item of its
     own evidence (``fresh``: the items recorded since the change held before)."""
     v = change.belief.version
-    return v == change.belief.created_seq or v in map(_RECORDED_SEQ, fresh)
+    return v == change.belief.created_seq or v in map(_SEQ, fresh)
 
 
 def writes(
-    world: str, change: BeliefChanged, before: _Held | None
+    reader: Reader, world: str, change: BeliefChanged, before: _Held | None
 ) -> dict[bytes, bytes | None]:
     """What to keep of an applied change for ``as_of`` reads (see the module
     docstring); ``before``: the change held before it (:func:`held`; None: none).
-    The usual change (an item of its own evidence, nothing else moved) writes its
-    time only."""
+    The usual change (its creation, an item of its own evidence, nothing else
+    moved) writes its time only: this runs for every change applied."""
     belief = change.belief
     found: dict[bytes, bytes | None] = {}
     if before is None:
         fresh = change.evidence
-        _heads_writes(world, change, fresh, None, found)
-        if belief.created_at != belief.updated_at:
-            _clock_writes(world, belief.created_at, None, found)
         held_at = None
+        times = {belief.created_at, belief.updated_at}
     else:
-        held = before
-        h = held.belief.version
-        # The items of the changes since the one held (coalesced into this one).
-        fresh = [e for e in change.evidence if e.recorded_seq > h]
+        hb = before.belief
+        evidence = change.evidence
+        # The items of the changes since the one held (coalesced into this one),
+        # picked in C.
+        fresh = list(compress(evidence, map(hb.version.__lt__, map(_SEQ, evidence))))
         if (
-            change.trust != held.trust
-            or state_of(change) != state_of(held)
+            change.trust != before.trust
+            or belief.label != hb.label
+            or belief.status != "active"  # an active belief has no closing fields
+            or hb.status != "active"
             or not (belief.slot or own(change, fresh))
         ):
-            _heads_writes(world, change, fresh, held, found)
-        held_at = held.belief.updated_at
-    t = belief.updated_at
-    _clock_writes(world, t, held_at, found)
-    for e in fresh:
-        at = e.observed_at if e.recorded_at is None else e.recorded_at
-        if at != t:
-            _clock_writes(world, at, held_at, found)
+            _heads_writes(reader, world, change, fresh, before, found)
+        held_at = hb.updated_at
+        times = {belief.updated_at}
+    times.update(map(recorded, fresh))
+    times.discard(held_at)  # kept when the held change was applied
+    if times:
+        w = _w(world)
+        held_hour = -1 if held_at is None else _us(held_at) // _HOUR_US
+        for t in times:
+            hour, rest = divmod(_us(t), _HOUR_US)
+            if hour != held_hour:
+                found[f"bclkd/{w}/{hour:08d}".encode()] = b""
+            found[f"bclkt/{w}/{hour:08d}/{rest:010d}".encode()] = _encode(t)
     if belief.status != "active":
         closed = (belief.valid_until or belief.updated_at, belief.id)
         key = f"bclosed/{_w(world)}/{key_part(belief.id, ID_BYTES)}"
@@ -219,35 +228,23 @@ def writes(
     return found
 
 
-def _clock_writes(
-    world: str, t: datetime, held_at: datetime | None, found: dict[bytes, bytes | None]
-) -> None:
-    """``t`` among the world's change times (the held change's time, and its hour,
-    were kept when it was applied)."""
-    if t == held_at:
-        return
-    hour, rest = divmod(_us(t), _HOUR_US)
-    w = _w(world)
-    if held_at is None or _us(held_at) // _HOUR_US != hour:
-        found[f"bclkd/{w}/{hour:08d}".encode()] = b""
-    found[f"bclkt/{w}/{hour:08d}/{rest:010d}".encode()] = _encode(t)
-
-
 def _heads_writes(
+    reader: Reader,
     world: str,
     change: BeliefChanged,
     fresh: list[Evidence],
-    held: _Held | None,
+    held: _Held,
     found: dict[bytes, bytes | None],
 ) -> None:
-    """The heads a change leaves (see the module docstring): at the belief's
-    creation, where its head fields or a source's multiplier moved (for a
+    """The heads a change that moved more than its evidence leaves (see the module
+    docstring): where its head fields or a source's multiplier moved (for a
     coalesced run: from the run's first item; a new source: from its own first
-    item, timeless), and at a change of a belief without a slot that no item of
-    its own caused."""
+    item, timeless), at a change of a belief without a slot that no item of its
+    own caused, and, with the first of them, the head it had from its creation
+    (what it held until then)."""
     belief = change.belief
     v = belief.version
-    held_trust = {} if held is None else held.trust
+    held_trust = held.trust
     # By OPS sequence: when (None: an item's new source, timeless), and the trust
     # multipliers set there.
     heads: dict[int, tuple[datetime | None, dict[str, float | None]]] = {}
@@ -255,21 +252,18 @@ def _heads_writes(
     caused = own(change, fresh)
     start, start_at = v, belief.updated_at  # where a coalesced run began
     if caused:
-        first = min(fresh, key=_seq, default=None)
+        first = min(fresh, key=_SEQ, default=None)
         if first is not None and first.recorded_seq < v:
             start, start_at = first.recorded_seq, recorded(first)
         elif v == belief.created_seq:
             start_at = belief.created_at
-    if held is None:
-        seq = belief.created_seq or start
-        heads[seq] = (belief.created_at if belief.created_seq else start_at, {})
-    elif state != state_of(held) or not (caused or belief.slot):
+    if state != state_of(held) or not (caused or belief.slot):
         heads[start] = (start_at, {})
+    mine = None  # a rival answer keeps only its own sources' (its rivals theirs)
+    if belief.slot:
+        mine = {e.source for e in change.evidence}
+        mine |= {f"agent:{e.author}" for e in change.evidence}
     if change.trust != held_trust:
-        mine = None  # a rival answer keeps only its own sources' (its rivals theirs)
-        if belief.slot:
-            mine = {e.source for e in change.evidence}
-            mine |= {f"agent:{e.author}" for e in change.evidence}
         for source in sorted(change.trust.keys() | held_trust.keys()):
             value = change.trust.get(source)
             if value == held_trust.get(source) or (
@@ -284,22 +278,26 @@ def _heads_writes(
                 # whichever of the source's items came first).
                 item = min(
                     (e for e in fresh if source in (e.source, f"agent:{e.author}")),
-                    key=_seq,
+                    key=_SEQ,
                     default=None,
                 )
                 if item is not None:
                     at, seq = None, item.recorded_seq
             heads.setdefault(seq, (at, {}))[1][source] = value
     prefix = _prefix(world, belief.id)
-    created = held is None
-    for seq, (at, trust) in heads.items():
-        kept = Kept(at, *state, trust=trust, created=created)
-        created = False  # the first head only
+    if heads and not _heads(reader, world, belief.id):
+        # The first: what it held until now it held from its creation (every move
+        # of these fields keeps a head), its own sources' multipliers included.
+        base: dict[str, float | None] = {
+            name: value
+            for name, value in held_trust.items()
+            if mine is None or name in mine
+        }
+        kept = Kept(belief.created_at, *state_of(held), trust=base, created=True)
+        found[prefix + f"{belief.created_seq:0{DIGITS}d}".encode()] = _encode(kept)
+    for seq, (at, trust) in heads.items():  # all after its creation's sequence
+        kept = Kept(at, *state, trust=trust)
         found[prefix + f"{seq:0{DIGITS}d}".encode()] = _encode(kept)
-
-
-def _seq(e: Evidence) -> int:
-    return e.recorded_seq
 
 
 def closed_since(reader: Reader, world: str, as_of: datetime) -> list[str]:
@@ -381,23 +379,27 @@ def known(
     marks = marks[:1] + [m for m in marks[1:] if m[1] <= closed or m in own_marks]
     version = max(seq for seq, _ in marks)
     updated_at = max(at for _, at in marks)
-    if not any(k.created for _, k in heads):  # kept before these keys existed
-        head = msgspec.structs.replace(belief, version=version, updated_at=updated_at)
-        return msgspec.structs.replace(record, belief=head, evidence=evidence)
     trust: dict[str, float] = {}
-    timeless = [(seq, k) for seq, k in every if k.at is None]
-    for _, k in sorted(heads + timeless, key=lambda h: h[0]):
-        for source, value in k.trust.items():
-            if source not in names:
-                continue  # no item of it recorded by then
-            if value is None:
-                trust.pop(source, None)
-            else:
-                trust[source] = value
+    if any(k.created for _, k in every):
+        timeless = [(seq, k) for seq, k in every if k.at is None]
+        for _, k in sorted(heads + timeless, key=lambda h: h[0]):
+            for source, value in k.trust.items():
+                if source not in names:
+                    continue  # no item of it recorded by then
+                if value is None:
+                    trust.pop(source, None)
+                else:
+                    trust[source] = value
+        last = heads[-1][1]
+    else:  # nothing but its evidence ever moved (or kept before these keys)
+        trust = {s: value for s, value in record.trust.items() if s in names}
+        last = None
     for then in weighing:  # the multipliers of its rivals' sources, as they were
         for source, value in then.trust.items():
             trust.setdefault(source, value)
-    last = heads[-1][1]
+    if last is None:
+        head = msgspec.structs.replace(belief, version=version, updated_at=updated_at)
+        return BeliefChanged(belief=head, evidence=evidence, trust=trust)
     head = msgspec.structs.replace(
         belief,
         version=version,
