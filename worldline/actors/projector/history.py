@@ -95,6 +95,7 @@ _SEQ: Final = operator.attrgetter("recorded_seq")  # a scan in C
 
 class _HeldHead(msgspec.Struct):
     version: int = 0
+    evidence_count: int = 0
     updated_at: datetime | None = None
     status: Literal["active", "retracted", "resolved"] = "active"
     closed_reason: str = ""
@@ -197,6 +198,22 @@ def writes(
         times = {belief.created_at, belief.updated_at}
     else:
         hb = before.belief
+        t = belief.updated_at
+        if (
+            belief.evidence_count == hb.evidence_count + 1
+            and t != hb.updated_at
+            and not (belief.slot or change.trust or before.trust)
+            and belief.status == hb.status == "active"
+            and belief.label == hb.label
+        ):
+            # The usual change: one item of its own recorded, at its new clock (a
+            # clock that moved is the item's op's time), and nothing else moved.
+            hour, rest = divmod(_us(t), _HOUR_US)
+            w = _w(world).encode()
+            if _us(hb.updated_at) // _HOUR_US != hour:
+                found[b"bclkd/%s/%08d" % (w, hour)] = b""
+            found[b"bclkt/%s/%08d/%010d" % (w, hour, rest)] = _encode(t)
+            return found
         evidence = change.evidence
         # The items of the changes since the one held (coalesced into this one),
         # picked in C.
@@ -214,13 +231,13 @@ def writes(
     times.update(map(recorded, fresh))
     times.discard(held_at)  # kept when the held change was applied
     if times:
-        w = _w(world)
+        w = _w(world).encode()
         held_hour = -1 if held_at is None else _us(held_at) // _HOUR_US
-        for t in times:
-            hour, rest = divmod(_us(t), _HOUR_US)
+        for when in times:
+            hour, rest = divmod(_us(when), _HOUR_US)
             if hour != held_hour:
-                found[f"bclkd/{w}/{hour:08d}".encode()] = b""
-            found[f"bclkt/{w}/{hour:08d}/{rest:010d}".encode()] = _encode(t)
+                found[b"bclkd/%s/%08d" % (w, hour)] = b""
+            found[b"bclkt/%s/%08d/%010d" % (w, hour, rest)] = _encode(when)
     if belief.status != "active":
         closed = (belief.valid_until or belief.updated_at, belief.id)
         key = f"bclosed/{_w(world)}/{key_part(belief.id, ID_BYTES)}"
