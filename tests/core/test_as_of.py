@@ -248,7 +248,9 @@ def test_coalesced_items_count_whatever_order_their_ids_sort_in() -> None:
 
 def test_the_world_clock_as_it_stood_is_the_last_change_time_by_then() -> None:
     """``history.clock_at``: the newest change time at or before T, in T's hour or
-    an earlier one, whatever order the changes came in and their offsets."""
+    an earlier one, whatever order the changes came in and their offsets (the
+    times are the beliefs' own; the index names the hours and who changed in
+    them)."""
     st_ = MemoryState()
     base = T0 + 10 * HOUR
     stack, _ = history(upto=1)
@@ -265,7 +267,8 @@ def test_the_world_clock_as_it_stood_is_the_last_change_time_by_then() -> None:
             updated_at=at.astimezone(timezone(timedelta(hours=2))),
         )
         change = msgspec.structs.replace(created, belief=belief)
-        st_.apply(Step(writes=clock_history.writes(st_, W, change, None)))
+        record = {f"belief/{W}/{belief.id}".encode(): encode(change)}
+        st_.apply(Step(writes=record | clock_history.writes(st_, W, change, None)))
     assert clock_history.clock_at(st_, W, base - MINUTE) is None
     assert clock_history.clock_at(st_, W, base) == base
     assert clock_history.clock_at(st_, W, base + 45 * MINUTE) == base + 30 * MINUTE

@@ -24,6 +24,7 @@ from worldline.actors.runtime.memory import state_hash
 from worldline.actors.runtime.store import Store
 from worldline.protocols.messages import (
     GetBelief,
+    ProjectorRpc,
     ReadWorld,
     SetTrust,
     TraceBelief,
@@ -64,16 +65,13 @@ def _apply(store: Store, items: list[tuple[str, bytes]], sizes: list[int]) -> No
 
 
 def _reads(store: Store, times: list[datetime]) -> list[bytes]:
+    requests: list[ProjectorRpc] = []
+    for t in times:
+        requests.append(ReadWorld(as_of=t))
+        requests += [GetBelief(belief_id=b, as_of=t) for b in BELIEFS]
+        requests += [TraceBelief(belief_id=b, as_of=t) for b in BELIEFS]
     with store.reader() as r:
-        return [
-            encode(projector.serve(r, request, W))
-            for t in times
-            for request in (
-                ReadWorld(as_of=t),
-                *(GetBelief(belief_id=b, as_of=t) for b in BELIEFS),
-                *(TraceBelief(belief_id=b, as_of=t) for b in BELIEFS),
-            )
-        ]
+        return [encode(projector.serve(r, request, W)) for request in requests]
 
 
 def _log(drawn: list[Any], slotted: bool) -> list[Any]:

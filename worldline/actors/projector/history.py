@@ -22,9 +22,10 @@ the order of causally independent ops:
   started with the run's first item (a new source: with its first item). A rival
   answer keeps only its own sources' multipliers; its rivals' come from theirs.
 - The world's clock as it stood at T (the newest change time by then, the clock a
-  read made then used): ``bclkd/<w>/<hour>`` -> b"" per hour with a change,
-  ``bclkt/<w>/<hour>/<microseconds into it>`` -> the time, for each change and each
-  item it recorded (hours since year 1, UTC, zero-padded).
+  read made then used): ``bclkd/<w>/<hour>`` -> b"" per hour with a change (hours
+  since year 1, UTC) and ``bclkb/<w>/<hour>/<id>`` -> the id of each belief changed
+  in it; the times are in the beliefs' records (creation, items, heads). A change in
+  the hour of the change held before writes nothing here.
 - ``bclosed/<w>/<id>`` -> when it closed: a closed belief leaves the lexical index,
   and a search as of an earlier time finds it through this.
 
@@ -68,7 +69,6 @@ DIGITS: Final = 12  # an OPS sequence, zero-padded so key order is sequence orde
 # World and id in a key are bounded as the index bounds them (LMDB's 511 bytes).
 WORLD_BYTES: Final = 64
 ID_BYTES: Final = 128
-_TIME: Final = msgspec.msgpack.Decoder(datetime)
 _CLOSED: Final = msgspec.msgpack.Decoder(tuple[datetime, str])
 _encode: Final = msgspec.msgpack.encode
 
@@ -93,10 +93,10 @@ _KEPT: Final = msgspec.msgpack.Decoder(Kept)
 _SEQ: Final = operator.attrgetter("recorded_seq")  # a scan in C
 
 
-class _HeldHead(msgspec.Struct):
+class _HeldHead(msgspec.Struct, kw_only=True):
     version: int = 0
     evidence_count: int = 0
-    updated_at: datetime | None = None
+    updated_at: datetime  # a stored change always has one
     status: Literal["active", "retracted", "resolved"] = "active"
     closed_reason: str = ""
     valid_until: datetime | None = None
@@ -111,6 +111,7 @@ class _Held(msgspec.Struct):
 
 
 _HELD: Final = msgspec.msgpack.Decoder(_Held)
+_RECORD: Final = msgspec.msgpack.Decoder(BeliefChanged)
 
 
 def held(raw: bytes) -> _Held:
@@ -169,13 +170,6 @@ def _us(t: datetime) -> int:
     return round(t.timestamp() * 1_000_000) + _SINCE_YEAR_1
 
 
-def _hour_and_rest(t: datetime) -> tuple[str, str]:
-    """``t`` as key parts that sort as the times do: its hour since year 1 (UTC)
-    and the microseconds into that hour, zero-padded."""
-    hour, rest = divmod(_us(t), _HOUR_US)
-    return f"{hour:08d}", f"{rest:010d}"
-
-
 def own(change: BeliefChanged, fresh: Iterable[Evidence]) -> bool:
     """Whether ``change`` was caused by the belief's creation or by an item of its
     own evidence (``fresh``: the items recorded since the change held before)."""
@@ -195,7 +189,7 @@ def writes(
     if before is None:
         fresh = change.evidence
         held_at = None
-        times = {belief.created_at, belief.updated_at}
+        times = {belief.created_at}
     else:
         hb = before.belief
         t = belief.updated_at
@@ -207,12 +201,11 @@ def writes(
             and belief.label == hb.label
         ):
             # The usual change: one item of its own recorded, at its new clock (a
-            # clock that moved is the item's op's time), and nothing else moved.
-            hour, rest = divmod(_us(t), _HOUR_US)
-            w = _w(world).encode()
+            # clock that moved is the item's op's time), and nothing else moved:
+            # within the hour of the change held before, nothing to write.
+            hour = _us(t) // _HOUR_US
             if _us(hb.updated_at) // _HOUR_US != hour:
-                found[b"bclkd/%s/%08d" % (w, hour)] = b""
-            found[b"bclkt/%s/%08d/%010d" % (w, hour, rest)] = _encode(t)
+                _hour_writes(world, belief.id, hour, found)
             return found
         evidence = change.evidence
         # The items of the changes since the one held (coalesced into this one),
@@ -224,25 +217,55 @@ def writes(
             or belief.status != "active"  # an active belief has no closing fields
             or hb.status != "active"
             or not (belief.slot or own(change, fresh))
+            or (belief.slot and change.trust and _new_trusted(change, fresh, hb))
         ):
             _heads_writes(reader, world, change, fresh, before, found)
         held_at = hb.updated_at
-        times = {belief.updated_at}
+        times = set()
+    # Its own times only (a rival answer's re-reading is dated by its rival's
+    # item, in the rival's hours), the heads just kept included.
     times.update(map(recorded, fresh))
-    times.discard(held_at)  # kept when the held change was applied
-    if times:
-        w = _w(world).encode()
-        held_hour = -1 if held_at is None else _us(held_at) // _HOUR_US
-        for when in times:
-            hour, rest = divmod(_us(when), _HOUR_US)
-            if hour != held_hour:
-                found[b"bclkd/%s/%08d" % (w, hour)] = b""
-            found[b"bclkt/%s/%08d/%010d" % (w, hour, rest)] = _encode(when)
+    times.update(k.at for k in map(_KEPT.decode, found.values()) if k.at is not None)
+    # The held change's hour was kept when it was applied (a rival answer's clock
+    # may be its rival's: its hours are written again, which changes nothing).
+    held_hour = -1
+    if held_at is not None and not belief.slot:
+        held_hour = _us(held_at) // _HOUR_US
+    for hour in {_us(when) // _HOUR_US for when in times}:
+        if hour != held_hour:
+            _hour_writes(world, belief.id, hour, found)
     if belief.status != "active":
         closed = (belief.valid_until or belief.updated_at, belief.id)
         key = f"bclosed/{_w(world)}/{key_part(belief.id, ID_BYTES)}"
         found[key.encode()] = _encode(closed)
     return found
+
+
+def _new_trusted(change: BeliefChanged, fresh: list[Evidence], hb: _HeldHead) -> bool:
+    """Whether a rival answer's fresh items bring a source of its own with a
+    multiplier (its trust may hold it already, from a rival)."""
+    old = _names(e for e in change.evidence if e.recorded_seq <= hb.version)
+    return any(name in change.trust for name in _names(fresh) - old)
+
+
+def _names(items: Iterable[Evidence]) -> set[str]:
+    """The names trust is set for that ``items`` bear: sources and their agents."""
+    found: set[str] = set()
+    for e in items:
+        found.add(e.source)
+        found.add(f"agent:{e.author}")
+    return found
+
+
+def _hour_writes(
+    world: str, belief_id: str, hour: int, found: dict[bytes, bytes | None]
+) -> None:
+    """Mark ``hour`` as one with a change of the world's beliefs, and the belief as
+    one changed in it (its record holds the times)."""
+    w = _w(world).encode()
+    found[b"bclkd/%s/%08d" % (w, hour)] = b""
+    bid = key_part(belief_id, ID_BYTES).encode()
+    found[b"bclkb/%s/%08d/%s" % (w, hour, bid)] = belief_id.encode()
 
 
 def _heads_writes(
@@ -276,39 +299,38 @@ def _heads_writes(
             start_at = belief.created_at
     if state != state_of(held) or not (caused or belief.slot):
         heads[start] = (start_at, {})
-    mine = None  # a rival answer keeps only its own sources' (its rivals theirs)
-    if belief.slot:
-        mine = {e.source for e in change.evidence}
-        mine |= {f"agent:{e.author}" for e in change.evidence}
-    if change.trust != held_trust:
-        for source in sorted(change.trust.keys() | held_trust.keys()):
-            value = change.trust.get(source)
-            if value == held_trust.get(source) or (
-                mine is not None and source not in mine
-            ):
+    # Its own sources before this change and since (a rival answer's trust names
+    # its rivals' sources too: it keeps only its own, its rivals theirs).
+    old = _names(e for e in change.evidence if e.recorded_seq <= held.belief.version)
+    mine = _names(change.evidence)
+    for source in sorted(change.trust.keys() | held_trust.keys()):
+        value = change.trust.get(source)
+        if belief.slot and source not in mine:
+            continue
+        at: datetime | None = start_at
+        seq = start
+        if source not in old:
+            # A new source weighs from its first item on, whenever that was
+            # recorded: the entry has no time of its own (so it is the same
+            # whichever of the source's items came first).
+            item = min(
+                (e for e in fresh if source in (e.source, f"agent:{e.author}")),
+                key=_SEQ,
+                default=None,
+            )
+            if item is not None:
+                at, seq = None, item.recorded_seq
+            elif value == held_trust.get(source):
                 continue
-            at: datetime | None = start_at
-            seq = start
-            if source not in held_trust:
-                # A new source weighs from its first item on, whenever that was
-                # recorded: the entry has no time of its own (so it is the same
-                # whichever of the source's items came first).
-                item = min(
-                    (e for e in fresh if source in (e.source, f"agent:{e.author}")),
-                    key=_SEQ,
-                    default=None,
-                )
-                if item is not None:
-                    at, seq = None, item.recorded_seq
-            heads.setdefault(seq, (at, {}))[1][source] = value
+        elif value == held_trust.get(source):
+            continue
+        heads.setdefault(seq, (at, {}))[1][source] = value
     prefix = _prefix(world, belief.id)
     if heads and not _heads(reader, world, belief.id):
         # The first: what it held until now it held from its creation (every move
         # of these fields keeps a head), its own sources' multipliers included.
         base: dict[str, float | None] = {
-            name: value
-            for name, value in held_trust.items()
-            if mine is None or name in mine
+            name: value for name, value in held_trust.items() if name in old
         }
         kept = Kept(belief.created_at, *state_of(held), trust=base, created=True)
         found[prefix + f"{belief.created_seq:0{DIGITS}d}".encode()] = _encode(kept)
@@ -326,18 +348,36 @@ def closed_since(reader: Reader, world: str, as_of: datetime) -> list[str]:
 
 def clock_at(reader: Reader, world: str, as_of: datetime) -> datetime | None:
     """The world's clock as it stood at ``as_of``: the newest time of a belief
-    change at or before it (None: no change by then, or none kept)."""
-    hour, rest = _hour_and_rest(as_of)
-    prefix = f"bclkd/{_w(world)}/".encode()
-    hours = [k[len(prefix) :].decode() for k, _ in reader.scan(prefix)]
+    change at or before it (None: no change by then, or none kept). Reads the hours
+    with changes up to ``as_of``'s, and the beliefs changed in the last of them
+    that had one by then."""
+    hour = _us(as_of) // _HOUR_US
+    w = _w(world).encode()
+    prefix = b"bclkd/%s/" % w
+    hours = [int(k[len(prefix) :]) for k, _ in reader.scan(prefix)]
     for held in reversed([h for h in hours if h <= hour]):
         found = None
-        for key, raw in reader.scan(f"bclkt/{_w(world)}/{held}/".encode()):
-            if held < hour or key.decode().rsplit("/", 1)[1] <= rest:
-                found = raw  # times in key order: the last one by then
+        for _, raw in reader.scan(b"bclkb/%s/%08d/" % (w, held)):
+            belief_id = raw.decode()
+            stored = reader.get(f"belief/{world}/{belief_id}".encode())
+            if stored is None:
+                continue
+            record = _RECORD.decode(stored)
+            for t in _times(reader, world, record):
+                if t <= as_of and _us(t) // _HOUR_US == held:
+                    found = t if found is None or t > found else found
         if found is not None:
-            return _TIME.decode(found)
+            return found
     return None
+
+
+def _times(reader: Reader, world: str, record: BeliefChanged) -> list[datetime]:
+    """The times of the changes of a belief its record and heads hold."""
+    belief = record.belief
+    times = [belief.created_at, belief.updated_at]
+    times += [recorded(e) for e in record.evidence]
+    times += [k.at for _, k in _heads(reader, world, belief.id) if k.at is not None]
+    return times
 
 
 def _heads(reader: Reader, world: str, belief_id: str) -> list[tuple[int, Kept]]:
@@ -383,8 +423,8 @@ def known(
     marks += [(seq, k.at) for seq, k in heads if k.at is not None]
     own_marks = set(marks)
     # Each item and closing of a rival re-reads it while it is active.
-    closed = max((k.valid_until or k.at for _, k in heads if k.status != "active"),
-                 default=as_of)  # fmt: skip
+    closed = max((k.valid_until or k.at or as_of for _, k in heads
+                  if k.status != "active"), default=as_of)  # fmt: skip
     for rival in rivals:
         marks += [(e.recorded_seq, recorded(e)) for e in rival.evidence]
         marks += [
