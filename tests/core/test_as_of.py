@@ -267,7 +267,9 @@ def test_the_world_clock_as_it_stood_is_the_last_change_time_by_then() -> None:
             updated_at=at.astimezone(timezone(timedelta(hours=2))),
         )
         change = msgspec.structs.replace(created, belief=belief)
-        record = {f"belief/{W}/{belief.id}".encode(): encode(change)}
+        record: dict[bytes, bytes | None] = {
+            f"belief/{W}/{belief.id}".encode(): encode(change)
+        }
         st_.apply(Step(writes=record | clock_history.writes(st_, W, change, None)))
     assert clock_history.clock_at(st_, W, base - MINUTE) is None
     assert clock_history.clock_at(st_, W, base) == base

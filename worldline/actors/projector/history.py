@@ -223,7 +223,8 @@ def writes(
     # Its own times only (a rival answer's re-reading is dated by its rival's
     # item, in the rival's hours), the heads just kept included.
     times.update(map(recorded, fresh))
-    times.update(k.at for k in map(_KEPT.decode, found.values()) if k.at is not None)
+    kept = [_KEPT.decode(raw) for raw in found.values() if raw is not None]
+    times.update(k.at for k in kept if k.at is not None)
     # The held change's hour was kept when it was applied (a rival answer's clock
     # may be its rival's: its hours are written again, which changes nothing).
     held_hour = -1
