@@ -238,6 +238,12 @@ async def _drive(session: ClientSession, world: str) -> None:
     missing = await session.call_tool("trace", {"belief_id": "b-nope"})
     assert missing.is_error
     assert "no belief 'b-nope'" in _text(missing)
+    # As of a time before it was added, the seeded belief is not found.
+    early = {"belief_id": seeded["id"], "as_of": "2000-01-01T00:00:00+00:00"}
+    for tool in ("get", "trace"):
+        gone = await session.call_tool(tool, early)
+        assert gone.is_error
+        assert "as of 2000-01-01" in _text(gone)
     too_sure = await session.call_tool(
         "add", {"text": "Churn is low", "confidence": 1.5}
     )
@@ -275,7 +281,7 @@ async def _drive(session: ClientSession, world: str) -> None:
     assert len(again["steps"]) == 1
     unknown = await session.call_tool("read", {"scope": "all"})
     assert unknown.is_error
-    assert "unknown argument(s) 'scope': read takes no arguments" in _text(unknown)
+    assert "unknown argument(s) 'scope': read takes as_of" in _text(unknown)
 
 
 async def _beliefs(

@@ -420,7 +420,7 @@ def test_a_change_that_may_open_or_dissolve_one_is_never_coalesced() -> None:
         belief=Belief(**{**_fields(base), "flags": ("contradicted",)})
     )
     closed = BeliefChanged(belief=Belief(**{**_fields(base), "status": "retracted"}))
-    assert projector.newest_only(plain) == "b1"
+    assert projector.newest_only(plain) == ("b1", "", ())
     assert projector.newest_only(split) is None
     assert projector.newest_only(closed) is None
 

@@ -242,8 +242,11 @@ def test_fusion_outputs_a_posterior_with_a_deterministic_msg_id() -> None:
     assert isinstance(first.message, PosteriorUpdate)
     assert isinstance(second.message, PosteriorUpdate)
     # Same op, same posterior; only the OPS sequence it came in at differs.
-    assert first.message.belief == second.message.belief
+    assert first.message.belief == msgspec.structs.replace(
+        second.message.belief, created_seq=1
+    )
     assert (first.message.cause_seq, second.message.cause_seq) == (1, 99)
+    assert second.message.belief.created_seq == 99
     assert first.message.cause == op.op_id
     assert first.message.belief.id == op.belief_id
     assert first.message.belief.author == op.author

@@ -181,6 +181,9 @@ def test_the_index_kept_change_by_change_is_the_index_of_the_last_cards(
         fresh.belief(belief_id, text, **fields)
 
     def keys(r: Replica) -> list[bytes]:
-        return [k for k, _ in r.st.scan(b"") if not k.startswith((b"card/", b"bel"))]
+        # Belief records and what ``history.py`` keeps of them for ``as_of`` reads
+        # are not index keys.
+        held = (b"card/", b"bel", b"bhead/", b"bclk", b"bclosed/")
+        return [k for k, _ in r.st.scan(b"") if not k.startswith(held)]
 
     assert keys(kept) == keys(fresh)

@@ -286,6 +286,7 @@ def run(log: list[Any]) -> dict[str, MemoryState]:
 SEQ_FIELDS: Final = frozenset(
     {
         "version",
+        "created_seq",
         "recorded_seq",
         "opened_seq",
         "resolved_seq",

@@ -21,6 +21,7 @@ from worldline.sdk.paging import LIST_PAGE
 if TYPE_CHECKING:
     import argparse
     from collections.abc import AsyncIterator, Awaitable, Callable
+    from datetime import datetime
 
     from worldline.protocols.beliefs import BeliefEdge
     from worldline.protocols.messages import Belief, SearchHit, TraceReply
@@ -189,7 +190,7 @@ def _unrelate(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
 
 def _trace(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
     async def run(world: World) -> None:
-        reply = await _trace_either(world, args.id)
+        reply = await _trace_either(world, args.id, args.as_of)
         lines = [_show(reply.belief)] if reply.belief is not None else []
         for step in reply.steps:
             e = step.evidence
@@ -222,17 +223,19 @@ def _trace(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
     return run
 
 
-async def _trace_either(world: World, some_id: str) -> TraceReply:
+async def _trace_either(
+    world: World, some_id: str, as_of: datetime | None = None
+) -> TraceReply:
     """The trace of the belief ``some_id``, or else of the belief edge."""
     try:
-        return await world.trace(some_id)
+        return await world.trace(some_id, as_of=as_of)
     except BadRequest:
         try:
-            return await world.trace_edge(some_id)
+            return await world.trace_edge(some_id, as_of=as_of)
         except BadRequest:
             raise BadRequest(
-                f"no belief or belief edge {some_id!r} in world {world.world!r} "
-                "(`worldline list`, `worldline read` show the ids)"
+                f"no belief or belief edge {some_id!r} in world {world.world!r}"
+                f"{_as_of(as_of)} (`worldline list`, `worldline read` show the ids)"
             ) from None
 
 
@@ -267,7 +270,9 @@ def _show_move(rank: int, move: Leaf) -> str:
 def _before(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
     async def run(world: World) -> None:
         if getattr(args, "forecast", False):
-            annotated = await world.before_with_forecasts(args.query, at=args.at)
+            annotated = await world.before_with_forecasts(
+                args.query, at=args.at, as_of=args.as_of
+            )
             if args.json:  # {"view": ..., "forecasts": [...]}, sorted keys
                 text = msgspec.json.encode(annotated, order="sorted").decode()
                 sys.stdout.write(text + "\n")
@@ -275,7 +280,7 @@ def _before(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
             prompt = annotated.view.prompt.rstrip("\n")
             sys.stdout.write("\n".join([prompt, "", *_forecasts(annotated)]) + "\n")
             return
-        view = await world.before(args.query, at=args.at)
+        view = await world.before(args.query, at=args.at, as_of=args.as_of)
         if args.json:  # canonical: sorted keys, so equal views are equal bytes
             sys.stdout.write(msgspec.json.encode(view, order="sorted").decode() + "\n")
         else:
@@ -299,10 +304,22 @@ def _get(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
     async def run(world: World) -> None:
         belief = await world.get(args.id, at=args.at, as_of=args.as_of)
         if belief is None:
-            raise BadRequest(f"no belief {args.id!r} in world {world.world!r}")
+            raise BadRequest(
+                f"no belief {args.id!r} in world {world.world!r}{_as_of(args.as_of)}"
+            )
         emit(args, belief, _show_one(belief))
 
     return run
+
+
+def _as_of(as_of: datetime | None) -> str:
+    """How a "not found" names the recorded time it was asked about."""
+    if as_of is None:
+        return ""
+    return (
+        f" as of {as_of.isoformat()} (not recorded by then: try a later --as-of, "
+        "or none)"
+    )
 
 
 def _more(verb: str, shown: str, cursor: str) -> None:
@@ -409,6 +426,7 @@ def _search(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
                 at=args.at,
                 page=args.limit,
                 cursor=args.cursor,
+                as_of=args.as_of,
             )
             await _stream(args, hits, _show_hit, empty)
             return
@@ -418,6 +436,7 @@ def _search(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
             type=args.type,
             at=args.at,
             cursor=args.cursor,
+            as_of=args.as_of,
         )
         shown = "\n".join(_show_hit(i, h) for i, h in enumerate(page.hits, 1))
         data = {

@@ -193,6 +193,7 @@ def parser() -> argparse.ArgumentParser:
     )
     search.add_argument("--type", choices=BELIEF_TYPES, default=None)
     search.add_argument("--at", type=_instant, default=None, help="read at this clock")
+    search.add_argument("--as-of", type=_instant, default=None, help=AS_OF)
     search.add_argument(
         "--cursor",
         default="",
@@ -231,6 +232,7 @@ def parser() -> argparse.ArgumentParser:
     )
     before.add_argument("query", help="the move about to be made")
     before.add_argument("--at", type=_instant, default=None, help="evaluate at")
+    before.add_argument("--as-of", type=_instant, default=None, help=AS_OF)
     before.add_argument(
         "--forecast",
         action="store_true",
@@ -245,6 +247,7 @@ def parser() -> argparse.ArgumentParser:
 
     trace = verbs.add_parser("trace", parents=[client], help="a belief's provenance")
     trace.add_argument("id")
+    trace.add_argument("--as-of", type=_instant, default=None, help=AS_OF)
 
     read = verbs.add_parser(
         "read", parents=[client], help="the whole world model (beliefs, gaps, ...)"

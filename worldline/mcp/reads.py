@@ -39,6 +39,10 @@ __all__ = ["fingerprint", "read_tools"]
 
 BeliefId = Annotated[str, Field(description="a belief id, e.g. b-3f2a...")]
 At = Annotated[datetime | None, Field(description="read at this ISO time")]
+AsOf = Annotated[
+    datetime | None,
+    Field(description="as the world had been told by this ISO time (recorded time)"),
+]
 Cursor = Annotated[
     str,
     Field(
@@ -67,6 +71,7 @@ def read_tools(agents: Agents) -> list[Tool]:
     async def before(
         query: Annotated[str, Field(description="the move you are about to make")],
         at: At = None,
+        as_of: AsOf = None,
         forecast: Annotated[
             bool,
             Field(
@@ -83,10 +88,10 @@ def read_tools(agents: Agents) -> list[Tool]:
         world = agents.current()
         with tool_errors("before"):
             if forecast:
-                annotated = await world.before_with_forecasts(query, at=at)
+                annotated = await world.before_with_forecasts(query, at=at, as_of=as_of)
                 view = annotated.view
             else:
-                view = await world.before(query, at=at)
+                view = await world.before(query, at=at, as_of=as_of)
         canonical = msgspec.json.encode(view, order="sorted").decode()
         data: dict[str, Any] = {
             "prompt": view.prompt,
@@ -109,6 +114,7 @@ def read_tools(agents: Agents) -> list[Tool]:
         type: BeliefType | None = None,
         cursor: Cursor = "",
         at: At = None,
+        as_of: AsOf = None,
     ) -> CallToolResult:
         """Find the active beliefs that best answer ``query``, best first. Each hit
         has its rank, the belief (id, text, type, confidence...), its fused
@@ -117,7 +123,7 @@ def read_tools(agents: Agents) -> list[Tool]:
         ``next_cursor`` back as ``cursor`` for the next page ("" when none)."""
         with tool_errors("search"):
             page = await agents.current().search(
-                query, limit=limit, type=type, at=at, cursor=cursor
+                query, limit=limit, type=type, at=at, cursor=cursor, as_of=as_of
             )
         data = {
             "hits": [
@@ -138,6 +144,7 @@ def read_tools(agents: Agents) -> list[Tool]:
         ] = 100,
         cursor: Cursor = "",
         at: At = None,
+        as_of: AsOf = None,
     ) -> CallToolResult:
         """The beliefs (active by default, or a filtered part: type, label, flag,
         status), oldest first, one page at a time: ``total`` says how many match,
@@ -151,6 +158,7 @@ def read_tools(agents: Agents) -> list[Tool]:
                 at=at,
                 limit=limit,
                 cursor=cursor,
+                as_of=as_of,
             )
         data = as_json(page)
         data.setdefault("beliefs", [])  # an empty page says so with an empty list
@@ -158,28 +166,35 @@ def read_tools(agents: Agents) -> list[Tool]:
         data.setdefault("next_cursor", "")
         return result(data)
 
-    async def get(belief_id: BeliefId, at: At = None) -> CallToolResult:
-        """One belief by id as every agent reads it now (or at ``at``): text,
-        type, confidence, evidence weight, label, flags and status."""
+    async def get(
+        belief_id: BeliefId, at: At = None, as_of: AsOf = None
+    ) -> CallToolResult:
+        """One belief by id as every agent reads it now (or at ``at``; or as the
+        world knew it at ``as_of``): text, type, confidence, evidence weight, label,
+        flags and status."""
         world = agents.current()
         with tool_errors("get"):
-            belief = await world.get(belief_id, at=at)
+            belief = await world.get(belief_id, at=at, as_of=as_of)
         if belief is None:
-            raise ToolError(f"bad request: no belief {belief_id!r} in {world.world!r}")
+            when = "" if as_of is None else f" as of {as_of.isoformat()}"
+            raise ToolError(
+                f"bad request: no belief {belief_id!r} in {world.world!r}{when}"
+            )
         return result(as_json(belief))
 
-    async def trace(belief_id: BeliefId) -> CallToolResult:
+    async def trace(belief_id: BeliefId, as_of: AsOf = None) -> CallToolResult:
         """A belief's provenance: every evidence item, its source and observation,
-        and how the confidence moved at each step."""
+        and how the confidence moved at each step (as known at ``as_of``)."""
         with tool_errors("trace"):
-            reply = await agents.current().trace(belief_id)
+            reply = await agents.current().trace(belief_id, as_of=as_of)
         return result(as_json(reply))
 
-    async def read() -> CallToolResult:
+    async def read(as_of: AsOf = None) -> CallToolResult:
         """The whole world model: beliefs, gaps, goals, contradictions, edges, and
-        the crew world (declaration, entities, typed edges)."""
+        the crew world (declaration, entities, typed edges); with ``as_of``, as
+        the world knew it then."""
         with tool_errors("read"):
-            reply = await agents.current().read()
+            reply = await agents.current().read(as_of=as_of)
         return result(as_json(reply))
 
     async def view() -> CallToolResult:

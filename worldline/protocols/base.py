@@ -88,3 +88,6 @@ class Belief(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     # before: the world's calibration record (docs/belief-math.md, "Calibration").
     outcome: bool | None = None
     closed_confidence: Confidence | None = None
+    # OPS sequence of the op that created it (0: created before the field existed);
+    # ``as_of`` reads date its creation by it (docs/belief-math.md, "Two time axes").
+    created_seq: int = 0

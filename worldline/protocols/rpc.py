@@ -94,6 +94,7 @@ class SearchBeliefs(Message, tag="rpc.search.v1", kw_only=True, frozen=True):
     at: datetime | None = None  # None: the world's one read clock, as ``get``
     # Opaque: the previous page's ``next_cursor`` ("" for the first page)
     cursor: Cursor = ""
+    as_of: datetime | None = None  # recorded time, as ``GetBelief.as_of``
 
 
 class SearchHit(msgspec.Struct, frozen=True, kw_only=True):
@@ -318,6 +319,7 @@ class TraceBelief(Message, tag="rpc.trace.v1", kw_only=True, frozen=True):
     """Ask for a belief's provenance chain."""
 
     belief_id: Ident
+    as_of: datetime | None = None  # recorded time, as ``GetBelief.as_of``
 
 
 class TraceReply(Message, tag="rpc.trace_reply.v1", kw_only=True, frozen=True):
@@ -340,6 +342,8 @@ class Before(Message, tag="rpc.before.v1", kw_only=True, frozen=True):
     agent: Token
     query: Annotated[str, msgspec.Meta(max_length=4096)]
     at: datetime  # the clock: passed in, never sampled by the projector
+    # Recorded time: each belief shown as the world had been told by then (None: all)
+    as_of: datetime | None = None
 
 
 class WorldviewReply(Message, tag="rpc.worldview.v1", kw_only=True, frozen=True):

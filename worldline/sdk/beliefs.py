@@ -298,14 +298,18 @@ class BeliefMixin(SourceMixin, EdgeMixin):
             f"edge {edge_id}",
         )
 
-    async def trace_edge(self, edge_id: str) -> TraceReply:
+    async def trace_edge(
+        self, edge_id: str, *, as_of: datetime | None = None
+    ) -> TraceReply:
         """A belief edge's provenance: the edge (its posterior, the strength stated)
-        and each evidence item with how the edge's confidence moved.
+        and each evidence item with how the edge's confidence moved (with ``as_of``:
+        the evidence recorded by then; nothing for an edge last written after).
 
         Raises:
-            BadRequest: no belief edge with that id in this world.
+            BadRequest: no belief edge with that id in this world (as of ``as_of``).
         """
-        reply = await self._request("trace", TraceBelief(belief_id=edge_id))
+        request = TraceBelief(belief_id=edge_id, as_of=as_of)
+        reply = await self._request("trace", request)
         if not isinstance(reply, TraceReply):
             raise BadRequest(f"unexpected reply to trace: {reply!r}")
         if reply.belief is not None or not any(e.id == edge_id for e in reply.edges):
@@ -385,25 +389,19 @@ class BeliefMixin(SourceMixin, EdgeMixin):
         valid time ``at`` and recorded time ``as_of`` (as :meth:`get`)."""
         return await self._read_pages(ReadWorld(at=at, as_of=as_of), fenced=False)
 
-    async def before(self, query: str, *, at: datetime | None = None) -> Worldview:
+    async def before(
+        self, query: str, *, at: datetime | None = None, as_of: datetime | None = None
+    ) -> Worldview:
         """The worldview for the move ``query``: six bounded, traced slices and the
         prompt rendered from them. The clock is this call's (or ``at``), passed to
-        the projector, so the same state, query and clock give the same bytes."""
-        request = Before(agent=self.agent, query=query, at=at or utc_now())
+        the projector, so the same state, query and clock give the same bytes. With
+        ``as_of`` (recorded time), each belief as the world had been told by then
+        (ranked from today's index; none created after)."""
+        request = Before(agent=self.agent, query=query, at=at or utc_now(), as_of=as_of)
         reply = await self._request("before", request)
         if not isinstance(reply, WorldviewReply):
             raise BadRequest(f"unexpected reply to before: {reply!r}")
         return reply.view
-
-    async def trace(self, belief_id: str) -> TraceReply:
-        """The provenance chain: every evidence item, its source and observation, and
-        how the confidence moved at each step."""
-        reply = await self._request("trace", TraceBelief(belief_id=belief_id))
-        if not isinstance(reply, TraceReply):
-            raise BadRequest(f"unexpected reply to trace: {reply!r}")
-        if reply.belief is None:
-            raise BadRequest(f"no belief {belief_id!r} in world {self.world!r}")
-        return reply
 
 
 def observation_id(

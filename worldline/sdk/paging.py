@@ -1,5 +1,6 @@
 """Paged reads in the SDK: ``list`` and ``search`` a page at a time, with the cursor
-each page hands back, and async iterators that follow the cursors to the end.
+each page hands back, and async iterators that follow the cursors to the end; and
+``trace``, which reads as of a recorded time as they do.
 
 A page's ``next_cursor`` is opaque: pass it back unchanged as ``cursor`` for the next
 page ("" on the last). A cursor the projector did not hand out is refused with
@@ -16,6 +17,8 @@ from worldline.protocols.messages import (
     ListBeliefs,
     SearchBeliefs,
     SearchReply,
+    TraceBelief,
+    TraceReply,
 )
 from worldline.sdk.beliefs import BeliefMixin
 from worldline.sdk.errors import BadRequest
@@ -35,7 +38,8 @@ SEARCH_PAGE = 200  # hits one search request may ask for
 
 
 class PagingMixin(BeliefMixin):
-    """``list``, ``list_page``, ``iter_list``, ``search``, ``iter_search``."""
+    """``list``, ``list_page``, ``iter_list``, ``search``, ``iter_search``,
+    ``trace``."""
 
     # --- list -----------------------------------------------------------------------
 
@@ -178,6 +182,7 @@ class PagingMixin(BeliefMixin):
         type: BeliefType | None = None,
         at: datetime | None = None,
         cursor: str = "",
+        as_of: datetime | None = None,
     ) -> SearchReply:
         """The active beliefs that best answer ``query``, best first: one page of at
         most ``limit`` hits (1-200) from ``cursor`` (the previous page's
@@ -185,7 +190,8 @@ class PagingMixin(BeliefMixin):
         ``score``, each channel's own score (``channels``: ``lexical``,
         ``semantic``, ``prior``) and its ``trace`` (``<evidence id> <source>`` per
         piece); the reply names the ``embedder`` and the ``next_cursor`` ("" on
-        the last page).
+        the last page). With ``as_of`` (recorded time), the beliefs active then, as
+        the world knew them then (as :meth:`get`).
 
         Raises:
             BadRequest: an empty query, ``limit`` outside 1-200, or a cursor the
@@ -199,7 +205,7 @@ class PagingMixin(BeliefMixin):
                 f"most {SEARCH_PAGE} hits; follow next_cursor (or iter_search) for more"
             )
         request = SearchBeliefs(
-            query=query, limit=limit, type=type, at=at, cursor=cursor
+            query=query, limit=limit, type=type, at=at, cursor=cursor, as_of=as_of
         )
         reply = await self._request("search", request)
         if not isinstance(reply, SearchReply):
@@ -215,6 +221,7 @@ class PagingMixin(BeliefMixin):
         page: int = 50,
         cursor: str = "",
         limit: int | None = None,
+        as_of: datetime | None = None,
     ) -> AsyncIterator[SearchHit]:
         """Every hit for ``query``, best first, from ``cursor`` on: ``page`` hits per
         request (1-200), following the cursors until the last page or ``limit``
@@ -229,7 +236,7 @@ class PagingMixin(BeliefMixin):
         while True:
             size = page if limit is None else min(page, limit - given)
             reply = await self.search(
-                query, limit=size, type=type, at=at, cursor=cursor
+                query, limit=size, type=type, at=at, cursor=cursor, as_of=as_of
             )
             for hit in reply.hits:
                 yield hit
@@ -237,3 +244,26 @@ class PagingMixin(BeliefMixin):
             cursor = reply.next_cursor
             if not cursor or (limit is not None and given >= limit):
                 return
+
+    # --- trace ----------------------------------------------------------------------
+
+    async def trace(
+        self, belief_id: str, *, as_of: datetime | None = None
+    ) -> TraceReply:
+        """The provenance chain: every evidence item, its source and observation, and
+        how the confidence moved at each step; with ``as_of`` (recorded time), as
+        the world knew it then: the belief as :meth:`get` reports it, the evidence
+        recorded by then and the trust that weighed it then.
+
+        Raises:
+            BadRequest: no belief with that id in this world (as of ``as_of``).
+        """
+        reply = await self._request(
+            "trace", TraceBelief(belief_id=belief_id, as_of=as_of)
+        )
+        if not isinstance(reply, TraceReply):
+            raise BadRequest(f"unexpected reply to trace: {reply!r}")
+        if reply.belief is None:
+            when = "" if as_of is None else f" as of {as_of.isoformat()}"
+            raise BadRequest(f"no belief {belief_id!r} in world {self.world!r}{when}")
+        return reply

@@ -226,13 +226,14 @@ class SimMixin(PagingMixin):
         at: datetime | None = None,
         k: int = 5,
         exclude_lineages: Sequence[str] = (),
+        as_of: datetime | None = None,
     ) -> WorldviewForecasts:
         """``before(query, at=at)``, and for each of the worldview's top moves (at
         most 3) the forecast of its belief's text (see :meth:`forecast`). Without
         a simulator, or with one that has no index, each move's forecast is
         ungrounded with the note "no grounding (no simulator index)": never a
-        guess."""
-        view = await self.before(query, at=at)
+        guess. ``as_of``: the worldview as :meth:`before` reads it then."""
+        view = await self.before(query, at=at, as_of=as_of)
         found: list[MoveForecast] = []
         available = True
         for move in view.moves[:FORECAST_MOVES]:

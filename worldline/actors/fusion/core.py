@@ -237,7 +237,7 @@ def _verdict(
 
 
 def _new_belief(
-    op: AddBelief | Statement, confidence: float | None, label: str = ""
+    op: AddBelief | Statement, seq: int, confidence: float | None, label: str = ""
 ) -> FusedBelief:
     belief = Belief(
         id=op.belief_id,
@@ -250,6 +250,7 @@ def _new_belief(
         valid_from=op.at,
         origin=op.op_id,
         prior=confidence,
+        created_seq=seq,
     )
     return FusedBelief(belief=belief, op_id=op.op_id)
 
@@ -268,7 +269,8 @@ def _add(reader: Reader, op: AddBelief, ctx: Context, shard: tuple[int, int]) ->
     # A hand-entered negation ("Export does not check auth") keeps its polarity, so
     # the extractor's restatements of it support it rather than refute it.
     fused = msgspec.structs.replace(
-        _new_belief(op, op.confidence, op.label or ""), negated=is_negated(op.text)
+        _new_belief(op, ctx.seq, op.confidence, op.label or ""),
+        negated=is_negated(op.text),
     )
     if op.slot is None:
         return posteriors.emit(reader, ctx, fused, op.op_id, op.at, shard)
@@ -439,7 +441,9 @@ def _statement(
         )
     fused = records.load(reader, ctx.world, op.belief_id)
     if fused is None:
-        fused = msgspec.structs.replace(_new_belief(op, None), negated=op.negated)
+        fused = msgspec.structs.replace(
+            _new_belief(op, ctx.seq, None), negated=op.negated
+        )
     item = op.evidence
     if fused.negated and item.direction != "neutral":
         # The direction is stated against the positive form; this belief's text

@@ -23,9 +23,16 @@ import msgspec
 
 from worldline.actors.belief_model import contradictions as contra_model
 from worldline.actors.belief_model import embedding, posterior
-from worldline.actors.belief_model.posterior import NO_PROBABILITY, UNCERTAIN_SD
+from worldline.actors.belief_model.posterior import UNCERTAIN_SD
 from worldline.actors.projector import contradictions as contra
-from worldline.actors.projector import edge_trace, index, lexical, relevance, slots
+from worldline.actors.projector import (
+    edge_trace,
+    history,
+    index,
+    lexical,
+    relevance,
+    slots,
+)
 from worldline.actors.projector import worldview as worldview_model
 from worldline.actors.projector.clocks import (
     Reads,
@@ -35,14 +42,12 @@ from worldline.actors.projector.clocks import (
     world_clock,
 )
 from worldline.actors.runtime.memory import Overlay
-from worldline.protocols.beliefs import BeliefEdge, Contradiction, Evidence, TraceStep
+from worldline.protocols.beliefs import BeliefEdge, Contradiction, Evidence
 from worldline.protocols.messages import (
     Belief,
     BeliefChanged,
     BeliefEdgeChanged,
     BeliefReply,
-    TraceReply,
-    belief_version,
     encode,
 )
 
@@ -60,7 +65,6 @@ __all__ = [
     "contradictions",
     "evidence",
     "get",
-    "trace",
     "visible",
     "with_evidence",
     "world_beliefs",
@@ -83,17 +87,6 @@ def _edge_key(world: str, edge_id: str) -> bytes:
     return f"bedge/{world}/{edge_id}".encode()
 
 
-class _Stamp(msgspec.Struct):
-    updated_at: datetime
-
-
-class _StampedHead(msgspec.Struct):
-    belief: _Stamp
-
-
-_STAMP = msgspec.msgpack.Decoder(_StampedHead)
-
-
 def apply_belief(
     reader: Reader, change: BeliefChanged, ctx: Context
 ) -> dict[bytes, bytes | None]:
@@ -101,7 +94,8 @@ def apply_belief(
     ranks in the index."""
     key = _key(ctx.world, change.belief.id)
     raw = reader.get(key)
-    if raw is not None and belief_version(raw) >= change.belief.version:
+    before = None if raw is None else history.held(raw)
+    if before is not None and before.belief.version >= change.belief.version:
         return {}
     writes: dict[bytes, bytes | None] = {key: encode(change)}
     clock = clock_key(ctx.world)
@@ -117,6 +111,8 @@ def apply_belief(
     vectors = ctx.batch_prepared if isinstance(ctx.batch_prepared, dict) else None
     found = change.evidence  # its contexts give the card its near terms
     _reindex(reader, ctx.world, change.belief, writes, touching, vectors, found)
+    # Last, so the index's reads through ``writes`` need not step over them.
+    writes.update(history.writes(reader, ctx.world, change, before))  # ``as_of``
     return writes
 
 
@@ -346,11 +342,16 @@ def get(
 
 
 def with_evidence(
-    reader: Reader, world: str, belief_ids: list[str], at: datetime | None
+    reader: Reader,
+    world: str,
+    belief_ids: list[str],
+    at: datetime | None,
+    as_of: datetime | None = None,
 ) -> list[tuple[Belief, list[Evidence]]]:
     """Each belief as ``get`` reports it (at one clock for all) with the evidence
-    held for it, each record read once; ids not visible are left out."""
-    reads = _Reads(reader, world, at)
+    held for it (as of ``as_of``), each record read once; ids not visible are left
+    out."""
+    reads = _Reads(reader, world, at, as_of=as_of)
     found = []
     for belief_id in belief_ids:
         belief = visible(reads, belief_id)
@@ -408,35 +409,6 @@ def _contradictions(
             if c is not None and c.status in keep:
                 found.setdefault(c.id, c)
     return list(found.values())
-
-
-def trace(reader: Reader, world: str, belief_id: str) -> TraceReply:
-    """The provenance chain: each evidence item and how confidence moved with it."""
-    raw = reader.get(_key(world, belief_id))
-    if raw is None:  # an edge's trace, or nothing
-        return edge_trace.trace(
-            reader, world, belief_id, reader.get(_edge_key(world, belief_id))
-        )
-    record = _RECORD.decode(raw)
-    steps = posterior.trajectory(
-        record.belief.prior,
-        record.evidence,
-        record.trust,
-        probabilistic=record.belief.type not in NO_PROBABILITY,
-    )
-    edges = _touching(reader, world, "from", belief_id) + _touching(
-        reader, world, "to", belief_id
-    )
-    rivals = slots.rival_records(
-        reader, world, record.belief, lambda rival: _key(world, rival)
-    )
-    return TraceReply(
-        belief=record.belief,
-        steps=[TraceStep(evidence=e, before=b, after=a) for e, b, a in steps],
-        edges=edges,
-        weights=dict(record.trust),
-        rivals=[r.belief.id for r in rivals],
-    )
 
 
 def decision_scene(

@@ -17,7 +17,8 @@ import msgspec
 
 from worldline.actors.belief_model import posterior
 from worldline.actors.belief_model.posterior import NO_PROBABILITY
-from worldline.actors.projector import slots
+from worldline.actors.projector import history, slots
+from worldline.actors.projector.history import recorded
 from worldline.protocols.messages import Belief, BeliefChanged
 
 if TYPE_CHECKING:
@@ -26,7 +27,15 @@ if TYPE_CHECKING:
     from worldline.actors.runtime.spec import Reader
     from worldline.protocols.beliefs import BeliefEdge, Evidence
 
-__all__ = ["Reads", "as_of", "at_clock", "clock_key", "recorded", "world_clock"]
+__all__ = [
+    "Reads",
+    "as_of",
+    "at_clock",
+    "clock_key",
+    "recorded",
+    "stored_then",
+    "world_clock",
+]
 
 _RECORD = msgspec.msgpack.Decoder(BeliefChanged)
 _CLOCK = msgspec.msgpack.Decoder(datetime)
@@ -48,12 +57,6 @@ def world_clock(reader: Reader, world: str) -> datetime | None:
     read."""
     raw = reader.get(clock_key(world))
     return None if raw is None else _CLOCK.decode(raw)
-
-
-def recorded(item: Evidence) -> datetime:
-    """When the world was told of ``item`` (its observation time for evidence
-    recorded before ``recorded_at`` was kept)."""
-    return item.observed_at if item.recorded_at is None else item.recorded_at
 
 
 def at_clock(
@@ -120,7 +123,8 @@ class Reads:
         if at is None and (one_clock or as_of is not None):
             self.clock = world_clock(reader, world)
             if as_of is not None and (self.clock is None or self.clock > as_of):
-                self.clock = as_of  # the world's clock as it stood then
+                # the world's clock as it stood then (as_of: none kept)
+                self.clock = history.clock_at(reader, world, as_of) or as_of
         self.memo: dict[str, Belief | None] = {}
         self.evidence: dict[str, list[Evidence]] = {}  # of each belief read, as held
 
@@ -134,6 +138,15 @@ class Reads:
         if belief_id not in self.memo:
             raw = self.reader.get(_key(self.world, belief_id))
             record = None if raw is None else _RECORD.decode(raw)
+            rivals: list[BeliefChanged] = []
+            if record is not None:
+                rivals = slots.rival_records(
+                    self.reader,
+                    self.world,
+                    record.belief,
+                    lambda rival: _key(self.world, rival),
+                )
+                record = self.known(record, rivals)
             if record is not None:
                 self.evidence[belief_id] = record.evidence
             self.memo[belief_id] = (
@@ -144,15 +157,23 @@ class Reads:
                     self.clock,
                     dated=self.at is not None,
                     as_of=self.as_of,
-                    rivals=slots.rival_records(
-                        self.reader,
-                        self.world,
-                        record.belief,
-                        lambda rival: _key(self.world, rival),
-                    ),
+                    rivals=[
+                        known
+                        for rival in rivals
+                        if (known := self.known(rival)) is not None
+                    ],
                 )
             )
         return self.memo[belief_id]
+
+    def known(
+        self, record: BeliefChanged, rivals: Sequence[BeliefChanged] = ()
+    ) -> BeliefChanged | None:
+        """``record`` as the world knew it at ``as_of`` (None: not yet created);
+        ``rivals``: its rival answers' records, whose items re-read it."""
+        if self.as_of is None:
+            return record
+        return history.known(self.reader, self.world, record, self.as_of, rivals)
 
 
 def as_of(belief: Belief, at: datetime) -> Belief:
@@ -161,3 +182,21 @@ def as_of(belief: Belief, at: datetime) -> Belief:
     if belief.valid_until is not None and belief.valid_until > at:
         return msgspec.structs.replace(belief, status="active", valid_until=None)
     return belief
+
+
+def stored_then(
+    reader: Reader, world: str, record: BeliefChanged, as_of: datetime
+) -> BeliefChanged | None:
+    """``record`` (a belief's newest) as it was stored at recorded time ``as_of``:
+    its head then, read at its own clock then as fusion read it (with its rival
+    answers as they stood); None when it was not created by then."""
+    rivals = slots.rival_records(
+        reader, world, record.belief, lambda rival: _key(world, rival)
+    )
+    known = history.known(reader, world, record, as_of, rivals)
+    if known is None or known is record:
+        return known
+    then = known.belief.updated_at
+    others = [r for rival in rivals if (r := history.known(reader, world, rival, then))]
+    belief = at_clock(known, then, dated=False, as_of=then, rivals=others)
+    return msgspec.structs.replace(known, belief=belief)

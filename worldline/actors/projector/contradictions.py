@@ -29,6 +29,7 @@ import msgspec
 
 from worldline.actors.belief_model import contradictions as model
 from worldline.actors.belief_model import posterior
+from worldline.actors.projector import clocks
 from worldline.actors.runtime.memory import Overlay
 from worldline.protocols.beliefs import BeliefEdge, Contradiction
 from worldline.protocols.messages import (
@@ -313,12 +314,35 @@ def split_contradiction(
     belief a replica held before records were kept, flagged ``contradicted`` by
     its own evidence: opened by its last change)."""
     cid = split_id(world, belief.id)
+    raw = reader.get(f"belief/{world}/{belief.id}".encode())
+    stored = None if raw is None else _BELIEF.decode(raw)
+    if as_of is not None and stored is not None:
+        # As of a time before its last change: the split of its evidence then (a
+        # record is kept only while the belief is split, so it is derived again).
+        then = clocks.stored_then(reader, world, stored, as_of)
+        if then is None:
+            return None
+        if then is not stored:
+            if (
+                then.belief.confidence is None
+                or "contradicted" not in then.belief.flags
+            ):
+                return None
+            record = _split_record(world, then)
+            b = then.belief
+            if b.status != "active":  # closed by then: its splits dissolved
+                why = f"belief {b.id} was {b.status}"
+                record = model.dissolve(record, b.valid_until or b.updated_at, 0, why)
+            found = model.lifecycle(record, _resolutions(reader, world, cid), as_of)
+            if found is None or (
+                at is not None and found.opened_at is not None and found.opened_at > at
+            ):
+                return None
+            return found
     if reader.get(record_key(world, cid)) is not None:
         return lookup(reader, world, cid, at=at, as_of=as_of)
-    raw = reader.get(f"belief/{world}/{belief.id}".encode())
-    if raw is None:
+    if stored is None:
         return None
-    stored = _BELIEF.decode(raw)
     if stored.belief.confidence is None or "contradicted" not in stored.belief.flags:
         return None
     record = _split_record(world, stored)

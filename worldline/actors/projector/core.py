@@ -16,7 +16,9 @@ from worldline.actors.projector import (
     calibration,
     contradictions,
     decision,
+    history,
     pages,
+    provenance,
     search,
     views,
 )
@@ -77,20 +79,33 @@ def finish(reader: Reader, ctx: Context) -> Step:
     )
 
 
-def newest_only(change: ProjectorInbox) -> str | None:
+def newest_only(
+    change: ProjectorInbox,
+) -> tuple[str, str, tuple[tuple[str, float], ...]] | None:
     """What a change makes obsolete, when several come in one batch: a belief's
-    change carries its whole newest state (the replica keeps only the newest), and
-    the feed brings a belief's versions in order, so of several changes to one
-    belief in a batch only the last needs applying. That also spares rebuilding
-    every agent's view per change when a batch restates one belief many times.
-    Edges and crew changes are applied one by one, and so is a belief change
-    whose evidence is split or that closes the belief: each may open or dissolve
-    a contradiction (docs/belief-math.md, "Contradictions")."""
+    change carries its whole newest state, and the feed brings a belief's versions
+    in order, so of several changes to one belief in a batch only the last needs
+    applying. That also spares rebuilding every agent's view per change when a
+    batch restates one belief many times.
+
+    The key holds the belief's label and trust, so a change that moves either is
+    never coalesced into a later one (``history.py`` keeps when they moved, for
+    ``as_of`` reads; a coalesced change's time and version are read from the item
+    it recorded). Applied one by one: edges and crew changes, a belief change
+    whose evidence is split or that closes the belief (each may open or dissolve a
+    contradiction, docs/belief-math.md, "Contradictions"), and a change no item of
+    the belief's own evidence caused (a trust setting, an assessment), but a rival
+    answer's re-reading with no trust on it (its rivals' items date it)."""
     if isinstance(change, BeliefChanged):
         belief = change.belief
         if "contradicted" in belief.flags or belief.status != "active":
             return None
-        return belief.id
+        if (change.trust or not belief.slot) and not history.own(
+            change, change.evidence
+        ):
+            return None
+        trust = tuple(change.trust.items()) if change.trust else ()
+        return belief.id, belief.label, trust
     return None
 
 
@@ -105,8 +120,8 @@ def serve(reader: Reader, request: ProjectorRpc, world: str) -> Message:
             return calibration.reply(reader, world, request)
         case ListBeliefs():
             return pages.list_beliefs(reader, world, request)
-        case TraceBelief(belief_id=belief_id):
-            return beliefs.trace(reader, world, belief_id)
+        case TraceBelief(belief_id=belief_id, as_of=as_of):
+            return provenance.trace(reader, world, belief_id, as_of)
         case ReadWorld():
             # Paged and bounded in bytes (see worldline.actors.projector.pages).
             return pages.read_world(reader, world, request)

@@ -35,6 +35,7 @@ from worldline.actors.belief_model import embedding
 from worldline.actors.projector import (
     beliefs,
     calibration,
+    history,
     index,
     lexical,
     prompt,
@@ -100,6 +101,7 @@ def before(reader: Reader, request: Before, world: str) -> WorldviewReply:
         query=request.query,
         focus=views.focus_of(decl, agent_view) if decl else "",
         at=request.at,
+        as_of=request.as_of,
     )
     fitted = calibration.calibrator(reader, world)
     if fitted.method == "identity":
@@ -124,15 +126,23 @@ def decision_scene(
     focus: str,
     at: datetime | None,
     postings: int = lexical.POSTINGS,
+    as_of: datetime | None = None,
 ) -> worldview_model.Scene:
     """The scene a decision view is projected from (the same as
     :func:`worldline.actors.projector.beliefs.decision_scene`): a bounded candidate
     set from the index, ranked by the cards' stored readings, then the survivors
-    read at the clock ``at``. What it costs does not grow with the number of
-    beliefs."""
+    read at the clock ``at`` (as known at recorded time ``as_of``: ranked from
+    today's index, each belief shown as it stood then, none created after). What it
+    costs does not grow with the number of beliefs."""
     counts = index.counts(reader, world, query, focus)
     semantic = relevance.is_semantic(embedding.active())
     cards = candidates(reader, world, query, focus, postings, counts, full=semantic)
+    if as_of is not None:  # active then, closed since: no candidate now
+        held = {c.belief.id for c in cards}
+        for closed in history.closed_since(reader, world, as_of):
+            card = None if closed in held else index.card(reader, world, closed)
+            if card is not None:
+                cards.append(card)
     n = max(len(cards), 1)
     influence = {c.belief.id: c.weight / n for c in cards}
     features: relevance.Features = {
@@ -144,7 +154,7 @@ def decision_scene(
     }
     edges = _touching(reader, world, {c.belief.id for c in cards})
     shown = [c.belief for c in cards]
-    found = _contradictions(reader, world, shown, list(edges.values()), at)
+    found = _contradictions(reader, world, shown, list(edges.values()), at, as_of)
     return read_scene(
         reader,
         world,
@@ -163,6 +173,7 @@ def decision_scene(
         query=query,
         focus=focus,
         at=at,
+        as_of=as_of,
     )
 
 
@@ -302,6 +313,7 @@ def _contradictions(
     shown: list[Belief],
     edges: list[BeliefEdge],
     at: datetime | None,
+    as_of: datetime | None = None,
 ) -> list[Contradiction]:
     """The open contradictions among ``shown`` opened by ``at`` (``beliefs.
     _contradictions`` with its defaults), a split one read only for a belief with
@@ -310,12 +322,12 @@ def _contradictions(
     found: dict[str, Contradiction] = {}
     for e in sorted(edges, key=lambda e: e.id):
         if e.type == "contradicts" and e.source in active and e.target in active:
-            c = contra.edge_contradiction(reader, world, e, at=at)
+            c = contra.edge_contradiction(reader, world, e, at=at, as_of=as_of)
             if c is not None and c.status == "open":
                 found.setdefault(c.id, c)
     for b in shown:
-        if b.id in active and _maybe_split(reader, world, b):
-            c = contra.split_contradiction(reader, world, b, at=at)
+        if b.id in active and (as_of is not None or _maybe_split(reader, world, b)):
+            c = contra.split_contradiction(reader, world, b, at=at, as_of=as_of)
             if c is not None and c.status == "open":
                 found.setdefault(c.id, c)
     return list(found.values())
@@ -340,6 +352,7 @@ def read_scene(
     query: str,
     focus: str,
     at: datetime | None,
+    as_of: datetime | None = None,
 ) -> worldview_model.Scene:
     """``first`` (the candidates as their cards hold them) with the beliefs near
     its goals marked, ranked, and the survivors read at the clock ``at``: the end
@@ -356,7 +369,7 @@ def read_scene(
     kept = worldview_model.kept_beliefs(first, query, focus)
     # Without ``at``, the stored readings: a standing view changes only when a
     # belief it shows does (docs/worldview.md), not whenever the world's clock moves.
-    reads = Reads(reader, world, at, one_clock=False)
+    reads = Reads(reader, world, at, one_clock=False, as_of=as_of)
     survivors = [
         b for i in sorted(kept) if (b := beliefs._annotate(reads, i)) is not None
     ]

@@ -16,10 +16,13 @@ from typing import TYPE_CHECKING, Final
 import msgspec
 
 from worldline.actors.belief_model import posterior
+from worldline.actors.projector.history import recorded
 from worldline.protocols.beliefs import BeliefEdge, TraceStep
 from worldline.protocols.messages import BeliefEdgeChanged, TraceReply, encode
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from worldline.actors.runtime.spec import Reader
 
 __all__ = ["evidence_key", "evidence_writes", "trace"]
@@ -40,19 +43,30 @@ def evidence_writes(world: str, change: BeliefEdgeChanged) -> dict[bytes, bytes 
     return {evidence_key(world, change.edge.id): encode(change)}
 
 
-def trace(reader: Reader, world: str, edge_id: str, raw: bytes | None) -> TraceReply:
+def trace(
+    reader: Reader,
+    world: str,
+    edge_id: str,
+    raw: bytes | None,
+    as_of: datetime | None = None,
+) -> TraceReply:
     """The trace of edge ``edge_id`` (``raw``: its stored ``BeliefEdge``, None when
     the projector holds no such edge): the edge, and each evidence step from the
-    stated strength."""
+    stated strength. With ``as_of`` (recorded time), nothing for an edge last
+    written after it (an edge keeps only its last write), and the evidence recorded
+    by then."""
     if raw is None:
         return TraceReply()
     edge = _EDGE.decode(raw)
+    if as_of is not None and edge.at is not None and edge.at > as_of:
+        return TraceReply()
     held = reader.get(evidence_key(world, edge_id))
     if held is None:
         return TraceReply(edges=[edge])
     record = _CHANGE.decode(held)
     prior = edge.stated if edge.stated is not None else edge.confidence
-    steps = posterior.trajectory(prior, record.evidence, record.trust)
+    items = [e for e in record.evidence if as_of is None or recorded(e) <= as_of]
+    steps = posterior.trajectory(prior, items, record.trust)
     return TraceReply(
         steps=[TraceStep(evidence=e, before=b, after=a) for e, b, a in steps],
         edges=[edge],

@@ -1,6 +1,11 @@
 """``search``: the active beliefs that best answer a query, best first, with each
 hit's score by channel and the evidence behind it.
 
+As of a recorded time (``as_of``) each hit is the belief as the world knew it then
+(:mod:`worldline.actors.projector.history`), beliefs closed since are candidates
+too, and one not created by then is no hit; the ranking itself (texts, influence,
+the lexical counters) is read from the current index.
+
 The ranking is the worldview's (docs/worldview.md) without an agent: the pool is the
 index's best lexical matches of the query (and, with a semantic embedder, the most
 influential beliefs, which the semantic channel may rank); a belief's value is its
@@ -22,7 +27,7 @@ from typing import TYPE_CHECKING, Final
 import msgspec
 
 from worldline.actors.belief_model import embedding
-from worldline.actors.projector import beliefs, index, pages, relevance
+from worldline.actors.projector import beliefs, history, index, pages, relevance
 from worldline.protocols.messages import RpcError, SearchHit, SearchReply
 
 if TYPE_CHECKING:
@@ -60,7 +65,11 @@ def search(
     ids = [card.belief.id for _, _, card in page]
     read = {
         b.id: (b, held)
-        for b, held in beliefs.with_evidence(reader, world, ids, request.at)
+        for b, held in beliefs.with_evidence(
+            reader, world, ids, request.at, request.as_of
+        )
+        # As of a time, a belief closed since is shown if it was active then.
+        if b.status == "active"
     }
     hits = []
     for value, channels, card in page:
@@ -90,11 +99,13 @@ def _ranked(
     )
     if semantic:
         ids.update(dict.fromkeys(index.influential(reader, world)))
+    if request.as_of is not None:  # active then, closed since: no document now
+        ids.update(dict.fromkeys(history.closed_since(reader, world, request.as_of)))
     cards = [
         c
         for i in ids
         if (c := index.card(reader, world, i)) is not None
-        and c.belief.status == "active"
+        and (c.belief.status == "active" or request.as_of is not None)
         and (request.type is None or c.belief.type == request.type)
     ]
     features: relevance.Features = {
