@@ -225,8 +225,9 @@ def write_tools(agents: Agents) -> list[Tool]:
         ] = False,
     ) -> CallToolResult:
         """Scale how much a source's evidence counts; returns once fusion applied
-        it (the posteriors it moved are then readable). Refused (``locked``) when
-        another agent locked that source's trust."""
+        it (a belief it moved reads with a ``version`` at or past the returned
+        ``seq`` once the read replica has it, a moment later). Refused (``locked``)
+        when another agent locked that source's trust."""
         with tool_errors("trust"):
             seq = await agents.current().trust(source, value, lock=lock)
         return result({"source": source, "trust": value, "locked": lock, "seq": seq})

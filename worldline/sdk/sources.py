@@ -33,8 +33,12 @@ class SourceMixin(CrewMixin):
         the world's admins any source, an agent a ``[[trust.grants]]`` entry of the
         declaration names it for, and any agent its own ``agent:<self>``, lowering
         only (docs/crew.md, "Sources and trust"). Returns the op sequence
-        once fusion applied it: the posteriors it changed are then readable (fusion
-        sends its verdict after them, and the materializer keeps both in order).
+        once fusion applied it: the materializer then holds the posteriors it
+        changed (fusion sends its verdict after them, and the materializer keeps
+        both in order). A projector replica, which ``get``, ``list`` and
+        ``before`` read, may be a moment behind: a belief it moved reads with a
+        ``version`` at or past the returned sequence once the replica has it
+        (docs/crew.md, "Read your own writes").
 
         One wait, on fusion's verdict through ``op_status``, polled with a backoff
         (20 ms up to 250 ms): a burst of calls in flight at once must not flood the
@@ -61,7 +65,8 @@ class SourceMixin(CrewMixin):
         """Learn how reliable each source is from how its answers to the world's
         rival-answer slots agree with the others' (and which sources copy which),
         and weigh their evidence by it. Returns the op sequence once fusion applied
-        it (the posteriors it moved are then readable); see :meth:`sources`.
+        it (the materializer then holds the posteriors it moved; a projector
+        replica may be a moment behind, as for :meth:`trust`); see :meth:`sources`.
 
         Raises:
             NotApplied: recorded, but fusion did not answer within the timeout.
