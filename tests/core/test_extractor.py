@@ -212,6 +212,18 @@ def test_forged_author_and_oversized_artifacts_are_rejected() -> None:
         extract(observe(at_limit + "\nOne fact too many."))
 
 
+@pytest.mark.timeout(30)
+def test_a_megabyte_of_short_statements_is_refused_in_linear_time() -> None:
+    """A 1 MB artifact of ~100k distinct sentences, as a raw bus client may send
+    (the SDK refuses it first): refused at once. Giving each statement its context
+    once copied every statement before it, before the count was checked: time
+    that grew with the square of the statements (2 s at 20k, about a minute at
+    100k), holding the extractor while it ran."""
+    flood = " ".join(f"Fact {i}." for i in range(100_000))[: 1024 * 1024]
+    with pytest.raises(InvalidInput, match=str(extractor.MAX_STATEMENTS)):
+        extract(observe(flood))
+
+
 def _fuse(
     state: MemoryState,
     found: list[Statement],

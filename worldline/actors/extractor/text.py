@@ -7,6 +7,7 @@ the extractor's callers.
 from __future__ import annotations
 
 import re
+from collections import deque
 from dataclasses import dataclass
 from typing import Final, Literal
 
@@ -167,24 +168,26 @@ def contexts(found: list[str], before: str, artifact: str) -> list[str]:
     """Each statement's context, in order: the artifact's :func:`speaker` and the
     last :data:`CONTEXT_CHARS` of what came before the statement (``before``, the
     observation's context, then the statements of ``found`` ahead of it), cut at a
-    word. Retrieval reads it beside the statement (docs/worldview.md)."""
+    word. Retrieval reads it beside the statement (docs/worldview.md). Linear in
+    the statements: a window keeps the fewest latest parts that hold more than
+    :data:`CONTEXT_CHARS` (all of them while they hold less)."""
     who = speaker(artifact)
     out = []
-    for i in range(len(found)):
-        parts: list[str] = []  # the last statements before it, as many as fit
-        size = 0
-        for part in (before.strip(), *found[:i])[::-1]:
-            if part:
-                parts.append(part)
-                size += len(part) + 1
-            if size > CONTEXT_CHARS:
-                break
-        prior = " ".join(parts[::-1])
-        if len(prior) > CONTEXT_CHARS:
-            prior = prior[-CONTEXT_CHARS:].split(" ", 1)[-1]
-        if who and i > 0 and who not in prior:
-            prior = f"{who}: {prior}"
-        out.append(prior)
+    window: deque[str] = deque()
+    size = 0  # the window's parts, each with its separator
+    for i, part in enumerate((before.strip(), *found)):
+        if i:  # the context of statement i - 1: what the window holds
+            prior = " ".join(window)
+            if len(prior) > CONTEXT_CHARS:
+                prior = prior[-CONTEXT_CHARS:].split(" ", 1)[-1]
+            if who and i > 1 and who not in prior:
+                prior = f"{who}: {prior}"
+            out.append(prior)
+        if part:
+            window.append(part)
+            size += len(part) + 1
+            while len(window) > 1 and size - len(window[0]) - 1 > CONTEXT_CHARS:
+                size -= len(window.popleft()) + 1
     return out
 
 
