@@ -24,7 +24,9 @@ throughput (sentences/s, the dev sentences in one ``embed_many``), resident memo
 added (VmRSS after loading and embedding, less before), the installed size of its
 package and of the dependencies it adds to worldline's own (from pip's records), and
 what a read pays: one question embedded at a time (the first ``--latency`` questions,
-the embedders taking turns on each, so load falls on all alike), p50 and p95.
+the embedders taking turns on each, so load falls on all alike), p50 and p95. Two
+runtimes of one model (``contextual@onnx-int8,contextual@onnx``) also print how
+closely their vectors of those questions agree (cosine, min and mean).
 """
 
 from __future__ import annotations
@@ -214,6 +216,7 @@ def main() -> None:
 
     costs: list[str] = []
     built: list[Embedder] = []
+    spaces: list[tuple[str, np.ndarray]] = []  # (id, the latency questions' vectors)
     for name in [n.strip() for n in args.embedders.split(",") if n.strip()]:
         before = rss_mb()
         started = time.perf_counter()
@@ -224,6 +227,7 @@ def main() -> None:
             print(f"  {name}: skipped ({why})")
             continue
         built.append(embedder)
+        spaces.append((embedder.id, embedder.embed_many(asked[: args.latency])))
         name = name.partition("@")[0]
         loaded = time.perf_counter() - started
         started = time.perf_counter()
@@ -257,6 +261,21 @@ def main() -> None:
     for times, embedder in zip(took, built, strict=True):
         p50, p95 = np.percentile(times, [50, 95])
         print(f"  {embedder.id}: p50 {p50:.2f} ms, p95 {p95:.2f} ms")
+    _agreement(spaces)
+
+
+def _agreement(spaces: list[tuple[str, np.ndarray]]) -> None:
+    """How closely two runtimes of one model agree: the cosine of each question's
+    two vectors (min, mean), for every pair of embedders of one model."""
+    for i, (first, a) in enumerate(spaces):
+        for second, b in spaces[i + 1 :]:
+            if first.split(":")[-1] != second.split(":")[-1] or a.shape != b.shape:
+                continue  # another model (the weights' hash ends the id)
+            cosines = (a * b).sum(axis=1)
+            print(
+                f"  {first} against {second}: cosine of the same question's vectors "
+                f"min {cosines.min():.4f}, mean {cosines.mean():.4f}"
+            )
 
 
 def _built(name: str) -> Embedder:
