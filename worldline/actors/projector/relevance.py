@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from worldline.actors.belief_model import embedding
-from worldline.actors.projector import lexical
+from worldline.actors.projector import answer_type, lexical
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -115,6 +115,8 @@ class Relevance:
         self.share = share(embedding.active())
         self.vector = _featured(embedding.active().id, query)[1]
         self.focus = set(lexical.terms(focus).distinct)
+        # The kind of answer the query asks for: a belief offering it is lifted.
+        self.asked = answer_type.asked(query)
         self.features: Features = features or {}
         self.scale = Scale()
         self.memo: dict[str, float] = {}  # slices ask about the same texts
@@ -186,6 +188,8 @@ class Relevance:
                 value = (1 - self.share) * found["lexical"] + semantic
             else:
                 value = found["lexical"]
+            if self.asked and value > 0 and answer_type.offers(self.asked, text):
+                value *= 1 + answer_type.LIFT
             self.memo[text] = value
         return value
 

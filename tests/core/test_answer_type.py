@@ -1,0 +1,133 @@
+"""Answer types (issue 27): a question that asks when lifts the beliefs that say when,
+one that asks where those that name a place; the time an artifact says it happened
+becomes its statements' observation time. Pure functions, and the extractor and
+projector cores on in-memory stores."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Final
+
+import pytest
+
+from tests.core.test_index import Replica
+from tests.core.test_observation_context import apply, shown
+from worldline.actors.extractor import core as extractor
+from worldline.actors.projector import answer_type
+from worldline.actors.projector.relevance import Relevance
+from worldline.actors.runtime.memory import MemoryState
+from worldline.actors.runtime.spec import Context
+from worldline.protocols.messages import Observe, Statement
+from worldline.protocols.subjects import obs
+from worldline.sdk.beliefs import observation_id
+
+W: Final = "w1"
+T0: Final = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("question", "kind"),
+    [
+        ("When did Ross call Rachel?", "time"),
+        ("what year was the bridge built?", "time"),
+        ("In which year did it open?", "time"),
+        ("How long did the meeting last?", "time"),
+        ("And when is the flight?", "time"),
+        ("Where is Rachel when she glares at Ross?", "place"),
+        ("In which city was Tesla born?", "place"),
+        ("Who called Rachel when she was out?", None),
+        ("What did Ross say?", None),
+        ("How many cats are there?", None),
+        ("Why did he leave?", None),
+        ("deploy the auth service", None),
+    ],
+)
+def test_the_kind_a_question_asks_is_read_from_its_first_words(
+    question: str, kind: str | None
+) -> None:
+    assert answer_type.asked(question) == kind
+
+
+@pytest.mark.parametrize(
+    ("text", "time", "place"),
+    [
+        ("I went to the support group yesterday.", True, False),
+        ("We met on 7 May 2023 in Paris.", True, True),
+        ("The flight gets in in a couple hours.", True, False),
+        ("It was built in 1889.", True, False),
+        ("See you at 5:30 pm.", True, False),
+        ("She was sitting in Monica's apartment.", False, True),
+        ("You may want to march on.", False, False),
+        ("Let's meet at Central Perk.", False, True),
+        ("The cache is cold.", False, False),
+    ],
+)
+def test_a_text_offers_a_time_or_a_place(text: str, time: bool, place: bool) -> None:
+    assert answer_type.offers("time", text) is time
+    assert answer_type.offers("place", text) is place
+
+
+def test_a_when_question_lifts_the_belief_that_says_when() -> None:
+    plain = "Ross called Rachel about the lasagna."
+    dated = "Ross called Rachel about the lasagna yesterday."
+    asked = Relevance("When did Ross call Rachel?", "")
+    asked.calibrate([plain, dated])
+    # BM25's length norm puts the shorter text first; the lift turns it round.
+    assert asked.channels(plain)["lexical"] > asked.channels(dated)["lexical"]
+    assert asked(dated) > asked(plain)
+    other = Relevance("Did Ross call Rachel?", "")
+    other.calibrate([plain, dated])
+    assert other(plain) > other(dated)
+    # A text sharing nothing with the question is not brought in by its date.
+    assert asked("The bakery opens tomorrow.") == 0.0
+
+
+def test_a_when_question_reaches_the_reply_that_says_when() -> None:
+    r = Replica()
+    for i in range(6):
+        apply(r, statements(f"Gunther: Table {i} wants more coffee, Ross.", n=10 + i))
+    found = [
+        *statements("Monica Geller: Ross checked his messages at the party.", n=1),
+        *statements("Monica Geller: Ross checked his messages the next morning.", n=2),
+    ]
+    apply(r, found)
+    plain, dated = (s.belief_id for s in found)
+    view = shown(r.before("When did Ross check his messages?"))
+    assert view.index(dated) < view.index(plain)
+    view = shown(r.before("Did Ross check his messages?"))  # asks no time
+    assert view.index(plain) < view.index(dated)
+
+
+def statements(
+    text: str, *, n: int = 0, at: datetime = T0, said: datetime | None = None
+) -> list[Statement]:
+    o = Observe(obs_id=f"obs-{n}", author="ada", at=at, source=f"scene-{n}",
+                text=text, observed_at=said)  # fmt: skip
+    ctx = Context(world=W, author="ada", subject=obs(W, "ada"), seq=n + 1, now=at)
+    found = [out.message for out in extractor.handle(MemoryState(), o, ctx).out]
+    assert all(isinstance(s, Statement) for s in found)
+    return found  # type: ignore[return-value]
+
+
+def test_an_artifacts_date_is_when_its_statements_were_observed() -> None:
+    said = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+    found = statements("Caroline: I went to the support group yesterday.", said=said)
+    assert [s.evidence.observed_at for s in found] == [said]
+    assert [s.at for s in found] == [T0]  # the op is still made when handed over
+    # A time without a zone is UTC; a time after the handing over is then.
+    naive = statements("Caroline: I went.", said=said.replace(tzinfo=None))
+    assert naive[0].evidence.observed_at == said
+    later = statements("Caroline: I went.", said=T0 + timedelta(days=3))
+    assert later[0].evidence.observed_at == T0
+    assert statements("Caroline: I went.")[0].evidence.observed_at == T0
+
+
+def test_the_same_text_on_another_day_is_another_observation() -> None:
+    parts = (W, "ada", "s", "artifact", "text", "Yes.")
+    plain = observation_id(*parts)
+    assert plain == observation_id(*parts, "", None)
+    day = datetime(2023, 5, 8, tzinfo=UTC)
+    assert observation_id(*parts, "", day) != plain
+    assert observation_id(*parts, "", day) != observation_id(
+        *parts, "", day + timedelta(days=1)
+    )
