@@ -13,11 +13,11 @@ import pytest
 from tests.core.test_index import Replica
 from tests.core.test_observation_context import apply, shown
 from worldline.actors.extractor import core as extractor
-from worldline.actors.projector import answer_type
+from worldline.actors.projector import answer_type, core, index
 from worldline.actors.projector.relevance import Relevance
 from worldline.actors.runtime.memory import MemoryState
 from worldline.actors.runtime.spec import Context
-from worldline.protocols.messages import Observe, Statement
+from worldline.protocols.messages import Belief, BeliefChanged, Observe, Statement
 from worldline.protocols.subjects import obs
 from worldline.sdk.beliefs import observation_id
 
@@ -131,3 +131,80 @@ def test_the_same_text_on_another_day_is_another_observation() -> None:
     assert observation_id(*parts, "", day) != observation_id(
         *parts, "", day + timedelta(days=1)
     )
+
+
+AT: Final = datetime(2023, 5, 10, 12, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("question", "first", "last"),
+    [
+        ("What did Caroline do on 8 May 2023?", "2023-05-08", "2023-05-08"),
+        ("What happened on May 8th?", "2023-05-08", "2023-05-08"),  # at's year
+        ("What was decided on 2023-05-07?", "2023-05-07", "2023-05-07"),
+        ("What did she paint in 2022?", "2022-01-01", "2022-12-31"),
+        ("What changed in May?", "2023-05-01", "2023-05-31"),
+        ("What happened yesterday?", "2023-05-09", "2023-05-09"),
+        ("What did we try three days ago?", "2023-05-07", "2023-05-07"),
+        ("What did we decide last week?", "2023-05-01", "2023-05-07"),
+        ("Who called this month?", "2023-05-01", "2023-05-10"),
+    ],
+)
+def test_the_days_a_question_names(question: str, first: str, last: str) -> None:
+    found = answer_type.days(question, AT)
+    assert found is not None
+    assert (found[0].isoformat(), found[1].isoformat()) == (first, last)
+
+
+def test_no_days_without_a_date_or_a_clock() -> None:
+    assert answer_type.days("What may happen to the march?", AT) is None
+    assert answer_type.days("What happened yesterday?") is None  # no clock
+    assert answer_type.days("What happened on May 8th?") is None  # no year
+
+
+def said_on(r: Replica, text: str, day: datetime, n: int) -> str:
+    found = statements(text, n=n, at=AT, said=day)
+    apply(r, found)
+    return found[0].belief_id
+
+
+def test_a_question_about_a_day_finds_what_was_said_that_day() -> None:
+    r = Replica()
+    for i in range(6):
+        apply(r, statements(f"Gunther: Table {i} wants more coffee.", n=10 + i, at=AT))
+    text = "Caroline: I painted a lake sunrise."
+    found = [
+        *statements(text, n=1, at=AT, said=datetime(2023, 5, 8)),
+        *statements(text, n=2, at=AT, said=datetime(2023, 5, 1)),
+    ]
+    first = found[0].belief_id  # one belief, said twice: first said on the 1st
+    r.seq += 1
+    b = Belief(id=first, text=found[0].text, type="claim", confidence=0.6,
+               author="ada", created_at=AT, updated_at=AT, version=r.seq)  # fmt: skip
+    change = BeliefChanged(belief=b, evidence=[s.evidence for s in found])
+    r.st.apply(core.handle(r.st, change, r.ctx()))
+    card = index.card(r.st, W, first)
+    assert card is not None
+    assert card.said == "2023-05-01"
+    other = said_on(
+        r, "Caroline: Melanie painted a lake sunset.", datetime(2023, 5, 8), 3
+    )
+    on_the_8th = shown(r.before("What did Caroline paint on 8 May 2023?"))
+    assert on_the_8th.index(other) < on_the_8th.index(first)
+    on_the_1st = shown(r.before("What did Caroline paint on 1 May 2023?"))
+    assert on_the_1st.index(first) < on_the_1st.index(other)
+
+
+def test_a_view_for_a_question_about_time_says_when_each_belief_was_said() -> None:
+    r = Replica()
+    went = said_on(
+        r, "Caroline: I went to the support group yesterday.", datetime(2023, 5, 8), 1
+    )
+    view = r.before("When did Caroline go to the support group?").view
+    leaf = next(leaf for leaf in view.current if leaf.id == went)
+    assert leaf.said == "2023-05-08"
+    assert "yesterday. (" in view.prompt
+    assert "[said 2023-05-08]" in view.prompt
+    plain = r.before("Did Caroline go to the support group?").view
+    assert all(not leaf.said for leaf in plain.current)
+    assert "[said" not in plain.prompt

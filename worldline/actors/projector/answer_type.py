@@ -29,9 +29,10 @@ from __future__ import annotations
 
 import functools
 import re
+from datetime import date, datetime, timedelta
 from typing import Final, Literal
 
-__all__ = ["LIFT", "Kind", "asked", "offers"]
+__all__ = ["LIFT", "Kind", "asked", "days", "offers"]
 
 Kind = Literal["time", "place"]
 
@@ -150,3 +151,149 @@ def offers(kind: Kind, text: str) -> bool:
     """Whether ``text`` holds an answer of the ``kind`` (the module doc lists
     what each kind looks for)."""
     return _OFFERS[kind].search(text) is not None
+
+
+_MONTHS: Final = {
+    name: n
+    for n, names in enumerate(
+        (
+            ("january", "jan"),
+            ("february", "feb"),
+            ("march", "mar"),
+            ("april", "apr"),
+            ("may",),
+            ("june", "jun"),
+            ("july", "jul"),
+            ("august", "aug"),
+            ("september", "sept", "sep"),
+            ("october", "oct"),
+            ("november", "nov"),
+            ("december", "dec"),
+        ),
+        start=1,
+    )
+    for name in names
+}
+_MONTH_NAME: Final = "|".join(sorted(_MONTHS, key=len, reverse=True))
+_ORDINAL: Final = r"(\d{1,2})(?:st|nd|rd|th)?"
+# The dates a question names, most precise first: (pattern, what it spans).
+_DATES: Final = (
+    (re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b"), "ymd"),
+    (
+        re.compile(
+            rf"\b{_ORDINAL}\s+(?:of\s+)?({_MONTH_NAME})\.?,?(?:\s+(\d{{4}}))?\b",
+            re.IGNORECASE,
+        ),
+        "dmy",
+    ),
+    (
+        re.compile(
+            rf"\b({_MONTH_NAME})\.?\s+{_ORDINAL},?(?:\s+(\d{{4}}))?\b", re.IGNORECASE
+        ),
+        "mdy",
+    ),
+    (re.compile(rf"\b({_MONTH_NAME})\.?,?\s+(\d{{4}})\b", re.IGNORECASE), "my"),
+    (re.compile(rf"\bin\s+({_MONTH_NAME})\b", re.IGNORECASE), "m"),
+    (re.compile(r"\b(?:in|during|of)\s+(1[0-9]{3}|20[0-9]{2})\b"), "y"),
+)
+_RELATIVE: Final = re.compile(
+    r"\b(?:(today|tonight|this\s+morning)|(yesterday|last\s+night)"
+    r"|(?:(\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten)\s+"
+    r"(day|week|month|year)s?\s+ago)|(?:(last|this)\s+(week|month|year|weekend)))\b",
+    re.IGNORECASE,
+)
+_SMALL: Final = {
+    "a": 1,
+    "an": 1,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+}
+
+
+def days(query: str, at: datetime | None = None) -> tuple[date, date] | None:
+    """The days a question names (first and last, inclusive), or None: a date
+    ("2023-05-08", "8 May 2023", "May 8th", "May 2023", "in May", "in 2023"), or,
+    given the clock ``at``, a day relative to it ("yesterday", "three days ago",
+    "last week", "this month"). A date without its year is in ``at``'s year."""
+    today = at.date() if at is not None else None
+    for pattern, shape in _DATES:
+        found = pattern.search(query)
+        if found is None:
+            continue
+        span = _span(shape, found.groups(), today)
+        if span is not None:
+            return span
+    found = _RELATIVE.search(query) if today is not None else None
+    if found is None or today is None:
+        return None
+    now, yesterday, count, unit, which, period = found.groups()
+    if now:
+        return today, today
+    if yesterday:
+        return today - timedelta(days=1), today - timedelta(days=1)
+    if count:
+        n = _SMALL.get(count.lower()) or int(count)
+        unit = unit.lower()
+        if unit == "day":
+            day = today - timedelta(days=n)
+            return day, day
+        if unit == "week":
+            day = today - timedelta(weeks=n)
+            return day - timedelta(days=3), day + timedelta(days=3)
+        if unit == "month":
+            first = _month_start(today, -n)
+            return first, _month_start(first, 1) - timedelta(days=1)
+        return date(today.year - n, 1, 1), date(today.year - n, 12, 31)
+    period = period.lower()
+    back = which.lower() == "last"
+    if period in ("week", "weekend"):
+        monday = today - timedelta(days=today.weekday()) - timedelta(weeks=back)
+        if period == "weekend":
+            return monday + timedelta(days=5), monday + timedelta(days=6)
+        return monday, min(monday + timedelta(days=6), today)
+    if period == "month":
+        first = _month_start(today, -back)
+        return first, min(_month_start(first, 1) - timedelta(days=1), today)
+    year = today.year - back
+    return date(year, 1, 1), min(date(year, 12, 31), today)
+
+
+def _month_start(day: date, months: int) -> date:
+    index = day.year * 12 + day.month - 1 + months
+    return date(index // 12, index % 12 + 1, 1)
+
+
+def _span(
+    shape: str, groups: tuple[str | None, ...], today: date | None
+) -> tuple[date, date] | None:
+    """The days one matched date spans (None: not a date, or its year unknown)."""
+    try:
+        if shape == "ymd":
+            day = date(int(groups[0] or 0), int(groups[1] or 0), int(groups[2] or 0))
+            return day, day
+        if shape in ("dmy", "mdy"):
+            d, m, y = groups if shape == "dmy" else (groups[1], groups[0], groups[2])
+            year = int(y) if y else today.year if today else None
+            if year is None:
+                return None
+            day = date(year, _MONTHS[(m or "").lower()], int(d or 0))
+            return day, day
+        if shape in ("my", "m"):
+            year = int(groups[1]) if shape == "my" and groups[1] else None
+            year = year or (today.year if today else None)
+            if year is None:
+                return None
+            first = date(year, _MONTHS[(groups[0] or "").lower()], 1)
+            return first, _month_start(first, 1) - timedelta(days=1)
+        year = int(groups[0] or 0)
+        return date(year, 1, 1), date(year, 12, 31)
+    except ValueError:  # "31 February"
+        return None

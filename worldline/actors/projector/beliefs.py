@@ -458,6 +458,7 @@ def decision_scene(
             features=features,
             recent=tuple(index.recent(reader, world)),
             counts=index.counts(reader, world, query, focus),
+            said={c.belief.text: c.said for c in cards if c.said},
         ),
         query=query,
         focus=focus,

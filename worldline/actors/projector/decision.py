@@ -73,6 +73,7 @@ class _Ranked(
     length: int = -1
     near: tuple[str, ...] = ()
     near_length: int = 0
+    said: str = ""
 
     @property
     def terms(self) -> lexical.Terms:
@@ -169,6 +170,7 @@ def decision_scene(
             features=features,
             recent=tuple(index.recent(reader, world)),
             counts=counts,
+            said={c.belief.text: c.said for c in cards if c.said},
         ),
         query=query,
         focus=focus,
@@ -365,7 +367,7 @@ def read_scene(
         for end in (e.source, e.target)
         if end not in goals
     )
-    first = worldview_model.scaled(dataclasses.replace(first, near=near), query)
+    first = worldview_model.scaled(dataclasses.replace(first, near=near), query, at)
     kept = worldview_model.kept_beliefs(first, query, focus)
     # Without ``at``, the stored readings: a standing view changes only when a
     # belief it shows does (docs/worldview.md), not whenever the world's clock moves.

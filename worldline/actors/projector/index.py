@@ -89,6 +89,8 @@ class Card(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag="car
     # (worldline.actors.projector.context), and their length in content words.
     near: tuple[str, ...] = ()
     near_length: int = 0
+    # The day it was first said (context.said): a question about time reads it.
+    said: str = ""
 
     @property
     def terms(self) -> lexical.Terms:
@@ -216,6 +218,10 @@ def index_writes(
         close = lexical.Terms(old.near, old.near_length)
     else:
         close = lexical.Terms((), 0)
+    if evidence is not None:
+        first_said = context.said(evidence)
+    else:
+        first_said = old.said if old is not None else ""
     kept = evidence is None or (
         old is not None
         and (old.near, old.near_length) == (close.distinct, close.length)
@@ -237,6 +243,7 @@ def index_writes(
         embedder=embedder,
         near=close.distinct,
         near_length=close.length,
+        said=first_said,
     )
     writes[_card_key(world, belief.id)] = encode(new)
     # Unchanged keys are neither deleted nor written again.

@@ -36,6 +36,7 @@ from worldline.actors.projector import answer_type, lexical
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
+    from datetime import datetime
 
     import numpy as np
 
@@ -107,6 +108,8 @@ class Relevance:
         focus: str,
         features: Features | None = None,
         counts: lexical.Counts | None = None,
+        said: dict[str, str] | None = None,
+        at: datetime | None = None,
     ) -> None:
         self.query = query
         self.lexicon = (counts or lexical.Counts()).lexicon(query)
@@ -115,8 +118,13 @@ class Relevance:
         self.share = share(embedding.active())
         self.vector = _featured(embedding.active().id, query)[1]
         self.focus = set(lexical.terms(focus).distinct)
-        # The kind of answer the query asks for: a belief offering it is lifted.
+        # The kind of answer the query asks for, and the days it names (``at``
+        # dates "yesterday"): a belief offering the kind, or first said on one of
+        # the days (``said``: by text, YYYY-MM-DD), is lifted.
         self.asked = answer_type.asked(query)
+        days = answer_type.days(query, at)
+        self.days = None if days is None else (days[0].isoformat(), days[1].isoformat())
+        self.said = said or {}
         self.features: Features = features or {}
         self.scale = Scale()
         self.memo: dict[str, float] = {}  # slices ask about the same texts
@@ -188,10 +196,23 @@ class Relevance:
                 value = (1 - self.share) * found["lexical"] + semantic
             else:
                 value = found["lexical"]
-            if self.asked and value > 0 and answer_type.offers(self.asked, text):
+            if value > 0 and self._answers(text):
                 value *= 1 + answer_type.LIFT
             self.memo[text] = value
         return value
+
+    @property
+    def about_time(self) -> bool:
+        """Whether the query asks when, or names days."""
+        return self.asked == "time" or self.days is not None
+
+    def _answers(self, text: str) -> bool:
+        """Whether ``text`` offers the kind of answer the query asks for, or was
+        first said on a day it names."""
+        if self.asked and answer_type.offers(self.asked, text):
+            return True
+        said = self.said.get(text, "")
+        return self.days is not None and self.days[0] <= said <= self.days[1]
 
     def near_focus(self, text: str) -> float:
         """The share of ``text``'s terms among the agent's goals and work."""
