@@ -5,6 +5,7 @@ the day beside it."""
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 from datetime import UTC, datetime
@@ -14,7 +15,9 @@ import anyio
 import pytest
 
 import worldline
+from tests.runtime.test_sync_hooks import actors_in_background
 from tests.support import all_actors, running, unique_world
+from worldline import hooks, sync
 from worldline.sdk.hooks import observed
 
 pytestmark = pytest.mark.nats
@@ -79,3 +82,25 @@ async def test_the_cli_observes_with_a_date(nats_url: str, tmp_path: Path) -> No
         trace = await ada.trace(went.id)
     day = datetime(2023, 5, 8, tzinfo=UTC)  # no zone given: UTC
     assert [s.evidence.observed_at for s in trace.steps] == [day]
+
+
+def test_the_blocking_hooks_take_what_the_async_ones_take() -> None:
+    for name in ("observed", "reported"):
+        blocking = set(inspect.signature(getattr(sync.SyncWorld, name)).parameters)
+        asynchronous = set(inspect.signature(getattr(hooks, name)).parameters)
+        assert blocking - {"self"} == asynchronous - {"world"}, name
+
+
+def test_the_blocking_sdk_observes_with_a_date(nats_url: str, tmp_path: Path) -> None:
+    with (
+        actors_in_background(nats_url, tmp_path),
+        sync.connect(nats_url, world=unique_world(), agent="ada") as ada,
+    ):
+        done = ada.observed(
+            TURN, source="s1", context="Melanie: Hi!", observed_at=SESSION
+        )
+        assert done.applied
+        (went,) = (s.belief_id for s in done.statements)
+        trace = ada.trace(went)
+    assert [s.evidence.observed_at for s in trace.steps] == [SESSION]
+    assert [s.evidence.context for s in trace.steps] == ["Melanie: Hi!"]
