@@ -92,6 +92,9 @@ def test_a_when_question_reaches_the_reply_that_says_when() -> None:
     ]
     apply(r, found)
     plain, dated = (s.belief_id for s in found)
+    # The kinds are read when the card is written, not when it is ranked.
+    kept = {i: card.offers for i in (plain, dated) if (card := index.card(r.st, W, i))}
+    assert kept == {plain: (), dated: ("time",)}
     view = shown(r.before("When did Ross check his messages?"))
     assert view.index(dated) < view.index(plain)
     view = shown(r.before("Did Ross check his messages?"))  # asks no time

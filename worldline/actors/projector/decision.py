@@ -33,6 +33,7 @@ import msgspec
 
 from worldline.actors.belief_model import embedding
 from worldline.actors.projector import (
+    answer_type,
     beliefs,
     calibration,
     history,
@@ -74,6 +75,7 @@ class _Ranked(
     near: tuple[str, ...] = ()
     near_length: int = 0
     said: str = ""
+    offers: tuple[str, ...] | None = None
 
     @property
     def terms(self) -> lexical.Terms:
@@ -170,7 +172,7 @@ def decision_scene(
             features=features,
             recent=tuple(index.recent(reader, world)),
             counts=counts,
-            said={c.belief.text: c.said for c in cards if c.said},
+            marks={c.belief.text: answer_type.Marks(c.offers, c.said) for c in cards},
         ),
         query=query,
         focus=focus,

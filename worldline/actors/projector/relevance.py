@@ -108,7 +108,7 @@ class Relevance:
         focus: str,
         features: Features | None = None,
         counts: lexical.Counts | None = None,
-        said: dict[str, str] | None = None,
+        marks: dict[str, answer_type.Marks] | None = None,
         at: datetime | None = None,
     ) -> None:
         self.query = query
@@ -120,11 +120,11 @@ class Relevance:
         self.focus = set(lexical.terms(focus).distinct)
         # The kind of answer the query asks for, and the days it names (``at``
         # dates "yesterday"): a belief offering the kind, or first said on one of
-        # the days (``said``: by text, YYYY-MM-DD), is lifted.
+        # the days, is lifted (``marks``: what the cards say, by text).
         self.asked = answer_type.asked(query)
         days = answer_type.days(query, at)
         self.days = None if days is None else (days[0].isoformat(), days[1].isoformat())
-        self.said = said or {}
+        self.marks = marks or {}
         self.features: Features = features or {}
         self.scale = Scale()
         self.memo: dict[str, float] = {}  # slices ask about the same texts
@@ -209,9 +209,14 @@ class Relevance:
     def _answers(self, text: str) -> bool:
         """Whether ``text`` offers the kind of answer the query asks for, or was
         first said on a day it names."""
-        if self.asked and answer_type.offers(self.asked, text):
-            return True
-        said = self.said.get(text, "")
+        mark = self.marks.get(text)
+        if self.asked:
+            if mark is None or mark.offers is None:  # not from a card that kept them
+                if answer_type.offers(self.asked, text):
+                    return True
+            elif self.asked in mark.offers:
+                return True
+        said = mark.said if mark is not None else ""
         return self.days is not None and self.days[0] <= said <= self.days[1]
 
     def near_focus(self, text: str) -> float:

@@ -52,6 +52,7 @@ from worldline.protocols.worldview import Leaf, Worldview
 if TYPE_CHECKING:
     from datetime import datetime
 
+    from worldline.actors.projector.answer_type import Marks
     from worldline.actors.projector.lexical import Counts
     from worldline.actors.projector.relevance import Features
     from worldline.protocols.beliefs import BeliefEdge, Contradiction
@@ -105,9 +106,9 @@ class Scene:
     # by :func:`scaled` (None: the scene's own beliefs are the pool).
     counts: Counts | None = None
     scale: Scale | None = None
-    # The day each candidate was first said, by text (the cards'), for questions
-    # about time (worldline.actors.projector.answer_type).
-    said: dict[str, str] = field(default_factory=dict)
+    # What each candidate's card says for answer types, by text: the kinds of
+    # answer it offers and the day it was first said (.answer_type.Marks).
+    marks: dict[str, Marks] = field(default_factory=dict)
     # The query relevance :func:`scaled` calibrated, by (query, focus): a projection
     # of the scene (or of the scene with fewer beliefs) for that query reuses it and
     # what it read of each text, rather than scoring every text again.
@@ -167,7 +168,7 @@ def scaled(scene: Scene, query: str, at: datetime | None = None) -> Scene:
     again with fewer beliefs (a decision view's second pass), it keeps the scale,
     and the calibrated relevance (what it read of each text, on that scale)."""
     focus = _focus(scene)[1]
-    relevance = Relevance(query, focus, scene.features, scene.counts, scene.said, at)
+    relevance = Relevance(query, focus, scene.features, scene.counts, scene.marks, at)
     scale = relevance.calibrate(_pool(scene))
     return dataclasses.replace(scene, scale=scale, judged=(query, focus, relevance))
 
@@ -177,7 +178,7 @@ def _relevance(scene: Scene, query: str, focus: str, at: datetime) -> Relevance:
         asked, after, judged = scene.judged
         if (asked, after) == (query, focus) and judged.scale == scene.scale:
             return judged
-    relevance = Relevance(query, focus, scene.features, scene.counts, scene.said, at)
+    relevance = Relevance(query, focus, scene.features, scene.counts, scene.marks, at)
     if scene.scale is None:
         relevance.calibrate(_pool(scene))
     else:
@@ -263,7 +264,8 @@ def _current(scene: Scene, value: Weight, relevance: Relevance) -> list[Item]:
         if b.type == "goal":
             continue
         values[b.id] = value(b)
-        said = scene.said.get(b.text, "") if relevance.about_time else ""
+        mark = scene.marks.get(b.text) if relevance.about_time else None
+        said = mark.said if mark is not None else ""
         make = _claim_leaf(scene, b, values[b.id], depends, said)
         items.append((values[b.id], b.id, make))
     for c in scene.contradictions:
