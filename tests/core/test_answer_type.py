@@ -11,14 +11,10 @@ from typing import Final
 import pytest
 
 from tests.core.test_index import Replica
-from tests.core.test_observation_context import apply, shown
-from worldline.actors.extractor import core as extractor
+from tests.core.test_observation_context import apply, shown, statements
 from worldline.actors.projector import answer_type, core, index
 from worldline.actors.projector.relevance import Relevance
-from worldline.actors.runtime.memory import MemoryState
-from worldline.actors.runtime.spec import Context
-from worldline.protocols.messages import Belief, BeliefChanged, Observe, Statement
-from worldline.protocols.subjects import obs
+from worldline.protocols.messages import Belief, BeliefChanged
 from worldline.sdk.beliefs import observation_id
 
 W: Final = "w1"
@@ -99,17 +95,6 @@ def test_a_when_question_reaches_the_reply_that_says_when() -> None:
     assert view.index(dated) < view.index(plain)
     view = shown(r.before("Did Ross check his messages?"))  # asks no time
     assert view.index(plain) < view.index(dated)
-
-
-def statements(
-    text: str, *, n: int = 0, at: datetime = T0, said: datetime | None = None
-) -> list[Statement]:
-    o = Observe(obs_id=f"obs-{n}", author="ada", at=at, source=f"scene-{n}",
-                text=text, observed_at=said)  # fmt: skip
-    ctx = Context(world=W, author="ada", subject=obs(W, "ada"), seq=n + 1, now=at)
-    found = [out.message for out in extractor.handle(MemoryState(), o, ctx).out]
-    assert all(isinstance(s, Statement) for s in found)
-    return found  # type: ignore[return-value]
 
 
 def test_an_artifacts_date_is_when_its_statements_were_observed() -> None:
