@@ -283,6 +283,7 @@ _RELATIVE: Final = re.compile(
     r"(day|week|month|year)s?\s+ago)|(?:(last|this)\s+(week|month|year|weekend)))\b",
     re.IGNORECASE,
 )
+_RELATIVE_CUES: Final = _vocabulary("today tonight yesterday ago last this")
 _SMALL: Final = {
     "a": 1,
     "an": 1,
@@ -304,16 +305,25 @@ def days(query: str, at: datetime | None = None) -> tuple[date, date] | None:
     ("2023-05-08", "8 May 2023", "May 8th", "May 2023", "in May", "in 2023"), or,
     given the clock ``at``, a day relative to it ("yesterday", "three days ago",
     "last week", "this month"). A date without its year is in ``at``'s year."""
-    today = at.date() if at is not None else None
-    for pattern, shape in _DATES:
-        found = pattern.search(query)
-        if found is None:
-            continue
-        span = _span(shape, found.groups(), today)
-        if span is not None:
-            return span
-    found = _RELATIVE.search(query) if today is not None else None
-    if found is None or today is None:
+    return _days(query, at.date() if at is not None else None)
+
+
+@functools.lru_cache(maxsize=1024)
+def _days(query: str, today: date | None) -> tuple[date, date] | None:
+    words = _words(query)
+    digits = _DIGIT.search(query) is not None
+    if digits or not words.isdisjoint(_MONTHS):  # a date's patterns need either
+        for pattern, shape in _DATES:
+            found = pattern.search(query)
+            if found is None:
+                continue
+            span = _span(shape, found.groups(), today)
+            if span is not None:
+                return span
+    if today is None or words.isdisjoint(_RELATIVE_CUES):
+        return None
+    found = _RELATIVE.search(query)
+    if found is None:
         return None
     now, yesterday, count, unit, which, period = found.groups()
     if now:
