@@ -55,15 +55,21 @@ _PART: Final = r"(?:morning|afternoon|evening|night|summer|winter|spring|autumn|
 # all, tried at every character, cost 0.3 ms a sentence. "May" and "March" are
 # months only beside a number or a word that dates them ("may" is mostly the verb,
 # "march" often the noun).
-_WORD: Final = re.compile(r"[a-z0-9']+")
-_PART_OF_WORD: Final = re.compile(r"[a-z0-9]+")
+# Every ASCII character but letters, digits and the apostrophe ends a word.
+_SPACES: Final = str.maketrans(
+    dict.fromkeys(
+        (chr(c) for c in range(128) if not (chr(c).isalnum() or chr(c) == "'")), " "
+    )
+)
 
 
-def _words(text: str) -> frozenset[str]:
+def _words(text: str) -> set[str]:
     """``text``'s lower-case words, with and without their apostrophes' parts
     ("o'clock" and "morning's", "morning")."""
-    lower = text.lower()
-    return frozenset(_WORD.findall(lower)).union(_PART_OF_WORD.findall(lower))
+    found = set(text.lower().translate(_SPACES).split())
+    for word in [w for w in found if "'" in w]:
+        found.update(part for part in word.split("'") if part)
+    return found
 
 
 def _vocabulary(words: str, *endings: str) -> frozenset[str]:
@@ -111,27 +117,36 @@ _TIME_PHRASES: Final = re.compile(
     ),
     re.IGNORECASE,
 )
-_TIME_DIGITS: Final = re.compile(
-    "|".join(
-        [
-            r"\b\d{1,2}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:may|march)\b",
-            r"\b(?:1[0-9]{3}|20[0-9]{2})s?\b",
-            r"'\d0s\b",
-            r"\b\d{1,2}(?::\d{2})?\s*(?:am|pm|a\.m\.|p\.m\.)",
-            r"\b\d{1,2}:\d{2}\b",
-            r"\b\d{1,2}/\d{1,2}/\d{2,4}\b",
-        ]
-    ),
+# Dates and clock times with digits, matched where a run of digits starts: a year,
+# "the 1990s", "5:30", "5 pm", "8/5/2023", "8 May"; and "'90s".
+_DIGITS: Final = re.compile(r"\d+")
+_AT_DIGITS: Final = re.compile(
+    r"(?:1\d{3}|20\d{2})s?\b|\d{1,2}(?::\d{2})?\s*(?:am|pm|a\.m\.|p\.m\.)"
+    r"|\d{1,2}:\d{2}\b|\d{1,2}/\d{1,2}/\d{2,4}\b"
+    r"|\d{1,2}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:may|march)\b",
     re.IGNORECASE,
 )
+_DECADE: Final = re.compile(r"\d0s\b")
 _DIGIT: Final = re.compile(r"\d")
 
 
-def _says_when(text: str) -> bool:
-    words = _words(text)
+def _digits_say_when(text: str) -> bool:
+    for run in _DIGITS.finditer(text):
+        start = run.start()
+        before = text[start - 1] if start else " "
+        if before.isalnum() or before == "_":  # inside a word: no \b before it
+            continue
+        if before == "'" and _DECADE.match(text, start) and run.end() - start == 2:
+            return True
+        if _AT_DIGITS.match(text, start) is not None:
+            return True
+    return False
+
+
+def _says_when(text: str, words: set[str]) -> bool:
     if not words.isdisjoint(_TIME_WORDS):
         return True
-    if _DIGIT.search(text) is not None and _TIME_DIGITS.search(text) is not None:
+    if _digits_say_when(text):
         return True
     return not words.isdisjoint(_PHRASE_CUES) and (
         _TIME_PHRASES.search(text) is not None
@@ -164,10 +179,9 @@ _BEFORE_NOUN: Final = re.compile(
 )
 
 
-def _names_a_place(text: str) -> bool:
+def _names_a_place(text: str, words: set[str]) -> bool:
     if _BEFORE_NAME.search(text) is not None:
         return True
-    words = _words(text)
     return not words.isdisjoint(_PLACE_NOUNS) and (
         _BEFORE_NOUN.search(text) is not None
     )
@@ -211,16 +225,18 @@ def asked(query: str) -> Kind | None:
 def offers(kind: Kind, text: str) -> bool:
     """Whether ``text`` holds an answer of the ``kind`` (the module doc lists
     what each kind looks for)."""
-    return _says_when(text) if kind == "time" else _names_a_place(text)
+    words = _words(text)
+    return _says_when(text, words) if kind == "time" else _names_a_place(text, words)
 
 
 def kinds(text: str) -> tuple[Kind, ...]:
     """The kinds of answer ``text`` offers: what its card keeps, so that a read
     need not match a candidate's text (8 to 25 us each) again."""
     found: list[Kind] = []
-    if _names_a_place(text):
+    words = _words(text)
+    if _names_a_place(text, words):
         found.append("place")
-    if _says_when(text):
+    if _says_when(text, words):
         found.append("time")
     return tuple(found)
 
