@@ -5,14 +5,15 @@ projector cores on in-memory stores."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Final
 
+import msgspec
 import pytest
 
 from tests.core.test_index import Replica
 from tests.core.test_observation_context import apply, shown, statements
-from worldline.actors.projector import answer_type, core, index
+from worldline.actors.projector import answer_type, context, core, index
 from worldline.actors.projector.relevance import Relevance
 from worldline.protocols.messages import Belief, BeliefChanged
 from worldline.sdk.beliefs import observation_id
@@ -196,3 +197,15 @@ def test_a_view_for_a_question_about_time_says_when_each_belief_was_said() -> No
     plain = r.before("Did Caroline go to the support group?").view
     assert all(not leaf.said for leaf in plain.current)
     assert "[said" not in plain.prompt
+
+
+def test_the_first_said_day_reads_a_time_without_a_zone_as_utc() -> None:
+    aware = statements("Caroline: I went.", said=datetime(2023, 5, 8, 23, tzinfo=UTC))
+    late = datetime(2023, 5, 9, 1, tzinfo=timezone(timedelta(hours=5)))  # the 8th, UTC
+    zoned = msgspec.structs.replace(aware[0].evidence, id="ev-x", observed_at=late)
+    raw = msgspec.structs.replace(
+        aware[0].evidence, id="ev-y", observed_at=datetime(2023, 5, 9, 12)
+    )  # what a raw client can send: decoded without a zone
+    assert context.said([raw, zoned, aware[0].evidence]) == "2023-05-08"
+    assert context.said([raw]) == "2023-05-09"
+    assert context.said([]) == ""

@@ -85,7 +85,7 @@ def said(evidence: Iterable[Evidence]) -> str:
     when the artifact says it happened (``Observe.observed_at``); "" without
     evidence. A question about time is answered with it (:mod:`.answer_type`)."""
     days = [
-        e.observed_at.astimezone(UTC) if e.observed_at.tzinfo else e.observed_at
+        t.astimezone(UTC) if (t := e.observed_at).tzinfo else t.replace(tzinfo=UTC)
         for e in evidence
-    ]
+    ]  # a time without a zone (from a raw client) is read as UTC
     return min(days).date().isoformat() if days else ""
