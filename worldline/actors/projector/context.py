@@ -20,7 +20,7 @@ Computed when the card is written, never at read time.
 
 from __future__ import annotations
 
-from datetime import UTC
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final
 
 from worldline.actors.belief_model.text import content_stems
@@ -84,8 +84,13 @@ def said(evidence: Iterable[Evidence]) -> str:
     evidence item's ``observed_at``, which for a statement read from an artifact is
     when the artifact says it happened (``Observe.observed_at``); "" without
     evidence. A question about time is answered with it (:mod:`.answer_type`)."""
-    days = [
-        t.astimezone(UTC) if (t := e.observed_at).tzinfo else t.replace(tzinfo=UTC)
-        for e in evidence
-    ]  # a time without a zone (from a raw client) is read as UTC
-    return min(days).date().isoformat() if days else ""
+    try:
+        first = min((e.observed_at for e in evidence), default=None)
+    except TypeError:  # times with and without a zone (a raw client's): UTC
+        first = min(_utc(e.observed_at) for e in evidence)
+    return "" if first is None else _utc(first).astimezone(UTC).date().isoformat()
+
+
+def _utc(t: datetime) -> datetime:
+    """``t``, read as UTC when it has no zone."""
+    return t if t.tzinfo else t.replace(tzinfo=UTC)
