@@ -30,9 +30,12 @@ from __future__ import annotations
 import functools
 import re
 from datetime import date, datetime, timedelta
-from typing import Final, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple
 
-__all__ = ["LIFT", "Kind", "Marks", "asked", "days", "kinds", "offers"]
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+__all__ = ["LIFT", "Kind", "Marks", "asked", "days", "kinds", "marks", "offers"]
 
 Kind = Literal["time", "place"]
 
@@ -404,3 +407,12 @@ def _span(
         return date(year, 1, 1), date(year, 12, 31)
     except ValueError:  # "31 February"
         return None
+
+
+def marks(query: str, at: datetime | None, cards: Iterable[Any]) -> dict[str, Marks]:
+    """What ``cards`` (the candidates, :class:`~.index.Card` or its ranking
+    view) say for answer types, by text; nothing when ``query`` asks no kind of
+    answer and names no day (the ranking then reads none)."""
+    if asked(query) is None and days(query, at) is None:
+        return {}
+    return {c.belief.text: Marks(c.offers, c.said) for c in cards}

@@ -172,7 +172,7 @@ def decision_scene(
             features=features,
             recent=tuple(index.recent(reader, world)),
             counts=counts,
-            marks={c.belief.text: answer_type.Marks(c.offers, c.said) for c in cards},
+            marks=answer_type.marks(query, at, cards),
         ),
         query=query,
         focus=focus,

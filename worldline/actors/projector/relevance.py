@@ -125,6 +125,10 @@ class Relevance:
         days = answer_type.days(query, at)
         self.days = None if days is None else (days[0].isoformat(), days[1].isoformat())
         self.marks = marks or {}
+        # Whether the query asks when or names days (a view then shows each
+        # belief's day), and whether anything is lifted at all.
+        self.about_time = self.asked == "time" or self.days is not None
+        self.typed = self.asked is not None or self.days is not None
         self.features: Features = features or {}
         self.scale = Scale()
         self.memo: dict[str, float] = {}  # slices ask about the same texts
@@ -196,15 +200,10 @@ class Relevance:
                 value = (1 - self.share) * found["lexical"] + semantic
             else:
                 value = found["lexical"]
-            if value > 0 and self._answers(text):
+            if self.typed and value > 0 and self._answers(text):
                 value *= 1 + answer_type.LIFT
             self.memo[text] = value
         return value
-
-    @property
-    def about_time(self) -> bool:
-        """Whether the query asks when, or names days."""
-        return self.asked == "time" or self.days is not None
 
     def _answers(self, text: str) -> bool:
         """Whether ``text`` offers the kind of answer the query asks for, or was
