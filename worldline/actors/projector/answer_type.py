@@ -16,7 +16,8 @@ whether a text holds an answer of that kind:
 English patterns, deterministic, no model. On the dev sets (docs/benchmarks.md,
 "Answer types") a gold answer to a when-question says when 6.7 times as often as an
 utterance at random on FriendsQA and 2.9 times as often as a sentence on SQuAD; to a
-where-question, it names a place 5.1 and 2.3 times as often. So the ranking lifts a
+where-question, it names a place 4.8 and 2.3 times as often
+(``bench/answer_types.py``). So the ranking lifts a
 belief that offers the asked kind by :data:`LIFT` of its query relevance
 (:class:`worldline.actors.projector.relevance.Relevance`): a lift, not a score of its
 own, so a belief that shares nothing with the question is never brought in because
