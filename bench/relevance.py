@@ -76,6 +76,7 @@ from pipeline import drained, pct, stop_actor_processes
 
 import worldline
 from worldline.actors.belief_model import embedding
+from worldline.actors.projector import answer_type
 from worldline.actors.runtime.embedded import EmbeddedNats
 from worldline.protocols.messages import (
     PROJECTOR_REPLY,
@@ -156,6 +157,7 @@ class Question:
     tokens: int  # the worldview prompt's
     dense: bool | None = None  # top ``budget`` by cosine; None: no dense baseline
     fused: bool | None = None  # top ``budget`` of BM25 + dense fused by RRF
+    asks: str = ""  # the kind of answer the question asks for (answer_type.asked)
 
 
 @dataclass
@@ -182,6 +184,25 @@ class Results:
         found = [getattr(q, name) for q in self.questions]
         known = [bool(f) for f in found if f is not None]
         return sum(known) / len(known) if known else math.nan
+
+    def by_kind(self) -> dict[str, tuple[int, float, float, float]]:
+        """By the kind of answer asked ("other": untyped): how many questions,
+        and the worldview's, same-budget BM25's and RRF's hit rates."""
+        found = {}
+        for kind in ("time", "place", ""):
+            asked = [q for q in self.questions if q.asks == kind]
+
+            def rate(name: str, asked: list[Question] = asked) -> float:
+                hits = sum(bool(getattr(q, name)) for q in asked)
+                return hits / len(asked) if asked else math.nan
+
+            found[kind or "other"] = (
+                len(asked),
+                rate("worldview"),
+                rate("bm25"),
+                rate("fused"),
+            )
+        return found
 
     def summary(self) -> dict[str, float]:
         budgets = [q.budget for q in self.questions] or [0]
@@ -512,6 +533,7 @@ async def judge(
         tokens=view.tokens,
         dense=dense_hit,
         fused=fused_hit,
+        asks=answer_type.asked(text) or "",
     )
 
 
@@ -683,6 +705,9 @@ def report(r: Results) -> None:
         row("dense same budget hit rate", f"{s['dense_same_budget']:.3f}  ({r.dense})")
         row("BM25 + dense RRF same budget", f"{s['bm25_dense_rrf_same_budget']:.3f}")
         row("difference vs BM25 + dense RRF", f"{s['difference_rrf']:+.3f}")
+    for kind, (n, mine, bm25, fused) in r.by_kind().items():
+        rrf = f" / RRF {fused:.3f}" if r.dense else ""
+        row(f"  asks {kind} ({n})", f"{mine:.3f} / BM25 {bm25:.3f}{rrf}")
     row("budget (beliefs shown), mean", f"{s['mean_budget']:.2f}")
     row("prompt tokens mean / max", f"{s['mean_tokens']:.0f} / {s['max_tokens']}")
     if r.search_note:

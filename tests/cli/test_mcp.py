@@ -356,6 +356,14 @@ async def _beliefs(
     assert seen["applied"]
     hits = await _ok(session, "search", query="Joey lasagna")
     assert reply in {h["belief"]["text"] for h in hits["hits"]}
+    # A turn observed with its session's date is observed then.
+    turn = "Caroline: I went to the LGBTQ support group yesterday."
+    day = "2023-05-08T13:56:00Z"
+    seen = await _ok(session, "observe", text=turn, source="s1", observed_at=day)
+    assert seen["applied"]
+    (went,) = seen["claims"]
+    chain = await _ok(session, "trace", belief_id=went)
+    assert [step["evidence"]["observed_at"] for step in chain["steps"]] == [day]
 
 
 async def _judgment(session: ClientSession) -> None:

@@ -38,11 +38,19 @@ W: Final = "w1"
 T0: Final = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def statements(text: str, *, context: str = "", n: int = 0) -> list[Statement]:
-    """What the extractor core reads in one observed turn."""
-    o = Observe(obs_id=f"obs-{n}", author="ada", at=T0, source=f"scene-u{n}",
-                text=text, context=context)  # fmt: skip
-    ctx = Context(world=W, author="ada", subject=obs(W, "ada"), seq=n + 1, now=T0)
+def statements(
+    text: str,
+    *,
+    context: str = "",
+    n: int = 0,
+    at: datetime = T0,
+    said: datetime | None = None,
+) -> list[Statement]:
+    """What the extractor core reads in one observed turn (handed over at ``at``,
+    saying it happened at ``said``)."""
+    o = Observe(obs_id=f"obs-{n}", author="ada", at=at, source=f"scene-u{n}",
+                text=text, context=context, observed_at=said)  # fmt: skip
+    ctx = Context(world=W, author="ada", subject=obs(W, "ada"), seq=n + 1, now=at)
     found = [out.message for out in extractor.handle(MemoryState(), o, ctx).out]
     assert all(isinstance(s, Statement) for s in found)
     return found  # type: ignore[return-value]

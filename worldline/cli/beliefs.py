@@ -467,7 +467,12 @@ def _observe(args: argparse.Namespace) -> Callable[[World], Awaitable[None]]:
         if args.verb == "after":
             obs_id = await world.after(text)
         else:
-            obs_id = await world.observe(text, source=source, context=args.context)
+            obs_id = await world.observe(
+                text,
+                source=source,
+                context=args.context,
+                observed_at=args.observed_at,
+            )
         emit(args, {"obs_id": obs_id}, f"observed {obs_id} (extraction is async)")
 
     return run

@@ -320,11 +320,10 @@ def parser() -> argparse.ArgumentParser:
     )
     observe.add_argument("file", help="a text file, or - for standard input")
     observe.add_argument("--source", default="", help="where the artifact came from")
-    observe.add_argument(
-        "--context",
-        default="",
-        help="what came just before it (the previous turn), read beside its statements",
-    )
+    context = "what came just before it (the previous turn), read beside its statements"
+    observe.add_argument("--context", default="", help=context)
+    said = "when the artifact says it happened (ISO time; default: now)"
+    observe.add_argument("--observed-at", type=_instant, default=None, help=said)
 
     world = verbs.add_parser("world", help="declare a world, or show it")
     world_verbs = world.add_subparsers(dest="world_verb", required=True, metavar="VERB")

@@ -5,6 +5,7 @@ fields (``write``) and the inbox. Each calls the SDK as the calling agent."""
 # No `from __future__ import annotations`: the MCP SDK reads these signatures at
 # run time (pydantic) to build each tool's input schema.
 
+from datetime import datetime
 from typing import Annotated
 
 from mcp.server.mcpserver.tools import Tool
@@ -90,12 +91,24 @@ def write_tools(agents: Agents) -> list[Tool]:
                 "beside its statements, so a reply is found through what it answers",
             ),
         ] = "",
+        observed_at: Annotated[
+            datetime | None,
+            Field(
+                description="when the artifact says it happened (ISO time, e.g. a "
+                "conversation session's date); default now",
+            ),
+        ] = None,
     ) -> CallToolResult:
         """Hand an artifact (a document, a tool result) to the extractor; returns
         the belief ids read from it by type, once applied."""
         with tool_errors("observe"):
             found = await observed(
-                agents.current(), text, source=source, wait=wait, context=context
+                agents.current(),
+                text,
+                source=source,
+                wait=wait,
+                context=context,
+                observed_at=observed_at,
             )
         return _extracted(found)
 

@@ -59,6 +59,11 @@ class Observe(Message, tag="obs.artifact.v1", kw_only=True, frozen=True):
     # the paragraph above): read by retrieval as the statements' context, never
     # as statements of its own (docs/worldview.md, "The observation's context").
     context: Annotated[str, msgspec.Meta(max_length=4096)] = ""
+    # When the artifact says it happened (a conversation session's date, a
+    # report's): its statements' evidence is observed then, not at ``at`` (never
+    # later than ``at``); None: at ``at`` (docs/worldview.md, "Answer types and
+    # the time a statement was made").
+    observed_at: datetime | None = None
 
 
 class AddBelief(Message, tag="op.add_belief.v1", kw_only=True, frozen=True):

@@ -28,6 +28,9 @@ class Leaf(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     confidence: float | None = None
     flags: tuple[str, ...] = ()  # stale, stable, contradicted, uncertain
     trace: tuple[str, ...] = ()  # ids that put it here
+    # For a question about time (it asks when, or names a day): the day the belief
+    # was first said, YYYY-MM-DD (an observed artifact's own date when it gave one).
+    said: str = ""
 
 
 class Worldview(msgspec.Struct, frozen=True, kw_only=True):

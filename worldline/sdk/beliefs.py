@@ -326,12 +326,17 @@ class BeliefMixin(SourceMixin, EdgeMixin):
         role: Literal["artifact", "output", "tool"] = "artifact",
         media_type: Literal["text", "markdown", "json"] | None = None,
         context: str = "",
+        observed_at: datetime | None = None,
     ) -> str:
         """Hand an artifact to the extractor; return the observation id.
 
         ``context`` is what came just before the artifact (the previous turn of a
         conversation, say): retrieval reads it beside the statements (a reply is
         found through the turn it answers), and it adds no statement itself.
+        ``observed_at`` is when the artifact says it happened (a conversation's
+        session date): its statements are observed then (a time without a zone is
+        UTC; a time after now is now), and a worldview for a question that asks
+        when shows that date beside them.
 
         The id is derived from the world and the content (:func:`observation_id`):
         observing the same artifact twice in one world changes nothing (the repeat's
@@ -343,7 +348,14 @@ class BeliefMixin(SourceMixin, EdgeMixin):
         observation = validated(
             Observe(
                 obs_id=observation_id(
-                    self.world, self.agent, source, role, kind, text, context
+                    self.world,
+                    self.agent,
+                    source,
+                    role,
+                    kind,
+                    text,
+                    context,
+                    observed_at,
                 ),
                 author=self.agent,
                 at=utc_now(),
@@ -352,6 +364,7 @@ class BeliefMixin(SourceMixin, EdgeMixin):
                 role=role,
                 media_type=kind,
                 context=context,
+                observed_at=observed_at,
             )
         )
         await self._publish(obs(self.world, self.agent), observation, new_id("obs"))
@@ -412,16 +425,21 @@ def observation_id(
     media_type: str,
     text: str,
     context: str = "",
+    observed_at: datetime | None = None,
 ) -> str:
     """The idempotency id of an observation, with the agent the seed of its
     statements' op ids; not its ``Nats-Msg-Id``, since anyone can compute it. The
     world is part of it: the same artifact observed into two worlds is two
     observations (``tests/runtime/test_world_scoped_ids.py``).
     """
-    parts = (world, agent, source, role, media_type, text)
-    # The same text after another turn is another observation; without a context
-    # the id is what it always was.
-    material = "\0".join((*parts, context) if context else parts)
+    parts: tuple[str, ...] = (world, agent, source, role, media_type, text)
+    # The same text after another turn, or on another day, is another
+    # observation; without a context or a date the id is what it always was.
+    if context or observed_at is not None:
+        parts = (*parts, context)
+    if observed_at is not None:
+        parts = (*parts, observed_at.isoformat())
+    material = "\0".join(parts)
     return f"obs-{hashlib.sha256(material.encode()).hexdigest()[:24]}"
 
 

@@ -104,6 +104,7 @@ async def observed(
     role: Role = "artifact",
     wait: float | None = None,
     context: str = "",
+    observed_at: datetime | None = None,
 ) -> Extracted:
     """Hand ``text`` to the extractor and wait until what it reads is applied.
 
@@ -116,6 +117,7 @@ async def observed(
             world's request timeout); 0 returns at once with ``applied=False``.
         context: what came just before it (the previous turn), which retrieval
             reads beside its statements (:meth:`World.observe`).
+        observed_at: when the artifact says it happened (:meth:`World.observe`).
 
     Returns:
         The statements the extractor reads in it, and whether all are applied.
@@ -127,7 +129,9 @@ async def observed(
     """
     # Refuse before publishing what the extractor would only dead-letter.
     _preview(world, "obs-preview", text, source, role)
-    obs_id = await world.observe(text, source=source, role=role, context=context)
+    obs_id = await world.observe(
+        text, source=source, role=role, context=context, observed_at=observed_at
+    )
     statements = _preview(world, obs_id, text, source, role)
     pending = {s.evidence_id: s.belief_id for s in statements}
     limit = world.timeout if wait is None else wait

@@ -217,11 +217,20 @@ class SyncWorld:
         source: str = "",
         role: Role = "artifact",
         wait: float | None = None,
+        context: str = "",
+        observed_at: datetime | None = None,
     ) -> Extracted:
         """``observe``, then wait until what the extractor reads is applied."""
         return self._call(
             functools.partial(
-                observed, self.aio, text, source=source, role=role, wait=wait
+                observed,
+                self.aio,
+                text,
+                source=source,
+                role=role,
+                wait=wait,
+                context=context,
+                observed_at=observed_at,
             )
         )
 

@@ -40,6 +40,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Annotated, Final, Literal
 
 import msgspec
@@ -259,6 +260,17 @@ def _from_json(text: str, source: str, kind: EvidenceKind) -> list[Found]:
     return found
 
 
+def said_at(obs: Observe) -> datetime:
+    """When ``obs``'s statements were made: its ``observed_at`` (a time without a
+    zone read as UTC; one after ``at``, when it was handed over, is ``at``: what is
+    observed has happened), else ``at``."""
+    said = obs.observed_at
+    if said is None:
+        return obs.at
+    at = obs.at if obs.at.tzinfo else obs.at.replace(tzinfo=UTC)
+    return min(said if said.tzinfo else said.replace(tzinfo=UTC), at)
+
+
 def _statement(
     ctx: Context, obs: Observe, index: int, item: Found, by: str
 ) -> Outgoing:
@@ -287,7 +299,7 @@ def _statement(
             direction=item.direction,
             kind=item.kind,
             source=item.source,
-            observed_at=obs.at,
+            observed_at=said_at(obs),
             text=item.note or item.text,
             artifact=obs.obs_id,
             # The agent that observed it, as the bus authenticated it (the subject,

@@ -24,8 +24,8 @@ import msgspec
 from worldline.actors.belief_model import contradictions as contra_model
 from worldline.actors.belief_model import embedding, posterior
 from worldline.actors.belief_model.posterior import UNCERTAIN_SD
-from worldline.actors.projector import contradictions as contra
 from worldline.actors.projector import (
+    answer_type,
     edge_trace,
     history,
     index,
@@ -33,6 +33,7 @@ from worldline.actors.projector import (
     relevance,
     slots,
 )
+from worldline.actors.projector import contradictions as contra
 from worldline.actors.projector import worldview as worldview_model
 from worldline.actors.projector.clocks import (
     Reads,
@@ -458,6 +459,7 @@ def decision_scene(
             features=features,
             recent=tuple(index.recent(reader, world)),
             counts=index.counts(reader, world, query, focus),
+            marks=answer_type.marks(query, at, cards),
         ),
         query=query,
         focus=focus,

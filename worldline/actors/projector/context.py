@@ -20,6 +20,7 @@ Computed when the card is written, never at read time.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final
 
 from worldline.actors.belief_model.text import content_stems
@@ -37,6 +38,7 @@ __all__ = [
     "contexts",
     "in_context",
     "near",
+    "said",
 ]
 
 CONTEXTS: Final = 2  # evidence items whose context a card reads
@@ -75,3 +77,20 @@ def near(evidence: Iterable[Evidence], own: lexical.Terms) -> lexical.Terms:
         length += len(words)
         found.update((w, None) for w in words if w not in mine)
     return lexical.Terms(tuple(found)[:CONTEXT_TERMS], length if found else 0)
+
+
+def said(evidence: Iterable[Evidence]) -> str:
+    """The day a belief was first said (``YYYY-MM-DD``, UTC): its earliest
+    evidence item's ``observed_at``, which for a statement read from an artifact is
+    when the artifact says it happened (``Observe.observed_at``); "" without
+    evidence. A question about time is answered with it (:mod:`.answer_type`)."""
+    try:
+        first = min((e.observed_at for e in evidence), default=None)
+    except TypeError:  # times with and without a zone (a raw client's): UTC
+        first = min(_utc(e.observed_at) for e in evidence)
+    return "" if first is None else _utc(first).astimezone(UTC).date().isoformat()
+
+
+def _utc(t: datetime) -> datetime:
+    """``t``, read as UTC when it has no zone."""
+    return t if t.tzinfo else t.replace(tzinfo=UTC)

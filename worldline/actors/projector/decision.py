@@ -33,6 +33,7 @@ import msgspec
 
 from worldline.actors.belief_model import embedding
 from worldline.actors.projector import (
+    answer_type,
     beliefs,
     calibration,
     history,
@@ -73,6 +74,8 @@ class _Ranked(
     length: int = -1
     near: tuple[str, ...] = ()
     near_length: int = 0
+    said: str = ""
+    offers: tuple[str, ...] | None = None
 
     @property
     def terms(self) -> lexical.Terms:
@@ -169,6 +172,7 @@ def decision_scene(
             features=features,
             recent=tuple(index.recent(reader, world)),
             counts=counts,
+            marks=answer_type.marks(query, at, cards),
         ),
         query=query,
         focus=focus,
@@ -365,7 +369,7 @@ def read_scene(
         for end in (e.source, e.target)
         if end not in goals
     )
-    first = worldview_model.scaled(dataclasses.replace(first, near=near), query)
+    first = worldview_model.scaled(dataclasses.replace(first, near=near), query, at)
     kept = worldview_model.kept_beliefs(first, query, focus)
     # Without ``at``, the stored readings: a standing view changes only when a
     # belief it shows does (docs/worldview.md), not whenever the world's clock moves.

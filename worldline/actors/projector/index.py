@@ -31,7 +31,7 @@ import msgspec
 import numpy as np
 
 from worldline.actors.belief_model import embedding
-from worldline.actors.projector import context, lexical
+from worldline.actors.projector import answer_type, context, lexical
 from worldline.actors.runtime.keys import key_part
 from worldline.protocols.messages import Belief, encode
 
@@ -89,6 +89,10 @@ class Card(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag="car
     # (worldline.actors.projector.context), and their length in content words.
     near: tuple[str, ...] = ()
     near_length: int = 0
+    # The day it was first said (context.said), and the kinds of answer its text
+    # offers (answer_type.kinds; None: written before they were kept).
+    said: str = ""
+    offers: tuple[str, ...] | None = None
 
     @property
     def terms(self) -> lexical.Terms:
@@ -206,6 +210,7 @@ def index_writes(
     same = (
         old is not None and old.belief.text == belief.text and old.embedder == embedder
     )
+    same_text = old is not None and old.belief.text == belief.text
     if old is not None and old.belief.text == belief.text and old.length >= 0:
         found = lexical.Terms(old.stems, old.length)
     else:
@@ -216,6 +221,13 @@ def index_writes(
         close = lexical.Terms(old.near, old.near_length)
     else:
         close = lexical.Terms((), 0)
+    kinds = old.offers if old is not None and same_text else None
+    if kinds is None:  # written when the text is, kept while it is
+        kinds = answer_type.kinds(belief.text)
+    if evidence is not None:
+        first_said = context.said(evidence)
+    else:
+        first_said = old.said if old is not None else ""
     kept = evidence is None or (
         old is not None
         and (old.near, old.near_length) == (close.distinct, close.length)
@@ -237,6 +249,8 @@ def index_writes(
         embedder=embedder,
         near=close.distinct,
         near_length=close.length,
+        said=first_said,
+        offers=kinds,
     )
     writes[_card_key(world, belief.id)] = encode(new)
     # Unchanged keys are neither deleted nor written again.

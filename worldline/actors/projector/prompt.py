@@ -53,6 +53,8 @@ def render(view: Worldview) -> str:
                 parts.append(f"({leaf.confidence:.2f})")
             if leaf.flags:
                 parts.append("{" + ", ".join(leaf.flags) + "}")
+            if leaf.said:
+                parts.append(f"[said {leaf.said}]")
             if leaf.trace:
                 parts.append("<- " + ", ".join(leaf.trace[:4]))
             lines.append(" ".join(parts))

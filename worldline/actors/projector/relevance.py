@@ -32,10 +32,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from worldline.actors.belief_model import embedding
-from worldline.actors.projector import lexical
+from worldline.actors.projector import answer_type, lexical
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
+    from datetime import datetime
 
     import numpy as np
 
@@ -107,6 +108,8 @@ class Relevance:
         focus: str,
         features: Features | None = None,
         counts: lexical.Counts | None = None,
+        marks: dict[str, answer_type.Marks] | None = None,
+        at: datetime | None = None,
     ) -> None:
         self.query = query
         self.lexicon = (counts or lexical.Counts()).lexicon(query)
@@ -115,6 +118,17 @@ class Relevance:
         self.share = share(embedding.active())
         self.vector = _featured(embedding.active().id, query)[1]
         self.focus = set(lexical.terms(focus).distinct)
+        # The kind of answer the query asks for, and the days it names (``at``
+        # dates "yesterday"): a belief offering the kind, or first said on one of
+        # the days, is lifted (``marks``: what the cards say, by text).
+        self.asked = answer_type.asked(query)
+        days = answer_type.days(query, at)
+        self.days = None if days is None else (days[0].isoformat(), days[1].isoformat())
+        self.marks = marks or {}
+        # Whether the query asks when or names days (a view then shows each
+        # belief's day), and whether anything is lifted at all.
+        self.about_time = self.asked == "time" or self.days is not None
+        self.typed = self.asked is not None or self.days is not None
         self.features: Features = features or {}
         self.scale = Scale()
         self.memo: dict[str, float] = {}  # slices ask about the same texts
@@ -186,8 +200,23 @@ class Relevance:
                 value = (1 - self.share) * found["lexical"] + semantic
             else:
                 value = found["lexical"]
+            if self.typed and value > 0 and self._answers(text):
+                value *= 1 + answer_type.LIFT
             self.memo[text] = value
         return value
+
+    def _answers(self, text: str) -> bool:
+        """Whether ``text`` offers the kind of answer the query asks for, or was
+        first said on a day it names."""
+        mark = self.marks.get(text)
+        if self.asked:
+            if mark is None or mark.offers is None:  # not from a card that kept them
+                if answer_type.offers(self.asked, text):
+                    return True
+            elif self.asked in mark.offers:
+                return True
+        said = mark.said if mark is not None else ""
+        return self.days is not None and self.days[0] <= said <= self.days[1]
 
     def near_focus(self, text: str) -> float:
         """The share of ``text``'s terms among the agent's goals and work."""

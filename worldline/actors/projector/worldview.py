@@ -52,6 +52,7 @@ from worldline.protocols.worldview import Leaf, Worldview
 if TYPE_CHECKING:
     from datetime import datetime
 
+    from worldline.actors.projector.answer_type import Marks
     from worldline.actors.projector.lexical import Counts
     from worldline.actors.projector.relevance import Features
     from worldline.protocols.beliefs import BeliefEdge, Contradiction
@@ -105,6 +106,9 @@ class Scene:
     # by :func:`scaled` (None: the scene's own beliefs are the pool).
     counts: Counts | None = None
     scale: Scale | None = None
+    # What each candidate's card says for answer types, by text: the kinds of
+    # answer it offers and the day it was first said (.answer_type.Marks).
+    marks: dict[str, Marks] = field(default_factory=dict)
     # The query relevance :func:`scaled` calibrated, by (query, focus): a projection
     # of the scene (or of the scene with fewer beliefs) for that query reuses it and
     # what it read of each text, rather than scoring every text again.
@@ -159,22 +163,22 @@ def _pool(scene: Scene) -> list[str]:
     return [b.text for b in scene.beliefs if b.type != "goal"]
 
 
-def scaled(scene: Scene, query: str) -> Scene:
+def scaled(scene: Scene, query: str, at: datetime | None = None) -> Scene:
     """``scene`` with its query channels' scale fixed from its beliefs: projected
     again with fewer beliefs (a decision view's second pass), it keeps the scale,
     and the calibrated relevance (what it read of each text, on that scale)."""
     focus = _focus(scene)[1]
-    relevance = Relevance(query, focus, scene.features, scene.counts)
+    relevance = Relevance(query, focus, scene.features, scene.counts, scene.marks, at)
     scale = relevance.calibrate(_pool(scene))
     return dataclasses.replace(scene, scale=scale, judged=(query, focus, relevance))
 
 
-def _relevance(scene: Scene, query: str, focus: str) -> Relevance:
+def _relevance(scene: Scene, query: str, focus: str, at: datetime) -> Relevance:
     if scene.judged is not None:
         asked, after, judged = scene.judged
         if (asked, after) == (query, focus) and judged.scale == scene.scale:
             return judged
-    relevance = Relevance(query, focus, scene.features, scene.counts)
+    relevance = Relevance(query, focus, scene.features, scene.counts, scene.marks, at)
     if scene.scale is None:
         relevance.calibrate(_pool(scene))
     else:
@@ -206,7 +210,7 @@ def _valuer(scene: Scene, weight: Weight, relevance: Relevance) -> Weight:
 def project(scene: Scene, agent: str, query: str, at: datetime) -> Worldview:
     """The worldview for ``agent`` about to make the move ``query`` at clock ``at``."""
     goals_text, focus = _focus(scene)
-    relevance = _relevance(scene, query, focus)
+    relevance = _relevance(scene, query, focus, at)
     n = max(len(scene.beliefs), 1)
     influence = scene.influence or posterior.influence(
         [b.id for b in scene.beliefs], scene.edges
@@ -218,7 +222,8 @@ def project(scene: Scene, agent: str, query: str, at: datetime) -> Worldview:
     value = _valuer(scene, weight, relevance)
     current = _bounded(_current(scene, value, relevance))
     moves = _bounded(_moves(scene, value, query=relevance.informed))
-    limiting = _limiting(scene, weight, _relevance(scene, goals_text, goals_text))
+    goals = _relevance(scene, goals_text, goals_text, at)
+    limiting = _limiting(scene, weight, goals)
     view = Worldview(
         world=scene.world,
         agent=agent,
@@ -259,7 +264,10 @@ def _current(scene: Scene, value: Weight, relevance: Relevance) -> list[Item]:
         if b.type == "goal":
             continue
         values[b.id] = value(b)
-        items.append((values[b.id], b.id, _claim_leaf(scene, b, values[b.id], depends)))
+        mark = scene.marks.get(b.text) if relevance.about_time else None
+        said = mark.said if mark is not None else ""
+        make = _claim_leaf(scene, b, values[b.id], depends, said)
+        items.append((values[b.id], b.id, make))
     for c in scene.contradictions:
         text = " vs ".join(c.beliefs)
         # As relevant as the most relevant belief it holds, times its strength.
@@ -271,12 +279,14 @@ def _current(scene: Scene, value: Weight, relevance: Relevance) -> list[Item]:
 
 
 def _claim_leaf(
-    scene: Scene, b: Belief, score: float, depends: dict[str, list[str]]
+    scene: Scene, b: Belief, score: float, depends: dict[str, list[str]], said: str
 ) -> Callable[[], Leaf]:
     def make() -> Leaf:
         leaf = _belief_leaf(b, score, (b.id, *sorted(depends.get(b.id, ()))))
         if b.id in scene.recent:  # among the latest changes: say so, rank as usual
             leaf = msgspec.structs.replace(leaf, flags=(*leaf.flags, "changed"))
+        if said:  # a question about time: the day it was said
+            leaf = msgspec.structs.replace(leaf, said=said)
         return leaf
 
     return make
