@@ -19,9 +19,10 @@ The edits (this checkout is never changed):
 - mypyc creates a class it cannot compile natively (a ``msgspec.Struct``) by calling
   its metaclass without the class keywords (python/mypy#21938): ``frozen``, ``tag``,
   ``tag_field``, ``kw_only``, ``gc`` and ``array_like`` vanish without an error, so a
-  stored ``Card`` loses its tag and ``_HeldHead`` fails to import. Every class with
-  keywords in a compiled module moves to an interpreted sibling ``<module>_structs``
-  and is imported back under its name;
+  stored ``Card`` loses its tag and ``_HeldHead`` fails to import (and a
+  ``msgspec.field`` default fails the compiled class body's type check). Every
+  struct and every class with keywords in a compiled module moves to an interpreted
+  sibling ``<module>_structs`` and is imported back under its name;
 - a compiled (native) class takes no weak reference: the read limiter that
   ``runtime/serve.py`` keeps per ``Store`` in a ``WeakKeyDictionary`` is kept on the
   store instead (only the pipeline bench's live actors serve).
@@ -123,9 +124,9 @@ def keyword_classes(source: str) -> list[ast.ClassDef]:
 
 
 def move_keyword_classes(out: Path, module: str) -> list[str]:
-    """Move the classes with keywords of ``module`` (a path under ``out``) into
-    ``<stem>_structs.py`` beside it (with a copy of the module's top-level imports)
-    and import them back; their names."""
+    """Move the classes of ``module`` (a path under ``out``) that
+    :func:`keyword_classes` finds into ``<stem>_structs.py`` beside it (with a copy
+    of the module's top-level imports) and import them back; their names."""
     path = out / module
     source = path.read_text()
     classes = keyword_classes(source)
