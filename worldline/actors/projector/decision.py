@@ -35,6 +35,7 @@ from worldline.actors.belief_model import embedding
 from worldline.actors.projector import (
     beliefs,
     calibration,
+    graph,
     history,
     index,
     lexical,
@@ -366,6 +367,7 @@ def read_scene(
         if end not in goals
     )
     first = worldview_model.scaled(dataclasses.replace(first, near=near), query)
+    first = graph.walked(reader, world, first, query, focus)  # the graph channel
     kept = worldview_model.kept_beliefs(first, query, focus)
     # Without ``at``, the stored readings: a standing view changes only when a
     # belief it shows does (docs/worldview.md), not whenever the world's clock moves.

@@ -119,6 +119,9 @@ class Relevance:
         self.scale = Scale()
         self.memo: dict[str, float] = {}  # slices ask about the same texts
         self.raw: dict[str, dict[str, float]] = {}  # and so do both passes
+        # text -> a graph neighbour's worth (:mod:`.graph`): its query relevance
+        # when more than its own
+        self.hops: dict[str, float] = {}
 
     @property
     def informed(self) -> bool:
@@ -187,7 +190,8 @@ class Relevance:
             else:
                 value = found["lexical"]
             self.memo[text] = value
-        return value
+        hop = self.hops.get(text)
+        return value if hop is None or hop <= value else hop
 
     def near_focus(self, text: str) -> float:
         """The share of ``text``'s terms among the agent's goals and work."""
