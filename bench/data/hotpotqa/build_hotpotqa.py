@@ -162,9 +162,9 @@ them once from a clone of a public repository that holds IRCoT's HotpotQA sample
   (both) and one with any hop reached (any).
 
 IRCoT joined each paragraph's sentences with a space; each sentence after the first
-begins with one, so a double space separates them, and the builder splits there
-({n_split} sentences; a sentence that held a double space itself is split there
-too).
+begins with one, so a double space separates them, and the builder splits there (a
+sentence that held a double space itself is split there too: 37 of the first 100
+questions' 992 paragraphs split otherwise than HotpotQA's own sentences).
 
 Source: {source_line}
 
@@ -220,7 +220,6 @@ def main() -> None:
         "n_sentences": len(sentences),
         "n_articles": len({row["article"] for row in sentences}),
         "n_questions": len(questions),
-        "n_split": len(sentences),
     }
     digests = [f"{hashlib.sha256(text.encode()).hexdigest()}  {FILE}"]
     digests += [
