@@ -64,8 +64,8 @@ __all__ = [
 SEEDS: Final = 3  # the best matches walked from
 HOP: Final = 0.8  # a neighbour's worth relative to its seed's
 NEIGHBOURS: Final = 2  # beliefs the walk may lift in one view
-HOLDERS: Final = 64  # a name held by more beliefs links nothing
-CARDS: Final = 256  # cards one walk reads at most
+HOLDERS: Final = 24  # a name held by more beliefs links nothing
+CARDS: Final = 96  # cards one walk reads at most
 NAME_IDF: Final = 8.0  # a name this rare (IDF summed over its terms) links fully
 # A run of capitalised words, a lower-case link word allowed between two of them
 # ("Kiss and Tell", "Museum of Modern Art").
@@ -112,10 +112,9 @@ def walked(reader: Reader, world: str, scene: Scene, query: str, focus: str) -> 
     )[:NEIGHBOURS]
     if not lifted:
         return scene
-    held = {b.id for b in scene.beliefs}
-    added = [walk.cards[i] for _, i in lifted if i not in held]
+    added = [walk.cards[i] for _, i in lifted if i in walk.cards]
     for hop, belief_id in lifted:
-        judged.hops[walk.cards[belief_id].belief.text] = hop
+        judged.hops[walk.known[belief_id][0].text] = hop
     if not added:
         return scene
     features = judged.features  # a copy of the scene's, with every card read
@@ -131,42 +130,54 @@ def walked(reader: Reader, world: str, scene: Scene, query: str, focus: str) -> 
 
 
 class _Walk:
-    """One walk's reads and what it found: each neighbour's best hop, its card."""
+    """One walk's reads and what it found: each neighbour's best hop; the beliefs
+    it knows (the scene's, and those whose cards it read) with their terms."""
 
     def __init__(self, reader: Reader, world: str, scene: Scene, asked: set[str]):
         self.reader, self.world, self.scene, self.asked = reader, world, scene, asked
         self.w = index.key_part(world, index.WORLD_BYTES)
         self.hops: dict[str, float] = {}
-        self.cards: dict[str, index.Card] = {}
+        self.cards: dict[str, index.Card] = {}  # read by the walk, not the scene's
         self.read = 0  # cards read
         self.semantic = relevance.is_semantic(embedding.active())
         self.documents = (scene.counts or lexical.Counts()).documents
         self.judged = scene.judged[2] if scene.judged else None
+        features = {} if self.judged is None else dict(self.judged.features)
         if self.judged is not None:  # the neighbours' features join the scene's
-            self.judged.features = dict(self.judged.features)
+            self.judged.features = features
+        # The scene's beliefs need no read: their terms are in its features.
+        self.known: dict[str, tuple[Belief, frozenset[str]]] = {
+            b.id: (b, frozenset(features[b.text][0].distinct))
+            for b in scene.beliefs
+            if b.text in features
+        }
 
     def own(self, belief_id: str) -> float:
-        """A neighbour's own query relevance (0 for a belief the walk never read)."""
-        card = self.cards.get(belief_id)
-        if card is None or self.judged is None:
-            return 0.0
-        self.judged.features.setdefault(card.belief.text, self.features(card))
-        return self.judged(card.belief.text)
+        """A belief's own query relevance (0 for one the walk does not know)."""
+        known = self.known.get(belief_id)
+        return (
+            0.0 if known is None or self.judged is None else self.judged(known[0].text)
+        )
 
     def features(self, card: index.Card) -> tuple[lexical.Terms, np.ndarray | None]:
         vector = index.vector_of(card) if self.semantic else None
         return card.terms, vector
 
-    def _card(self, belief_id: str) -> index.Card | None:
-        if belief_id in self.cards:
-            return self.cards[belief_id]
-        if self.read >= CARDS:
-            return None
+    def _card(self, belief_id: str) -> tuple[Belief, frozenset[str]] | None:
+        """The belief and its terms: the scene's, else read from its card (at most
+        :data:`CARDS` a walk)."""
+        known = self.known.get(belief_id)
+        if known is not None or self.read >= CARDS:
+            return known
         self.read += 1
         found = index.card(self.reader, self.world, belief_id)
-        if found is not None:
-            self.cards[belief_id] = found
-        return found
+        if found is None:
+            return None
+        self.cards[belief_id] = found
+        if self.judged is not None:
+            self.judged.features.setdefault(found.belief.text, self.features(found))
+        known = self.known[belief_id] = (found.belief, frozenset(found.terms.distinct))
+        return known
 
     def _lift(self, belief_id: str, hop: float) -> None:
         if hop > self.hops.get(belief_id, 0.0):
@@ -202,10 +213,10 @@ class _Walk:
         best: tuple[float, str] | None = None
         for _, raw in islice(self.reader.scan(prefix), HOLDERS):
             belief_id = raw.decode()
-            card = None if belief_id == seed else self._card(belief_id)
-            if card is None or not set(terms) <= set(card.terms.distinct):
+            known = None if belief_id == seed else self._card(belief_id)
+            if known is None or not known[1].issuperset(terms):
                 continue
-            rank = self.own(belief_id) + card.belief.text.startswith(first)
+            rank = self.own(belief_id) + known[0].text.startswith(first)
             if best is None or (rank, belief_id) > best:
                 best = (rank, belief_id)
         if best is not None:
