@@ -2,10 +2,13 @@
 plain BM25 over the same beliefs at the same budget, and how fast is it over the bus.
 
 Data: ``bench/data/<corpus>/``, ``--corpus squad`` (the default: SQuAD v1.1 dev,
-CC BY-SA 4.0) or ``friendsqa`` (FriendsQA dialogue scenes, Apache-2.0, conversational:
-one "sentence" per utterance), or any folder (``--data``): ``dev-sentences.jsonl.gz``
+CC BY-SA 4.0), ``friendsqa`` (FriendsQA dialogue scenes, Apache-2.0, conversational:
+one "sentence" per utterance) or ``hotpotqa`` (HotpotQA dev, CC BY-SA 4.0,
+multi-hop: every question's ten paragraphs in one pool), or any folder
+(``--data``): ``dev-sentences.jsonl.gz``
 (``{"id": "d<a>-p<p>-s<s>", "article", "text"}``), ``dev-questions.jsonl.gz``
-(``{"id", "question", "answers": [<sentence id>, ...]}``); the latency load reads
+(``{"id", "question", "answers": [<sentence id>, ...]}``, and for a multi-hop set
+``"facts": [[<sentence id>, ...], ...]``, one list per hop); the latency load reads
 real sentences, one a line, from ``--load`` (default: ``train-sentences.txt.xz``
 there if it exists, else ``bench/data/books/sentences.txt.xz``, public-domain books
 built by ``bench/data/books/build_books.py``). Everything goes through a real stack:
@@ -22,7 +25,8 @@ folder.
     For every k-th question (``--questions``), ``before(question)`` is asked as an
     agent; the beliefs it shows are the traces of the leaves in ``current`` and
     ``moves`` that are belief ids, and the budget k is how many distinct ones. A
-    question is a hit when one of them has evidence whose source answers it. In the
+    question is a hit when one of them has evidence whose source answers it (and,
+    with ``facts``, a hit on both hops when every hop has such a belief). In the
     same run, plain BM25 over the same belief texts (``bench/embedders.py``'s:
     lower-cased word tokens, k1 1.2, b 0.75, no stemming; ties by belief id) takes its
     top k, and its top 5 and 10; the projector's ``search`` RPC, when it answers, its
@@ -105,7 +109,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Config", "Question", "Results", "bm25_top", "main", "run"]
 
-CORPORA = ("squad", "friendsqa")  # folders of bench/data/ (--corpus)
+CORPORA = ("squad", "friendsqa", "hotpotqa")  # folders of bench/data/ (--corpus)
 DATA = Path(__file__).resolve().parent / "data" / CORPORA[0]
 BOOKS = Path(__file__).resolve().parent / "data" / "books" / "sentences.txt.xz"
 LOADER, READER = "loader", "reader"  # the agents that observe and that ask
@@ -158,6 +162,12 @@ class Question:
     dense: bool | None = None  # top ``budget`` by cosine; None: no dense baseline
     fused: bool | None = None  # top ``budget`` of BM25 + dense fused by RRF
     asks: str = ""  # the kind of answer the question asks for (answer_type.asked)
+    # Every hop found (a multi-hop question's ``facts``); None: not multi-hop, or
+    # (dense, fused) no dense baseline.
+    worldview_all: bool | None = None
+    bm25_all: bool | None = None
+    dense_all: bool | None = None
+    fused_all: bool | None = None
 
 
 @dataclass
@@ -217,6 +227,10 @@ class Results:
             "dense_same_budget": self.rate("dense"),
             "bm25_dense_rrf_same_budget": self.rate("fused"),
             "difference_rrf": self.rate("worldview") - self.rate("fused"),
+            "worldview_all_hops": self.rate("worldview_all"),
+            "bm25_all_hops": self.rate("bm25_all"),
+            "dense_all_hops": self.rate("dense_all"),
+            "bm25_dense_rrf_all_hops": self.rate("fused_all"),
             "mean_budget": sum(budgets) / len(budgets),
             "mean_tokens": sum(toks) / len(toks),
             "max_tokens": max(toks),
@@ -503,9 +517,16 @@ async def judge(
     served, ``search``; which of them found an answering sentence."""
     answers = set(question["answers"])
     text = question["question"]
+    hops = [set(fact) for fact in question.get("facts", ())]
 
     def hit(ids: Iterable[str]) -> bool:
         return any(sources.get(i, set()) & answers for i in ids)
+
+    def every(ids: Iterable[str]) -> bool | None:
+        if not hops:
+            return None
+        found: set[str] = set().union(*(sources.get(i, set()) for i in ids))
+        return all(found & hop for hop in hops)
 
     start = time.perf_counter()
     view = await reader.before(text)
@@ -517,11 +538,11 @@ async def judge(
         best = (await search_ids(nc, reader.world, text, min(k, 200)))[0] if k else []
         found = hit(best)
     ranked = bm25_top(*bm25, text, max(k, 10))
-    dense_hit = fused_hit = None
+    dense_hit = fused_hit = dense_all = fused_all = None
     if dense is not None:
         by_cosine, fused = dense_rankings(bm25, dense, text)
-        dense_hit = hit(by_cosine[:k])
-        fused_hit = hit(fused[:k])
+        dense_hit, dense_all = hit(by_cosine[:k]), every(by_cosine[:k])
+        fused_hit, fused_all = hit(fused[:k]), every(fused[:k])
     return Question(
         id=question["id"],
         budget=k,
@@ -534,6 +555,10 @@ async def judge(
         dense=dense_hit,
         fused=fused_hit,
         asks=answer_type.asked(text) or "",
+        worldview_all=every(ids),
+        bm25_all=every(ranked[:k]),
+        dense_all=dense_all,
+        fused_all=fused_all,
     )
 
 
@@ -708,6 +733,12 @@ def report(r: Results) -> None:
     for kind, (n, mine, bm25, fused) in r.by_kind().items():
         rrf = f" / RRF {fused:.3f}" if r.dense else ""
         row(f"  asks {kind} ({n})", f"{mine:.3f} / BM25 {bm25:.3f}{rrf}")
+    if not math.isnan(s["worldview_all_hops"]):
+        row("every hop shown: worldview", f"{s['worldview_all_hops']:.3f}")
+        row("every hop: BM25 same budget", f"{s['bm25_all_hops']:.3f}")
+        if r.dense:
+            row("every hop: dense same budget", f"{s['dense_all_hops']:.3f}")
+            row("every hop: BM25 + dense RRF", f"{s['bm25_dense_rrf_all_hops']:.3f}")
     row("budget (beliefs shown), mean", f"{s['mean_budget']:.2f}")
     row("prompt tokens mean / max", f"{s['mean_tokens']:.0f} / {s['max_tokens']}")
     if r.search_note:

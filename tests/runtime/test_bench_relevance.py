@@ -41,8 +41,12 @@ def _tiny_dev_set(folder: Path) -> None:
         for i, text in enumerate(PLANTED)
     ]
     questions: list[dict[str, object]] = [
-        {"id": "planted", "question": QUESTION, "answers": ["x0-p0-s0"]}
-    ]
+        {"id": "planted", "question": QUESTION, "answers": ["x0-p0-s0"]},
+        # Two hops: the quokkas' sentence and the ferry's, each a fact of its own.
+        {"id": "two-hops", "question": f"{QUESTION} ferry harbour",
+         "answers": ["x0-p0-s0", "x0-p0-s1"],
+         "facts": [["x0-p0-s0"], ["x0-p0-s1"]]},
+    ]  # fmt: skip
     real = relevance.DATA / "dev-sentences.jsonl.gz"
     if real.exists():
         with gzip.open(real, "rt", encoding="utf-8") as lines:
@@ -83,3 +87,12 @@ def test_quality_run_reports_rates_and_bm25_finds_a_unique_match(
     assert planted.bm25_5
     assert planted.bm25_10
     assert planted.budget == 0 or planted.bm25
+    # A multi-hop question is judged on every hop too; a single-hop one is not.
+    assert planted.worldview_all is None
+    assert planted.bm25_all is None
+    hops = by_id["two-hops"]
+    assert isinstance(hops.worldview_all, bool)
+    assert isinstance(hops.bm25_all, bool)
+    assert hops.bm25_all <= hops.bm25  # every hop found: one found
+    assert not math.isnan(summary["worldview_all_hops"])
+    assert "every hop shown: worldview" in out

@@ -36,6 +36,7 @@ from worldline.actors.projector import (
     answer_type,
     beliefs,
     calibration,
+    graph,
     history,
     index,
     lexical,
@@ -370,6 +371,7 @@ def read_scene(
         if end not in goals
     )
     first = worldview_model.scaled(dataclasses.replace(first, near=near), query, at)
+    first = graph.walked(reader, world, first, query, focus)  # the graph channel
     kept = worldview_model.kept_beliefs(first, query, focus)
     # Without ``at``, the stored readings: a standing view changes only when a
     # belief it shows does (docs/worldview.md), not whenever the world's clock moves.

@@ -133,6 +133,9 @@ class Relevance:
         self.scale = Scale()
         self.memo: dict[str, float] = {}  # slices ask about the same texts
         self.raw: dict[str, dict[str, float]] = {}  # and so do both passes
+        # text -> a graph neighbour's worth (:mod:`.graph`): its query relevance
+        # when more than its own
+        self.hops: dict[str, float] = {}
 
     @property
     def informed(self) -> bool:
@@ -203,7 +206,8 @@ class Relevance:
             if self.typed and value > 0 and self._answers(text):
                 value *= 1 + answer_type.LIFT
             self.memo[text] = value
-        return value
+        hop = self.hops.get(text)
+        return value if hop is None or hop <= value else hop
 
     def _answers(self, text: str) -> bool:
         """Whether ``text`` offers the kind of answer the query asks for, or was
