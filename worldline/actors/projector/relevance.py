@@ -16,6 +16,12 @@ no belief of the pool, a goal or a policy, counts at most as the pool's best). T
 pool's scale is fixed once per request (:class:`Scale`), so the same text scores the
 same in every slice and in both passes of a decision view.
 
+Two lifts act on the query relevance: a belief offering the kind of answer the query
+asks for (a time, a place), or first said on a day it names, counts
+``1 + answer_type.LIFT`` times its relevance (:mod:`.answer_type`); and a graph
+neighbour of the pool's best beliefs counts at least what its walk gives it
+(:attr:`Relevance.hops`, :mod:`.graph`).
+
 *Priors* (:func:`prior`, 0-1) are what the world says without the query: a belief's
 influence in the belief graph (relative to the pool's most influential), one edge from
 a goal, its share of words in the agent's goals and work, and being among the latest
