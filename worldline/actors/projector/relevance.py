@@ -218,15 +218,14 @@ class Relevance:
     def _answers(self, text: str) -> bool:
         """Whether ``text`` offers the kind of answer the query asks for, or was
         first said on a day it names."""
-        mark = self.marks.get(text)
-        if self.asked:
-            if mark is None or mark.offers is None:  # not from a card that kept them
-                if answer_type.offers(self.asked, text):
-                    return True
-            elif self.asked in mark.offers:
-                return True
-        said = mark.said if mark is not None else ""
-        return self.days is not None and self.days[0] <= said <= self.days[1]
+        mark = self.marks.get(text) or answer_type.Marks(None, "")
+        if self.asked and (
+            answer_type.offers(self.asked, text)
+            if mark.offers is None  # not from a card that kept them
+            else self.asked in mark.offers
+        ):
+            return True
+        return self.days is not None and self.days[0] <= mark.said <= self.days[1]
 
     def near_focus(self, text: str) -> float:
         """The share of ``text``'s terms among the agent's goals and work."""
