@@ -5,7 +5,6 @@ though it holds none of the question's words."""
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -13,7 +12,7 @@ import anyio
 import pytest
 
 import worldline
-from tests.support import all_actors, running, unique_world
+from tests.support import all_actors, cli_env, listed, running, unique_world
 from worldline.sdk.hooks import observed
 
 pytestmark = pytest.mark.nats
@@ -56,12 +55,7 @@ async def test_the_cli_observes_with_a_context(nats_url: str, tmp_path: Path) ->
     world = unique_world()
     reply_file = tmp_path / "reply.txt"
     reply_file.write_text(REPLY)
-    env = {
-        **os.environ,
-        "WORLDLINE_NATS": nats_url,
-        "WORLDLINE_WORLD": world,
-        "WORLDLINE_AGENT": "ada",
-    }
+    env = cli_env(nats_url, world)
     async with (
         running(all_actors(), url=nats_url, data=tmp_path / "actors"),
         worldline.connect(nats_url, world=world, agent="ada") as ada,
@@ -72,12 +66,6 @@ async def test_the_cli_observes_with_a_context(nats_url: str, tmp_path: Path) ->
         done = await anyio.run_process(command, env=env, check=False)
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout)["obs_id"]
-        with anyio.fail_after(10):
-            while True:  # extraction is asynchronous
-                beliefs = await ada.list()
-                if any(b.text == REPLY for b in beliefs):
-                    break
-                await anyio.sleep(0.05)
-        reply = next(b for b in beliefs if b.text == REPLY)
+        reply = await listed(ada, REPLY)
         hits = await ada.search("Joey lasagna")
     assert reply.id in {h.belief.id for h in hits.hits}

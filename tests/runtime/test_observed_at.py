@@ -6,7 +6,6 @@ the day beside it."""
 from __future__ import annotations
 
 import inspect
-import os
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,7 +15,7 @@ import pytest
 
 import worldline
 from tests.runtime.test_sync_hooks import actors_in_background
-from tests.support import all_actors, running, unique_world
+from tests.support import all_actors, cli_env, listed, running, unique_world
 from worldline import hooks, sync
 from worldline.sdk.hooks import observed
 
@@ -55,12 +54,7 @@ async def test_the_cli_observes_with_a_date(nats_url: str, tmp_path: Path) -> No
     world = unique_world()
     turn_file = tmp_path / "turn.txt"
     turn_file.write_text(TURN)
-    env = {
-        **os.environ,
-        "WORLDLINE_NATS": nats_url,
-        "WORLDLINE_WORLD": world,
-        "WORLDLINE_AGENT": "ada",
-    }
+    env = cli_env(nats_url, world)
     async with (
         running(all_actors(), url=nats_url, data=tmp_path / "actors"),
         worldline.connect(nats_url, world=world, agent="ada") as ada,
@@ -72,13 +66,7 @@ async def test_the_cli_observes_with_a_date(nats_url: str, tmp_path: Path) -> No
         command = [WORLDLINE, "observe", str(turn_file), "--observed-at", "2023-05-08"]
         done = await anyio.run_process(command, env=env, check=False)
         assert done.returncode == 0, done.stderr
-        with anyio.fail_after(10):
-            while True:  # extraction is asynchronous
-                beliefs = await ada.list()
-                if any(b.text == TURN for b in beliefs):
-                    break
-                await anyio.sleep(0.05)
-        went = next(b for b in beliefs if b.text == TURN)
+        went = await listed(ada, TURN)
         trace = await ada.trace(went.id)
     day = datetime(2023, 5, 8, tzinfo=UTC)  # no zone given: UTC
     assert [s.evidence.observed_at for s in trace.steps] == [day]

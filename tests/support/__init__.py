@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 from contextlib import asynccontextmanager
 from functools import partial
@@ -16,9 +17,11 @@ from worldline.actors.runtime.supervise import run_actors
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence
 
+    import worldline
     from worldline.actors.runtime.spec import ActorSpec
+    from worldline.protocols.base import Belief
 
-__all__ = ["TRACES", "all_actors", "running", "unique_world"]
+__all__ = ["TRACES", "all_actors", "cli_env", "listed", "running", "unique_world"]
 
 
 def unique_world(prefix: str = "t") -> str:
@@ -40,6 +43,28 @@ async def running(
         await tg.start(partial(run_actors, specs, url=url, data=data))
         yield
         tg.cancel_scope.cancel()
+
+
+def cli_env(url: str, world: str, agent: str = "ada") -> dict[str, str]:
+    """The environment a ``worldline`` command run by a test reads its bus, world
+    and agent from."""
+    return {
+        **os.environ,
+        "WORLDLINE_NATS": url,
+        "WORLDLINE_WORLD": world,
+        "WORLDLINE_AGENT": agent,
+    }
+
+
+async def listed(world: worldline.World, text: str, wait: float = 10) -> Belief:
+    """The belief with ``text`` once ``world`` lists it (extraction is
+    asynchronous); fails the test after ``wait`` seconds."""
+    with anyio.fail_after(wait):
+        while True:
+            found = [b for b in await world.list() if b.text == text]
+            if found:
+                return found[0]
+            await anyio.sleep(0.05)
 
 
 # Real traces written by others (licenses and provenance in tests/data/README.md),
